@@ -1,0 +1,256 @@
+"""Owned host memory: pageable, page-aligned locked, and fd-backed shareable.
+
+Allocation is separate from views: a :class:`HostMemory` owns bytes and hands out numpy
+views (:attr:`HostMemory.array`) that share them; :class:`~copyless.memory.tensor.NpuTensor`
+is one such view with tensor metadata. Every owner closes deterministically with
+:meth:`HostMemory.close` or a ``with`` block; a ``weakref.finalize`` releases what was
+forgotten (with a ``ResourceWarning`` when the owner asked for one).
+
+Ownership rule for mappings: numpy views keep the underlying ``mmap`` object alive, so
+``close()`` never invalidates a view someone still holds; the pages go when the last view
+goes. The file descriptor of fd-backed memory is closed by ``close()`` at once (the mapping
+does not need it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import mmap
+import os
+import warnings
+import weakref
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..types import OutOfMemoryError, TensorError
+
+logger = logging.getLogger(__name__)
+
+PAGE_SIZE = mmap.PAGESIZE
+
+_libc: Any = None
+
+
+def _get_libc() -> Any:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc
+
+
+def round_up(nbytes: int, multiple: int = PAGE_SIZE) -> int:
+    """``nbytes`` rounded up to a multiple of ``multiple`` (at least one multiple)."""
+    return max(multiple, -(-nbytes // multiple) * multiple)
+
+
+def _release(
+    mapping: mmap.mmap | None, fd: int, locked: tuple[int, int] | None, warn: str | None
+) -> None:
+    # Module level and free of `self` so the finalizer never keeps its owner alive.
+    if warn is not None:
+        warnings.warn(warn, ResourceWarning, stacklevel=2)
+    if locked is not None:
+        _get_libc().munlock(ctypes.c_void_p(locked[0]), ctypes.c_size_t(locked[1]))
+    if fd >= 0:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if mapping is not None:
+        try:
+            mapping.close()
+        except BufferError:
+            # Views still export the mapping; it is unmapped when the last one goes.
+            pass
+
+
+class HostMemory:
+    """A region of host memory that this object owns (or maps).
+
+    Build with :meth:`pageable`, :meth:`locked`, :meth:`shared` or :meth:`from_fd`.
+    ``array`` is a flat ``uint8`` view of the whole region; ``address`` its first byte;
+    ``fd`` the descriptor for fd-backed memory (``-1`` otherwise).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_array",
+        "_fd",
+        "_finalizer",
+        "_kind",
+        "_lock_range",
+        "_locked",
+        "_mapping",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        array: npt.NDArray[np.uint8],
+        mapping: mmap.mmap | None,
+        fd: int,
+        locked: bool,
+        warn_on_leak: bool,
+    ) -> None:
+        self._kind = kind
+        self._array: npt.NDArray[np.uint8] | None = array
+        self._mapping = mapping
+        self._fd = fd
+        self._locked = locked
+        lock_range = (self.address, array.nbytes) if locked else None
+        self._lock_range = lock_range
+        message = f"unclosed {self!r}" if warn_on_leak else None
+        self._finalizer = weakref.finalize(self, _release, mapping, fd, lock_range, message)
+
+    # -- constructors -------------------------------------------------------------------
+    @classmethod
+    def pageable(cls, nbytes: int, *, warn_on_leak: bool = True) -> HostMemory:
+        """Ordinary pageable memory (numpy's allocator): USER_POINTER_NON_CMA."""
+        _check_size(nbytes)
+        try:
+            array = np.zeros(nbytes, dtype=np.uint8)
+        except MemoryError as exc:
+            raise OutOfMemoryError(nbytes, "numpy allocation failed") from exc
+        return cls("pageable", array, None, -1, False, warn_on_leak)
+
+    @classmethod
+    def locked(cls, nbytes: int, *, warn_on_leak: bool = True) -> HostMemory:
+        """Page-aligned memory locked in RAM with ``mlock``: USER_POINTER_CMA.
+
+        Where RLIMIT_MEMLOCK forbids locking, the memory stays page-aligned but pageable
+        and a warning is logged (``is_locked`` tells which you got).
+        """
+        _check_size(nbytes)
+        size = round_up(nbytes)
+        try:
+            mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except OSError as exc:
+            raise OutOfMemoryError(size, f"anonymous mmap failed: {exc.strerror}") from exc
+        array = np.frombuffer(mapping, dtype=np.uint8)
+        address = int(array.__array_interface__["data"][0])
+        rc = _get_libc().mlock(ctypes.c_void_p(address), ctypes.c_size_t(size))
+        locked = rc == 0
+        if not locked:
+            err = ctypes.get_errno()
+            logger.warning(
+                "mlock of %d bytes refused (%s); using page-aligned pageable memory instead",
+                size,
+                os.strerror(err),
+            )
+        # Lock range covers the whole mapping; the view is trimmed to what was asked.
+        memory = cls("locked", array, mapping, -1, locked, warn_on_leak)
+        memory._array = array[:nbytes]
+        return memory
+
+    @classmethod
+    def shared(cls, nbytes: int, name: str = "copyless", *, warn_on_leak: bool = True) -> HostMemory:
+        """Anonymous shareable memory (``memfd``): exportable as a file descriptor."""
+        _check_size(nbytes)
+        size = round_up(nbytes)
+        try:
+            fd = os.memfd_create(name, os.MFD_CLOEXEC)
+        except OSError as exc:
+            raise OutOfMemoryError(size, f"memfd_create failed: {exc.strerror}") from exc
+        try:
+            os.ftruncate(fd, size)
+            mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+        except OSError as exc:
+            os.close(fd)
+            raise OutOfMemoryError(size, f"memfd sizing/mapping failed: {exc.strerror}") from exc
+        array = np.frombuffer(mapping, dtype=np.uint8)[:nbytes]
+        return cls("shared", array, mapping, fd, False, warn_on_leak)
+
+    @classmethod
+    def from_fd(
+        cls, fd: int, min_bytes: int = 0, *, own_fd: bool = False, warn_on_leak: bool = False
+    ) -> HostMemory:
+        """Map a shareable fd (memfd, /dev/shm file, dma-buf) read-write, shared.
+
+        The whole object is mapped. With ``own_fd`` the fd is closed by :meth:`close`;
+        otherwise the caller keeps ownership of it. Raises :class:`TensorError` when the fd
+        is closed, not mappable, not writable, or smaller than ``min_bytes``.
+        """
+        if isinstance(fd, bool) or not isinstance(fd, int) or fd < 0:
+            raise TensorError(f"expected a file descriptor (int >= 0), got {fd!r}")
+        try:
+            size = os.fstat(fd).st_size or os.lseek(fd, 0, os.SEEK_END)
+        except OSError as exc:
+            raise TensorError(f"fd {fd} is not usable: {exc.strerror}") from exc
+        if size < max(min_bytes, 1):
+            raise TensorError(f"fd {fd} holds {size} bytes, need at least {max(min_bytes, 1)}")
+        try:
+            mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise TensorError(f"fd {fd} cannot be mapped read-write: {reason}") from exc
+        array = np.frombuffer(mapping, dtype=np.uint8)
+        return cls("fd", array, mapping, fd if own_fd else -1, False, warn_on_leak)
+
+    # -- accessors ----------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """``"pageable"``, ``"locked"``, ``"shared"`` or ``"fd"``."""
+        return self._kind
+
+    @property
+    def closed(self) -> bool:
+        return self._array is None
+
+    @property
+    def array(self) -> npt.NDArray[np.uint8]:
+        """Flat uint8 view of the memory (no copy). Raises after close()."""
+        if self._array is None:
+            raise ValueError(f"{self._kind} memory is closed")
+        return self._array
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self._array is None else int(self._array.nbytes)
+
+    @property
+    def address(self) -> int:
+        """Address of the first byte; 0 after close()."""
+        if self._array is None:
+            return 0
+        return int(self._array.__array_interface__["data"][0])
+
+    @property
+    def fd(self) -> int:
+        """The owned file descriptor of shared memory, -1 where there is none."""
+        return self._fd if self._array is not None else -1
+
+    @property
+    def is_locked(self) -> bool:
+        return self._locked
+
+    def export_fd(self) -> int:
+        """A NEW descriptor of this memory that the caller owns; -1 if not shareable."""
+        if self._array is None or self._fd < 0:
+            return -1
+        return os.dup(self._fd)
+
+    def close(self) -> None:
+        """Release now: unlock, close the fd, unmap if no view is left (idempotent)."""
+        self._array = None
+        self._finalizer.detach()
+        _release(self._mapping, self._fd, self._lock_range, None)
+        self._mapping = None
+
+    def __enter__(self) -> HostMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.nbytes} bytes at {self.address:#x}"
+        return f"<HostMemory {self._kind} {state}>"
+
+
+def _check_size(nbytes: int) -> None:
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise TensorError(f"allocation size must be an int >= 0, got {nbytes!r}")

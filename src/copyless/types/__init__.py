@@ -1,0 +1,49 @@
+"""The base layer: enums, metadata and errors. Imports nothing else of copyless."""
+
+from .enums import (
+    DataType,
+    MemoryLayout,
+    MemoryType,
+    RoundingMode,
+    RunnerType,
+    StatusCode,
+    TensorDirection,
+    TensorType,
+)
+from .errors import (
+    CopylessError,
+    LayoutError,
+    MemoryTypeError,
+    ModelLoadError,
+    OptionError,
+    OutOfMemoryError,
+    RunnerClosedError,
+    TensorError,
+    UnknownTensorError,
+    UnsupportedError,
+)
+from .info import JobHandle, NpuTensorInfo, QuantParameters
+
+__all__ = [
+    "CopylessError",
+    "DataType",
+    "JobHandle",
+    "LayoutError",
+    "MemoryLayout",
+    "MemoryType",
+    "MemoryTypeError",
+    "ModelLoadError",
+    "NpuTensorInfo",
+    "OptionError",
+    "OutOfMemoryError",
+    "QuantParameters",
+    "RoundingMode",
+    "RunnerClosedError",
+    "RunnerType",
+    "StatusCode",
+    "TensorDirection",
+    "TensorError",
+    "TensorType",
+    "UnknownTensorError",
+    "UnsupportedError",
+]

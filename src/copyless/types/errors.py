@@ -1,0 +1,65 @@
+"""The exception tree. Construction and queries raise these; execution returns a StatusCode.
+
+::
+
+    CopylessError
+     +-- ModelLoadError              missing, unreadable or corrupt compiled model
+     +-- OptionError (ValueError)    unknown runner option or bad value
+     +-- LayoutError (ValueError)    two views that cannot convert into each other
+     +-- MemoryTypeError (ValueError)  memory type that cannot serve the request
+     +-- TensorError (ValueError)    a tensor that cannot be built as asked (size, buffer)
+     +-- UnknownTensorError (KeyError)  no tensor of that name
+     +-- UnsupportedError            the operation exists but not for this model/backend
+     +-- RunnerClosedError           use of a runner after close()
+     +-- OutOfMemoryError (MemoryError)  an allocation failed; carries the numbers
+"""
+
+from __future__ import annotations
+
+
+class CopylessError(Exception):
+    """Root of every error copyless raises on purpose."""
+
+
+class ModelLoadError(CopylessError):
+    """A compiled model is missing, truncated, corrupt or otherwise unloadable."""
+
+
+class OptionError(CopylessError, ValueError):
+    """An unknown runner option, or a value of the wrong type or range."""
+
+
+class LayoutError(CopylessError, ValueError):
+    """Two tensor views that are not views of the same logical tensor, or no quant params."""
+
+
+class MemoryTypeError(CopylessError, ValueError):
+    """A memory type that cannot do what was asked (e.g. HW view on pageable memory)."""
+
+
+class TensorError(CopylessError, ValueError):
+    """A tensor whose buffer is missing, too small, read-only or unmappable."""
+
+
+class UnknownTensorError(CopylessError, KeyError):
+    """No tensor of that name in the model."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class UnsupportedError(CopylessError):
+    """A model, layout, dtype or backend feature that copyless cannot handle here."""
+
+
+class RunnerClosedError(CopylessError):
+    """A runner (or other owner) was used after ``close()``."""
+
+
+class OutOfMemoryError(CopylessError, MemoryError):
+    """An allocation failed. ``requested`` is in bytes; ``detail`` says what refused it."""
+
+    def __init__(self, requested: int, detail: str) -> None:
+        super().__init__(f"could not allocate {requested} bytes: {detail}")
+        self.requested = requested
+        self.detail = detail
