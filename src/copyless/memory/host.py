@@ -14,6 +14,7 @@ does not need it).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
@@ -56,16 +57,12 @@ def _release(
     if locked is not None:
         _get_libc().munlock(ctypes.c_void_p(locked[0]), ctypes.c_size_t(locked[1]))
     if fd >= 0:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
     if mapping is not None:
-        try:
+        # Views may still export the mapping; it is then unmapped when the last one goes.
+        with contextlib.suppress(BufferError):
             mapping.close()
-        except BufferError:
-            # Views still export the mapping; it is unmapped when the last one goes.
-            pass
 
 
 class HostMemory:
@@ -147,7 +144,9 @@ class HostMemory:
         return memory
 
     @classmethod
-    def shared(cls, nbytes: int, name: str = "copyless", *, warn_on_leak: bool = True) -> HostMemory:
+    def shared(
+        cls, nbytes: int, name: str = "copyless", *, warn_on_leak: bool = True
+    ) -> HostMemory:
         """Anonymous shareable memory (``memfd``): exportable as a file descriptor."""
         _check_size(nbytes)
         size = round_up(nbytes)

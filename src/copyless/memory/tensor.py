@@ -141,7 +141,9 @@ class NpuTensor:
                 "(one nesting level)"
             )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise TensorError(f"sub-tensor {info.name!r}: offset must be an int >= 0, got {offset!r}")
+            raise TensorError(
+                f"sub-tensor {info.name!r}: offset must be an int >= 0, got {offset!r}"
+            )
         end = offset + info.size_in_bytes
         if end > self._bytes.nbytes:
             raise TensorError(
@@ -213,12 +215,10 @@ class NpuTensor:
         raw = self._bytes[: info.size_in_bytes]
         if info.strides is None:
             return raw.view(info.numpy_dtype).reshape(info.shape)
-        base = raw.view(np.uint8)
-        return np.lib.stride_tricks.as_strided(
-            base.view(info.numpy_dtype)[:1] if info.size else base.view(info.numpy_dtype),
-            shape=info.shape,
-            strides=info.strides,
+        array: npt.NDArray[Any] = np.ndarray(
+            info.shape, dtype=info.numpy_dtype, buffer=raw, strides=info.strides
         )
+        return array
 
     def bytes_view(self) -> npt.NDArray[np.uint8]:
         """Flat uint8 view of the bytes this tensor covers (no copy)."""
@@ -273,7 +273,8 @@ def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
             f"tensor {info.name!r}: a HW-view tensor needs device-visible memory "
             "(XRT_BO, DMA_FD or USER_POINTER_CMA), not USER_POINTER_NON_CMA"
         )
-    if memory_type is MemoryType.DMA_FD and (isinstance(buffer, bool) or not isinstance(buffer, int)):
+    not_fd = isinstance(buffer, bool) or not isinstance(buffer, int)
+    if memory_type is MemoryType.DMA_FD and not_fd:
         raise TensorError(
             f"tensor {info.name!r}: a DMA_FD tensor wraps an int file descriptor, "
             f"got {type(buffer).__name__}"
@@ -297,7 +298,8 @@ def _host_bytes(info: NpuTensorInfo, buffer: Any) -> npt.NDArray[np.uint8]:
             raise TensorError(f"tensor {info.name!r}: buffer is not C-contiguous")
         if view.readonly:
             raise TensorError(f"tensor {info.name!r}: buffer is read-only")
-        return np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view, np.uint8)
+        flat = view if view.ndim == 1 and view.format == "B" else view.cast("B")
+        return np.frombuffer(flat, np.uint8)
     if not array.flags.c_contiguous:
         raise TensorError(f"tensor {info.name!r}: numpy buffer is not C-contiguous")
     if not array.flags.writeable:

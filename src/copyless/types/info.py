@@ -103,7 +103,7 @@ class NpuTensorInfo:
 
 @dataclass(frozen=True, slots=True)
 class QuantParameters:
-    """Affine quantization ``q = clamp(round(x / scale) + zero_point)``; ``x = (q - zp) * scale``."""
+    """Affine quantization: ``q = clamp(round(x / scale) + zp)``, ``x = (q - zp) * scale``."""
 
     scale: float
     zero_point: int = 0
