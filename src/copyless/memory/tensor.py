@@ -214,7 +214,8 @@ class NpuTensor:
         info = self._info
         raw = self._bytes[: info.size_in_bytes]
         if info.strides is None:
-            return raw.view(info.numpy_dtype).reshape(info.shape)
+            packed: npt.NDArray[Any] = raw.view(info.numpy_dtype).reshape(info.shape)
+            return packed
         array: npt.NDArray[Any] = np.ndarray(
             info.shape, dtype=info.numpy_dtype, buffer=raw, strides=info.strides
         )
