@@ -17,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import fcntl
 import logging
 import mmap
 import os
+import stat
 import warnings
 import weakref
 from typing import Any
@@ -43,6 +45,17 @@ def _get_libc() -> Any:
     return _libc
 
 
+def _mlock(address: int, size: int) -> int:
+    """``mlock(2)`` the range; 0 on success, else the errno (EPERM, ENOMEM, ...)."""
+    if _get_libc().mlock(ctypes.c_void_p(address), ctypes.c_size_t(size)) == 0:
+        return 0
+    return ctypes.get_errno() or 1
+
+
+def _munlock(address: int, size: int) -> None:
+    _get_libc().munlock(ctypes.c_void_p(address), ctypes.c_size_t(size))
+
+
 def round_up(nbytes: int, multiple: int = PAGE_SIZE) -> int:
     """``nbytes`` rounded up to a multiple of ``multiple`` (at least one multiple)."""
     return max(multiple, -(-nbytes // multiple) * multiple)
@@ -55,7 +68,7 @@ def _release(
     if warn is not None:
         warnings.warn(warn, ResourceWarning, stacklevel=2)
     if locked is not None:
-        _get_libc().munlock(ctypes.c_void_p(locked[0]), ctypes.c_size_t(locked[1]))
+        _munlock(*locked)
     if fd >= 0:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -63,6 +76,52 @@ def _release(
         # Views may still export the mapping; it is then unmapped when the last one goes.
         with contextlib.suppress(BufferError):
             mapping.close()
+
+
+def mappable_size(fd: int, min_bytes: int = 0) -> int:
+    """Bytes behind a shareable ``fd`` after checking it can be mapped read-write, shared.
+
+    Regular files and memfds report ``st_size``; dma-buf fds report 0 there and are sized
+    with ``lseek(fd, 0, SEEK_END)`` (the file offset is restored). Raises
+    :class:`TensorError` naming the fd and the numbers for a closed fd, a pipe, socket or
+    directory, a fd not open read-write, or fewer than ``min_bytes`` bytes.
+    """
+    if isinstance(fd, bool) or not isinstance(fd, int) or fd < 0:
+        raise TensorError(f"expected a file descriptor (int >= 0), got {fd!r}")
+    try:
+        info = os.fstat(fd)
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    except OSError as exc:
+        raise TensorError(f"fd {fd} is not an open file descriptor: {exc.strerror}") from exc
+    mode = info.st_mode
+    for test, what in (
+        (stat.S_ISFIFO, "a pipe"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            raise TensorError(f"fd {fd} is {what}, not mappable memory (memfd, /dev/shm, dma-buf)")
+    access = flags & os.O_ACCMODE
+    if access != os.O_RDWR:
+        opened = "O_RDONLY" if access == os.O_RDONLY else "O_WRONLY"
+        raise TensorError(f"fd {fd} is open {opened}; a shared mapping needs O_RDWR")
+    size = int(info.st_size)
+    if size == 0 and not stat.S_ISREG(mode):
+        size = _seek_size(fd)
+    needed = max(min_bytes, 1)
+    if size < needed:
+        raise TensorError(f"fd {fd} holds {size} bytes, fewer than the {needed} bytes needed")
+    return size
+
+
+def _seek_size(fd: int) -> int:
+    try:
+        here = os.lseek(fd, 0, os.SEEK_CUR)
+        end = os.lseek(fd, 0, os.SEEK_END)
+        os.lseek(fd, here, os.SEEK_SET)
+    except OSError as exc:
+        raise TensorError(f"fd {fd} has no size (lseek: {exc.strerror})") from exc
+    return end
 
 
 class HostMemory:
@@ -129,12 +188,13 @@ class HostMemory:
             raise OutOfMemoryError(size, f"anonymous mmap failed: {exc.strerror}") from exc
         array = np.frombuffer(mapping, dtype=np.uint8)
         address = int(array.__array_interface__["data"][0])
-        rc = _get_libc().mlock(ctypes.c_void_p(address), ctypes.c_size_t(size))
-        locked = rc == 0
+        err = _mlock(address, size)
+        locked = err == 0
         if not locked:
-            err = ctypes.get_errno()
+            # Not silent: the caller asked for locked memory; is_locked tells what it got.
             logger.warning(
-                "mlock of %d bytes refused (%s); using page-aligned pageable memory instead",
+                "mlock of %d bytes refused (%s; see RLIMIT_MEMLOCK / CAP_IPC_LOCK); "
+                "using page-aligned pageable memory instead",
                 size,
                 os.strerror(err),
             )
@@ -165,29 +225,43 @@ class HostMemory:
 
     @classmethod
     def from_fd(
-        cls, fd: int, min_bytes: int = 0, *, own_fd: bool = False, warn_on_leak: bool = False
+        cls,
+        fd: int,
+        min_bytes: int = 0,
+        *,
+        own_fd: bool = False,
+        dup: bool = False,
+        warn_on_leak: bool = False,
     ) -> HostMemory:
-        """Map a shareable fd (memfd, /dev/shm file, dma-buf) read-write, shared.
+        """Map a shareable fd (memfd, /dev/shm file, dma-buf) read-write, shared (no copy).
 
-        The whole object is mapped. With ``own_fd`` the fd is closed by :meth:`close`;
-        otherwise the caller keeps ownership of it. Raises :class:`TensorError` when the fd
-        is closed, not mappable, not writable, or smaller than ``min_bytes``.
+        The whole object is mapped. Who owns which descriptor:
+
+        * default: the caller keeps ``fd``; this memory has no fd of its own (``fd == -1``).
+        * ``dup=True``: this memory holds a private duplicate, closed by :meth:`close`, so
+          it stays exportable whatever the caller later does with ``fd``.
+        * ``own_fd=True``: this memory takes ``fd`` itself and closes it in :meth:`close`.
+
+        Raises :class:`TensorError` (see :func:`mappable_size`) when the fd is closed, a
+        pipe/socket, not open read-write, not mappable, or smaller than ``min_bytes``.
         """
-        if isinstance(fd, bool) or not isinstance(fd, int) or fd < 0:
-            raise TensorError(f"expected a file descriptor (int >= 0), got {fd!r}")
-        try:
-            size = os.fstat(fd).st_size or os.lseek(fd, 0, os.SEEK_END)
-        except OSError as exc:
-            raise TensorError(f"fd {fd} is not usable: {exc.strerror}") from exc
-        if size < max(min_bytes, 1):
-            raise TensorError(f"fd {fd} holds {size} bytes, need at least {max(min_bytes, 1)}")
+        if own_fd and dup:
+            raise TensorError("from_fd: own_fd and dup are exclusive")
+        size = mappable_size(fd, min_bytes)
         try:
             mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else str(exc)
-            raise TensorError(f"fd {fd} cannot be mapped read-write: {reason}") from exc
+            raise TensorError(f"fd {fd} of {size} bytes cannot be mapped: {reason}") from exc
+        kept = fd if own_fd else -1
+        if dup:
+            try:
+                kept = os.dup(fd)
+            except OSError as exc:
+                mapping.close()
+                raise TensorError(f"fd {fd} cannot be duplicated: {exc.strerror}") from exc
         array = np.frombuffer(mapping, dtype=np.uint8)
-        return cls("fd", array, mapping, fd if own_fd else -1, False, warn_on_leak)
+        return cls("fd", array, mapping, kept, False, warn_on_leak)
 
     # -- accessors ----------------------------------------------------------------------
     @property
@@ -233,11 +307,18 @@ class HostMemory:
         return os.dup(self._fd)
 
     def close(self) -> None:
-        """Release now: unlock, close the fd, unmap if no view is left (idempotent)."""
+        """Release now: unlock, close the fd, unmap if no view is left (idempotent).
+
+        Views handed out earlier stay valid (they keep the mapping alive); only the
+        descriptor and the lock go at once.
+        """
+        if self._array is None:
+            return
         self._array = None
         self._finalizer.detach()
-        _release(self._mapping, self._fd, self._lock_range, None)
-        self._mapping = None
+        mapping, fd, lock_range = self._mapping, self._fd, self._lock_range
+        self._mapping, self._fd, self._lock_range = None, -1, None
+        _release(mapping, fd, lock_range, None)
 
     def __enter__(self) -> HostMemory:
         return self

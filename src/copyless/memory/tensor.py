@@ -6,11 +6,15 @@ Four memory types (see :class:`~copyless.MemoryType`):
   caller owns (numpy array, bytearray, mmap, :class:`HostMemory`). The tensor keeps a
   reference to it, so the producer lives as long as the tensor.
 * ``DMA_FD``: an ``int`` file descriptor (memfd, /dev/shm, dma-buf), mapped shared by the
-  tensor. The fd stays the caller's: the tensor never closes it.
+  tensor. The fd stays the caller's: the tensor never closes it. The tensor maps the fd
+  and keeps a private duplicate (closed with the tensor), so :meth:`NpuTensor.export_buffer`
+  never hands out whatever number the caller's fd was later reused for.
 * ``XRT_BO``: runner-allocated, fd-backed memory owned by the tensor and released with the
   last reference (``Runner.allocate_npu_tensor``); always exportable as an fd.
 
-No constructor or accessor here copies tensor bytes.
+Lifetimes: a tensor keeps its producer (buffer, mapping) alive; a sub-tensor keeps its
+parent alive; numpy views and DLPack capsules keep the bytes alive even after
+:meth:`NpuTensor.close`. No constructor or accessor here copies tensor bytes.
 """
 
 from __future__ import annotations
@@ -35,15 +39,14 @@ from ..types import (
 from . import dlpack
 from .host import HostMemory
 
-_USER_POINTERS = (MemoryType.USER_POINTER_CMA, MemoryType.USER_POINTER_NON_CMA)
-
 
 class NpuTensor:
     """A view of ``info`` over a buffer of ``memory_type``; wraps, never copies, never owns.
 
     Raises :class:`~copyless.TensorError` (a ``ValueError``) when the buffer is missing, too
     small, read-only, not contiguous or an unmappable fd, and
-    :class:`~copyless.MemoryTypeError` when a HW view is put on pageable memory.
+    :class:`~copyless.MemoryTypeError` when a HW view is put on pageable memory. Every
+    message names the tensor and the numbers involved.
     """
 
     __slots__ = (
@@ -51,6 +54,7 @@ class NpuTensor:
         "_buffer",
         "_bytes",
         "_export_fd",
+        "_finalizer",
         "_info",
         "_memory",
         "_memory_type",
@@ -59,6 +63,11 @@ class NpuTensor:
     )
 
     def __init__(self, info: NpuTensorInfo, buffer: Any, memory_type: MemoryType) -> None:
+        self._setup(info, buffer, memory_type, own_fd=False)
+
+    def _setup(
+        self, info: NpuTensorInfo, buffer: Any, memory_type: MemoryType, *, own_fd: bool
+    ) -> None:
         _check_header(info, buffer, memory_type)
         self._info = info
         self._memory_type = memory_type
@@ -66,11 +75,21 @@ class NpuTensor:
         self._parent: NpuTensor | None = None
         self._offset = 0
         self._memory: HostMemory | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         self._export_fd = -1
+        self._bytes: npt.NDArray[np.uint8] | None = None
         if memory_type is MemoryType.DMA_FD:
-            self._memory = HostMemory.from_fd(buffer, info.size_in_bytes)
-            self._export_fd = buffer
-            self._bytes = self._memory.array
+            try:
+                # Private mapping plus a private dup (or the fd itself when owned).
+                memory = HostMemory.from_fd(
+                    buffer, info.size_in_bytes, own_fd=own_fd, dup=not own_fd
+                )
+            except TensorError as exc:
+                raise TensorError(f"tensor {info.name!r}: {exc}") from exc
+            self._memory = memory
+            self._finalizer = weakref.finalize(self, memory.close)
+            self._export_fd = memory.fd
+            data = memory.array
         elif memory_type is MemoryType.XRT_BO:
             if not isinstance(buffer, HostMemory) or buffer.fd < 0:
                 raise MemoryTypeError(
@@ -78,10 +97,11 @@ class NpuTensor:
                     "or wrap fd-backed HostMemory.shared(); use DMA_FD for other fds"
                 )
             self._memory = buffer
-            self._bytes = buffer.array
+            data = _host_bytes(info, buffer)
         else:
-            self._bytes = _host_bytes(info, buffer)
-        _check_size(info, self._bytes.nbytes)
+            data = _host_bytes(info, buffer)
+        _check_size(info, data.nbytes)
+        self._bytes = data
 
     # -- alternate constructors ---------------------------------------------------------
     @classmethod
@@ -95,17 +115,31 @@ class NpuTensor:
         memory_layout: MemoryLayout | None = None,
         memory_type: MemoryType = MemoryType.USER_POINTER_NON_CMA,
     ) -> NpuTensor:
-        """Wrap a C-contiguous numpy array, with an info derived from its shape and dtype."""
+        """Wrap a writable C-contiguous numpy array (no copy), info from its shape/dtype."""
+        if not isinstance(array, np.ndarray):
+            raise TensorError(
+                f"tensor {name!r}: expected a numpy array, got {type(array).__name__}"
+            )
+        try:
+            data_type = DataType.from_numpy(array.dtype)
+        except ValueError as exc:
+            raise TensorError(f"tensor {name!r}: {exc}") from None
         layout = memory_layout or _default_layout(array.ndim)
-        info = NpuTensorInfo(
-            name,
-            DataType.from_numpy(array.dtype),
-            direction,
-            tensor_type,
-            layout,
-            tuple(array.shape),
-        )
+        info = NpuTensorInfo(name, data_type, direction, tensor_type, layout, tuple(array.shape))
         return cls(info, array, memory_type)
+
+    @classmethod
+    def from_fd(cls, info: NpuTensorInfo, fd: int, *, take_ownership: bool = False) -> NpuTensor:
+        """A DMA_FD tensor over ``fd`` (no copy).
+
+        Without ``take_ownership`` this is ``NpuTensor(info, fd, MemoryType.DMA_FD)``: the
+        caller keeps ``fd``. With it, the tensor also becomes the owner of ``fd`` and closes
+        it when the tensor is closed or collected (e.g. fds received from another process).
+        On a construction error ``fd`` is left open either way.
+        """
+        tensor = object.__new__(cls)
+        tensor._setup(info, fd, MemoryType.DMA_FD, own_fd=take_ownership)
+        return tensor
 
     @classmethod
     def from_dlpack(
@@ -114,12 +148,19 @@ class NpuTensor:
         info: NpuTensorInfo | None = None,
         memory_type: MemoryType = MemoryType.USER_POINTER_NON_CMA,
     ) -> NpuTensor:
-        """Import a host DLPack producer (torch, numpy, ...) without a copy.
+        """Import a host DLPack producer (numpy, torch, ...) without a copy.
 
-        The imported array keeps the producer's memory alive. Without ``info`` a CPU-view
-        input info is derived from the producer's shape and dtype.
+        The tensor keeps the producer's memory alive. Without ``info`` a CPU-view input info
+        is derived from the producer's shape and dtype. Raises :class:`TensorError` for a
+        producer that is not on the host, read-only, non-contiguous or of a dtype numpy's
+        DLPack cannot import (e.g. bfloat16).
         """
-        array = dlpack.host_array_from_dlpack(producer)
+        try:
+            array = dlpack.host_array_from_dlpack(producer)
+        except (BufferError, TypeError, ValueError) as exc:
+            raise TensorError(
+                f"cannot import {type(producer).__name__} through DLPack: {exc}"
+            ) from exc
         if info is None:
             return cls.from_numpy(array, memory_type=memory_type)
         return cls(info, array, memory_type)
@@ -128,36 +169,49 @@ class NpuTensor:
     def _wrap_memory(
         cls, info: NpuTensorInfo, memory: HostMemory, memory_type: MemoryType
     ) -> NpuTensor:
-        """A tensor that owns ``memory``: it is closed when the tensor is collected."""
+        """A tensor that owns ``memory``: closed with :meth:`close` or when collected."""
         tensor = cls(info, memory, memory_type)
-        weakref.finalize(tensor, memory.close)
+        tensor._finalizer = weakref.finalize(tensor, memory.close)
         return tensor
 
     def _sub_tensor(self, info: NpuTensorInfo, offset: int) -> NpuTensor:
-        """A view of ``info`` at byte ``offset`` of this tensor; keeps this tensor alive."""
+        """A view of ``info`` at byte ``offset`` of this tensor; keeps this tensor alive.
+
+        One nesting level; ``offset`` must be a multiple of the element size and the view
+        must lie inside this tensor's bytes (no copy).
+        """
+        parent_bytes = self._live_bytes()
+        _check_header(info, self._buffer, self._memory_type)
         if self._parent is not None:
             raise TensorError(
-                f"tensor {info.name!r}: sub-tensors of sub-tensors are not supported "
+                f"sub-tensor {info.name!r}: {self._info.name!r} is itself a sub-tensor "
                 "(one nesting level)"
             )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise TensorError(
                 f"sub-tensor {info.name!r}: offset must be an int >= 0, got {offset!r}"
             )
+        itemsize = info.data_type.itemsize
+        if offset % itemsize:
+            raise TensorError(
+                f"sub-tensor {info.name!r}: offset {offset} is not a multiple of the "
+                f"{itemsize}-byte {info.data_type.name} element"
+            )
         end = offset + info.size_in_bytes
-        if end > self._bytes.nbytes:
+        if end > parent_bytes.nbytes:
             raise TensorError(
                 f"sub-tensor {info.name!r}: bytes [{offset}, {end}) exceed the parent "
-                f"{self._info.name!r} of {self._bytes.nbytes} bytes"
+                f"{self._info.name!r} of {parent_bytes.nbytes} bytes"
             )
         sub = object.__new__(NpuTensor)
         sub._info = info
         sub._memory_type = self._memory_type
         sub._buffer = self._buffer
-        sub._bytes = self._bytes[offset:end]
-        sub._parent = self
+        sub._bytes = parent_bytes[offset:end]
+        sub._parent = self  # the parent (and the memory it owns) lives while sub does
         sub._offset = offset
         sub._memory = self._memory
+        sub._finalizer = None
         sub._export_fd = self._export_fd
         return sub
 
@@ -181,14 +235,21 @@ class NpuTensor:
         return self._offset
 
     @property
+    def closed(self) -> bool:
+        return self._bytes is None
+
+    @property
     def nbytes(self) -> int:
-        """Bytes of the buffer this tensor covers (at least ``info.size_in_bytes``)."""
-        return int(self._bytes.nbytes)
+        """Bytes of the buffer this tensor covers (at least ``info.size_in_bytes``); 0 closed."""
+        return 0 if self._bytes is None else int(self._bytes.nbytes)
 
     @property
     def address(self) -> int:
-        """Address of the first byte, for every memory type (the engine binds this)."""
-        return int(self._bytes.__array_interface__["data"][0])
+        """Address of the first byte, for every memory type (the engine binds this).
+
+        Raises :class:`TensorError` after :meth:`close`.
+        """
+        return int(self._live_bytes().__array_interface__["data"][0])
 
     def get_info(self) -> NpuTensorInfo:
         return self._info
@@ -197,22 +258,22 @@ class NpuTensor:
         return self._memory_type
 
     def get_buffer(self) -> Any:
-        """The wrapped object: the fd for DMA_FD, the HostMemory for XRT_BO."""
-        return self._buffer
+        """The wrapped object: the fd for DMA_FD, the HostMemory for XRT_BO; None if closed."""
+        return None if self._bytes is None else self._buffer
 
     def get_virtual_address(self) -> int:
-        """The host address of the data; 0 for DMA_FD (sentinel, never raises)."""
-        if self._memory_type is MemoryType.DMA_FD:
+        """The host address of the data; 0 for DMA_FD or a closed tensor (never raises)."""
+        if self._memory_type is MemoryType.DMA_FD or self._bytes is None:
             return 0
-        try:
-            return self.address
-        except Exception:  # noqa: BLE001 - accessor contract: sentinel, never raise
-            return 0
+        return int(self._bytes.__array_interface__["data"][0])
 
     def numpy(self) -> npt.NDArray[Any]:
-        """A numpy array of ``info.shape``/``info.data_type`` sharing this tensor's memory."""
+        """A numpy array of ``info.shape``/``info.data_type`` sharing this tensor's memory.
+
+        No copy; the array keeps the memory alive on its own. Raises after :meth:`close`.
+        """
         info = self._info
-        raw = self._bytes[: info.size_in_bytes]
+        raw = self._live_bytes()[: info.size_in_bytes]
         if info.strides is None:
             packed: npt.NDArray[Any] = raw.view(info.numpy_dtype).reshape(info.shape)
             return packed
@@ -222,8 +283,8 @@ class NpuTensor:
         return array
 
     def bytes_view(self) -> npt.NDArray[np.uint8]:
-        """Flat uint8 view of the bytes this tensor covers (no copy)."""
-        return self._bytes
+        """Flat uint8 view of the bytes this tensor covers (no copy). Raises after close."""
+        return self._live_bytes()
 
     def sync_buffer(self) -> None:
         """Flush (INPUT) / invalidate (OUTPUT) for device access.
@@ -237,38 +298,74 @@ class NpuTensor:
         """A NEW fd of this tensor's memory that the caller owns (XRT_BO, DMA_FD); else -1.
 
         For a sub-tensor the fd is the parent's whole buffer; :attr:`offset` says where the
-        sub-tensor starts.
+        sub-tensor starts. -1 too after :meth:`close` or when ``dup`` fails (never raises).
         """
+        if self._bytes is None:
+            return -1
         try:
             if self._memory_type is MemoryType.XRT_BO and self._memory is not None:
                 return self._memory.export_fd()
-            if self._memory_type is MemoryType.DMA_FD:
+            if self._memory_type is MemoryType.DMA_FD and self._export_fd >= 0:
                 return os.dup(self._export_fd)
         except OSError:
             return -1
         return -1
 
+    def close(self) -> None:
+        """Drop this tensor's hold on its memory now (idempotent).
+
+        Memory the tensor owns (runner-allocated XRT_BO, a DMA_FD mapping and its private
+        fd) is released: descriptors at once, pages when the last numpy view goes. A
+        sub-tensor only lets go of its parent. Accessors then return their sentinels and
+        ``numpy()`` raises.
+        """
+        self._bytes = None
+        self._buffer = None
+        self._parent = None
+        self._memory = None
+        self._export_fd = -1
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self) -> NpuTensor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- DLPack -------------------------------------------------------------------------
     def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
-        """Export the host memory through DLPack (no copy); BF16 included."""
-        return dlpack.to_dlpack(self.numpy(), self, **kwargs)
+        """Export the host memory through DLPack (no copy).
+
+        The capsule keeps the memory alive. BF16 raises ``BufferError``: numpy's DLPack
+        has no bfloat16 (use :meth:`numpy`).
+        """
+        return dlpack.to_dlpack(self.numpy(), self, stream=stream, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (dlpack.DEVICE_CPU, 0)
 
     def __repr__(self) -> str:
-        return f"<NpuTensor {self._info.describe()} {self._memory_type.name}>"
+        state = " closed" if self._bytes is None else ""
+        return f"<NpuTensor {self._info.describe()} {self._memory_type.name}{state}>"
+
+    def _live_bytes(self) -> npt.NDArray[np.uint8]:
+        if self._bytes is None:
+            raise TensorError(f"tensor {self._info.name!r} is closed")
+        return self._bytes
 
 
 def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
     if not isinstance(info, NpuTensorInfo):
         raise TensorError(f"info must be an NpuTensorInfo, got {type(info).__name__}")
     if not isinstance(memory_type, MemoryType) or memory_type is MemoryType.UNKNOWN:
-        raise MemoryTypeError(f"tensor {info.name!r}: memory type must be a known MemoryType")
+        raise MemoryTypeError(
+            f"tensor {info.name!r}: memory type must be a known MemoryType, got {memory_type!r}"
+        )
     if info.data_type is DataType.UNKNOWN:
         raise TensorError(f"tensor {info.name!r}: data type UNKNOWN has no element size")
     if buffer is None:
-        raise TensorError(f"tensor {info.name!r}: no buffer given")
+        raise TensorError(f"tensor {info.name!r}: no buffer given (None)")
     if info.tensor_type is TensorType.HW and memory_type is MemoryType.USER_POINTER_NON_CMA:
         raise MemoryTypeError(
             f"tensor {info.name!r}: a HW-view tensor needs device-visible memory "
@@ -280,11 +377,18 @@ def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
             f"tensor {info.name!r}: a DMA_FD tensor wraps an int file descriptor, "
             f"got {type(buffer).__name__}"
         )
+    if memory_type is not MemoryType.DMA_FD and not not_fd:
+        raise TensorError(
+            f"tensor {info.name!r}: an int ({buffer}) is only a buffer for DMA_FD, "
+            f"not {memory_type.name}"
+        )
 
 
 def _host_bytes(info: NpuTensorInfo, buffer: Any) -> npt.NDArray[np.uint8]:
     """A flat writable uint8 view of a user buffer (no copy)."""
     if isinstance(buffer, HostMemory):
+        if buffer.closed:
+            raise TensorError(f"tensor {info.name!r}: {buffer!r} is closed")
         return buffer.array
     if isinstance(buffer, np.ndarray):
         array = buffer
@@ -295,16 +399,18 @@ def _host_bytes(info: NpuTensorInfo, buffer: Any) -> npt.NDArray[np.uint8]:
             raise TensorError(
                 f"tensor {info.name!r}: {type(buffer).__name__} does not expose a buffer"
             ) from None
+        if view.readonly:
+            raise TensorError(f"tensor {info.name!r}: {type(buffer).__name__} buffer is read-only")
         if not view.c_contiguous:
             raise TensorError(f"tensor {info.name!r}: buffer is not C-contiguous")
-        if view.readonly:
-            raise TensorError(f"tensor {info.name!r}: buffer is read-only")
         flat = view if view.ndim == 1 and view.format == "B" else view.cast("B")
         return np.frombuffer(flat, np.uint8)
-    if not array.flags.c_contiguous:
-        raise TensorError(f"tensor {info.name!r}: numpy buffer is not C-contiguous")
     if not array.flags.writeable:
         raise TensorError(f"tensor {info.name!r}: numpy buffer is read-only")
+    if not array.flags.c_contiguous:
+        raise TensorError(
+            f"tensor {info.name!r}: numpy buffer is not C-contiguous (strides {array.strides})"
+        )
     return array.reshape(-1).view(np.uint8)
 
 
