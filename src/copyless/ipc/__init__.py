@@ -1,1 +1,18 @@
-"""ipc layer."""
+"""ipc layer (docstring written below)."""
+
+from .errors import IpcError, PeerClosedError
+from .pool import FilledSlot, SlotAllocator, SlotPool
+from .producer import Producer, Slot
+from .transport import recv_tensors, send_tensors
+
+__all__ = [
+    "FilledSlot",
+    "IpcError",
+    "PeerClosedError",
+    "Producer",
+    "Slot",
+    "SlotAllocator",
+    "SlotPool",
+    "recv_tensors",
+    "send_tensors",
+]

@@ -4,17 +4,17 @@ What travels is metadata (each tensor's info, memory type and byte offset) plus 
 descriptor per distinct buffer; tensor bytes never go through the socket. The receiver maps
 the same pages, so a write on either side is seen by the other (no copy, ever).
 
-Ownership on the receiving side: each received fd belongs to the tensor built over it and
-is closed by a ``weakref.finalize`` when that tensor is collected; the mapping goes with
-the last numpy view. Sub-tensors arrive as sub-tensors of a DMA_FD parent that owns the fd,
-so the parent (and fd) live while any sub-tensor does.
+Ownership on the receiving side: each received fd belongs to the tensor built over it
+(``NpuTensor.from_fd(..., take_ownership=True)``) and is closed by :meth:`NpuTensor.close`
+or, at the latest, by the tensor's ``weakref.finalize`` when it is collected; the mapping
+goes with the last numpy view. Sub-tensors arrive as sub-tensors of a DMA_FD parent that
+owns the fd, so the parent (and fd) live while any sub-tensor does.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -97,7 +97,7 @@ def decode_tensors(header: dict[str, Any], fds: list[int]) -> list[NpuTensor]:
 
     On any error all fds are closed and :class:`IpcError` is raised.
     """
-    adopted: dict[int, weakref.finalize[Any, Any]] = {}
+    adopted: dict[int, NpuTensor] = {}
     try:
         entries = header.get("tensors")
         if header.get("kind") != "tensors" or not isinstance(entries, list):
@@ -107,9 +107,9 @@ def decode_tensors(header: dict[str, Any], fds: list[int]) -> list[NpuTensor]:
         if len(adopted) != len(fds):
             raise IpcError(f"{len(fds)} descriptors sent, {len(adopted)} used")
     except BaseException as exc:
-        # Adopted fds are closed by their finalizers (now, not at collection); the rest here.
-        for finalizer in adopted.values():
-            finalizer()
+        # Adopted fds are closed with their tensors (now, not at collection); the rest here.
+        for tensor in adopted.values():
+            tensor.close()
         close_fds([fd for fd in fds if fd not in adopted])
         if isinstance(exc, IpcError) or not isinstance(exc, Exception):
             raise
@@ -132,7 +132,7 @@ def _decode_one(
     entry: Any,
     fds: list[int],
     parents: dict[int, NpuTensor],
-    adopted: dict[int, weakref.finalize[Any, Any]],
+    adopted: dict[int, NpuTensor],
 ) -> NpuTensor:
     if not isinstance(entry, dict):
         raise IpcError(f"tensor entry must be an object, got {type(entry).__name__}")
@@ -155,23 +155,16 @@ def _decode_one(
         raise IpcError(f"sub-tensor {info.name!r} does not fit its parent: {exc}") from exc
 
 
-def _adopt(
-    info: NpuTensorInfo, fd: int, adopted: dict[int, weakref.finalize[Any, Any]]
-) -> NpuTensor:
+def _adopt(info: NpuTensorInfo, fd: int, adopted: dict[int, NpuTensor]) -> NpuTensor:
     if fd in adopted:
         raise IpcError(f"tensor {info.name!r}: descriptor reused by two unrelated tensors")
     try:
-        tensor = NpuTensor(info, fd, MemoryType.DMA_FD)
+        # The tensor becomes the fd's only owner: closed with it, or when it is collected.
+        tensor = NpuTensor.from_fd(info, fd, take_ownership=True)
     except CopylessError as exc:
         raise IpcError(f"received tensor {info.name!r} cannot be mapped: {exc}") from exc
-    # The tensor maps the fd but never closes it (DMA_FD contract); here the tensor is
-    # the fd's only owner, so its collection closes it.
-    adopted[fd] = weakref.finalize(tensor, _close_fd, fd)
+    adopted[fd] = tensor
     return tensor
-
-
-def _close_fd(fd: int) -> None:
-    close_fds((fd,))
 
 
 def _index(value: Any, count: int) -> int:

@@ -34,9 +34,7 @@ MAX_FDS = 253
 _RECV_FLAGS = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
 
 
-def send_message(
-    sock: socket.socket, header: Mapping[str, Any], fds: Sequence[int] = ()
-) -> None:
+def send_message(sock: socket.socket, header: Mapping[str, Any], fds: Sequence[int] = ()) -> None:
     """Send ``header`` (JSON-able) and ``fds``. The caller keeps its fds (the peer gets dups)."""
     if len(fds) > MAX_FDS:
         raise IpcError(f"{len(fds)} file descriptors in one message; at most {MAX_FDS}")
@@ -62,7 +60,9 @@ def recv_message(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
     """Receive one message: ``(header, fds)``; the caller owns the returned fds.
 
     Raises :class:`PeerClosedError` on EOF before the first byte, :class:`IpcError` on
-    garbage, a truncated or oversized message, or a descriptor count that does not match.
+    garbage, a truncated or oversized message, or a descriptor count that does not match,
+    and the builtin ``TimeoutError`` when the socket's timeout passes before the first byte
+    (nothing was consumed, so the caller may try again).
     """
     fds: list[int] = []
     try:
@@ -108,6 +108,8 @@ def _recv_exact(sock: socket.socket, size: int, fds: list[int], *, at_boundary: 
         try:
             data, new_fds, flags, _ = socket.recv_fds(sock, size - got, MAX_FDS, _RECV_FLAGS)
         except TimeoutError as exc:
+            if at_boundary and got == 0:
+                raise  # nothing consumed: the stream is still in step, the caller may retry
             raise IpcError(f"timed out after {got} of {size} bytes") from exc
         except ConnectionResetError as exc:
             if at_boundary and got == 0:

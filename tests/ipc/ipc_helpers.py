@@ -1,0 +1,74 @@
+"""Producer targets and a memfd allocator for the ipc tests (importable by spawned children)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from copyless.ipc import Producer
+from copyless.memory import HostMemory, NpuTensor
+from copyless.types import (
+    DataType,
+    MemoryLayout,
+    MemoryType,
+    NpuTensorInfo,
+    TensorDirection,
+    TensorType,
+)
+
+FRAME = NpuTensorInfo(
+    "frame", DataType.UINT8, TensorDirection.INPUT, TensorType.HW, MemoryLayout.NHWC, (1, 8, 8, 3)
+)
+META = NpuTensorInfo(
+    "meta", DataType.INT32, TensorDirection.INPUT, TensorType.HW, MemoryLayout.NC, (1, 2)
+)
+
+
+class MemfdAllocator:
+    """Allocates slots the way the runner does: XRT_BO over HostMemory.shared."""
+
+    def allocate_npu_tensor(self, info: NpuTensorInfo) -> NpuTensor:
+        memory = HostMemory.shared(info.size_in_bytes, warn_on_leak=False)
+        return NpuTensor._wrap_memory(info, memory, MemoryType.XRT_BO)
+
+
+def stamp(producer_id: int, frame_id: int) -> int:
+    return (producer_id * 37 + frame_id * 11) % 251
+
+
+def produce_frames(producer: Producer, count: int, delay: float = 0.0) -> None:
+    """Writes `count` frames, each filled with a stamp, and the ids into the meta tensor."""
+    for frame_id in range(count):
+        slot = producer.acquire(timeout=10)
+        slot.tensors[0].numpy()[...] = stamp(producer.producer_id, frame_id)
+        slot.tensors[1].numpy()[0] = (producer.producer_id, frame_id)
+        if delay:
+            time.sleep(delay)
+        producer.submit(slot, tag={"frame": frame_id, "pid": os.getpid()})
+
+
+def produce_forever(producer: Producer, pid_file: str) -> None:
+    """Writes its pid, then produces until the consumer goes away."""
+    with open(pid_file, "w") as f:
+        f.write(str(os.getpid()))
+    frame_id = 0
+    while True:
+        slot = producer.acquire(timeout=30)
+        slot.tensors[0].numpy()[...] = stamp(producer.producer_id, frame_id)
+        slot.tensors[1].numpy()[0] = (producer.producer_id, frame_id)
+        producer.submit(slot, tag={"frame": frame_id, "pid": os.getpid()})
+        frame_id += 1
+        time.sleep(0.005)
+
+
+def check_frame(tensors: Any) -> tuple[int, int]:
+    """(producer, frame) from the meta tensor, after checking the frame bytes match."""
+    producer_id, frame_id = (int(v) for v in tensors[1].numpy()[0])
+    frame = tensors[0].numpy()
+    expected = stamp(producer_id, frame_id)
+    if not np.all(frame == expected):
+        raise AssertionError(f"frame {producer_id}/{frame_id} holds wrong bytes")
+    return producer_id, frame_id
