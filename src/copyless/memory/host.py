@@ -106,7 +106,7 @@ def mappable_size(fd: int, min_bytes: int = 0) -> int:
         opened = "O_RDONLY" if access == os.O_RDONLY else "O_WRONLY"
         raise TensorError(f"fd {fd} is open {opened}; a shared mapping needs O_RDWR")
     size = int(info.st_size)
-    if size == 0 and not stat.S_ISREG(mode):
+    if size == 0:  # dma-buf reports no st_size; its size is where SEEK_END lands
         size = _seek_size(fd)
     needed = max(min_bytes, 1)
     if size < needed:

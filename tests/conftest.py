@@ -1,0 +1,58 @@
+"""Shared fixtures: small, generic helpers every test folder may use."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import copyless as cl
+
+
+def open_fds() -> set[int]:
+    """The descriptors open in this process right now."""
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+@pytest.fixture
+def make_info() -> Callable[..., cl.NpuTensorInfo]:
+    """``make_info(shape, data_type=FLOAT32, **overrides)``: a CPU input info."""
+
+    def make(
+        shape: tuple[int, ...] = (1, 3, 8, 8),
+        data_type: cl.DataType = cl.DataType.FLOAT32,
+        **overrides: Any,
+    ) -> cl.NpuTensorInfo:
+        fields: dict[str, Any] = {
+            "name": "t",
+            "data_type": data_type,
+            "direction": cl.TensorDirection.INPUT,
+            "tensor_type": cl.TensorType.CPU,
+            "memory_layout": cl.MemoryLayout.NCHW if len(shape) == 4 else cl.MemoryLayout.GENERIC,
+            "shape": shape,
+        }
+        fields.update(overrides)
+        return cl.NpuTensorInfo(**fields)
+
+    return make
+
+
+@pytest.fixture
+def memfd() -> Iterator[Callable[[int], int]]:
+    """``memfd(nbytes)``: a read-write memfd of that size, closed after the test."""
+    fds: list[int] = []
+
+    def make(nbytes: int) -> int:
+        fd = os.memfd_create("copyless-test", os.MFD_CLOEXEC)
+        fds.append(fd)
+        os.ftruncate(fd, nbytes)
+        return fd
+
+    yield make
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # a test closed it on purpose
