@@ -1,1 +1,7 @@
-"""runner layer."""
+"""Runner layer: RunnerFactory, Runner, options, async jobs."""
+
+from .factory import RunnerFactory
+from .options import KNOWN_OPTIONS, RunnerOptions, parse_options
+from .runner import Runner
+
+__all__ = ["KNOWN_OPTIONS", "Runner", "RunnerFactory", "RunnerOptions", "parse_options"]

@@ -1,0 +1,98 @@
+"""RunnerFactory: model path + options + runner type -> Runner on the right backend."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..backends.base import Backend, Engine
+from ..backends.onnxruntime import OrtCpuBackend
+from ..model import CompiledModel
+from ..types import CopylessError, ModelLoadError, OptionError, RunnerType, UnsupportedError
+from .options import RunnerOptions, parse_options
+from .runner import Runner
+
+logger = logging.getLogger(__name__)
+_ROOT_LOGGER = logging.getLogger("copyless")
+
+
+class RunnerFactory:
+    """Creates runners, as VART-ML's ``vart::RunnerFactory``."""
+
+    @staticmethod
+    def create_runner(
+        model_path: str | os.PathLike[str],
+        options: Mapping[str, Any] | None = None,
+        runner_type: RunnerType = RunnerType.ONNXRUNTIME,
+    ) -> Runner:
+        """Load a compiled model (``.rai``, a directory with one ``.rai``, or a directory with
+        ``par_0``) and prepare it on the backend of ``runner_type``.
+
+        Raises ModelLoadError (missing/corrupt model), OptionError (unknown key, bad value),
+        UnsupportedError (backend or device not available here: never a silent fallback).
+        """
+        parsed = parse_options(options)
+        if not isinstance(model_path, (str, os.PathLike)):
+            raise ModelLoadError(f"model_path must be a path, got {type(model_path).__name__}")
+        from ..model import load_model  # the loader lives beside the compiler
+
+        model = load_model(os.fspath(model_path), cache_path=parsed.cache_path)
+        return RunnerFactory.from_compiled(model, parsed, runner_type)
+
+    @staticmethod
+    def from_compiled(
+        model: CompiledModel,
+        options: Mapping[str, Any] | RunnerOptions | None = None,
+        runner_type: RunnerType = RunnerType.ONNXRUNTIME,
+    ) -> Runner:
+        """A runner over an in-memory compiled model (see ``copyless.model.compile_to_memory``)."""
+        parsed = options if isinstance(options, RunnerOptions) else parse_options(options)
+        _apply_logging(parsed)
+        if not isinstance(runner_type, RunnerType):
+            raise OptionError(f"runner_type must be a RunnerType, got {runner_type!r}")
+        backend = _backend_for(runner_type, parsed)
+        cpu_backend: Backend = OrtCpuBackend()
+        threads = parsed.engine_threads()
+        engines: list[Engine] = []
+        try:
+            for partition in model.partitions:
+                chosen = cpu_backend if partition.target == "cpu" else backend
+                engines.append(chosen.load(partition, threads))
+        except CopylessError:
+            for engine in engines:
+                engine.close()
+            raise
+        logger.debug(
+            "runner for %r on %s/%s: %d partition(s), %d engine thread(s)",
+            model.name,
+            backend.name,
+            backend.device,
+            len(engines),
+            threads,
+        )
+        return Runner(model, parsed, backend, engines)
+
+
+def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:
+    if runner_type is RunnerType.OPENVINO:
+        return _optional_backend("openvino", "OpenVinoBackend", options)
+    if options.device == "cpu":
+        return OrtCpuBackend()
+    return _optional_backend("cuda", "CudaBackend", options)
+
+
+def _optional_backend(module: str, cls: str, options: RunnerOptions) -> Backend:
+    try:
+        mod = importlib.import_module(f"copyless.backends.{module}")
+    except ModuleNotFoundError as exc:
+        raise UnsupportedError(f"the {module} backend is not available: {exc}") from exc
+    backend: Backend = getattr(mod, cls)(options)
+    return backend
+
+
+def _apply_logging(options: RunnerOptions) -> None:
+    level = "DEBUG" if options.debug else options.log_level
+    _ROOT_LOGGER.setLevel(getattr(logging, level))

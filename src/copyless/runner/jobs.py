@@ -1,0 +1,202 @@
+"""Async job bookkeeping: ids, in-flight limits, busy memory, ordered callbacks, wait.
+
+Life of a job: submitted (holds its tensors and slot) -> finished (slot and tensors released,
+status final) -> reported (callback ran, in submission or completion order) -> collected by
+``wait``. ``wait`` returns only once the callback has run, so a callback's exception can be
+reported by it (as FAILURE; the exception is logged with its traceback and kept on the job).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..types import JobHandle, StatusCode
+from .plan import overlaps
+
+logger = logging.getLogger(__name__)
+
+Callback = Callable[[JobHandle], Any]
+
+#: Finished jobs nobody waits for (callback-only users) are kept this many at most.
+MAX_UNCOLLECTED = 65536
+
+
+@dataclass(eq=False, slots=True)
+class Job:
+    job_id: int
+    callback: Callback | None
+    in_ranges: tuple[tuple[int, int], ...]
+    out_ranges: tuple[tuple[int, int], ...]
+    payload: Any = None  # what the job holds while in flight (plan, tensors)
+    status: StatusCode = StatusCode.JOB_PENDING
+    finished: bool = False
+    callback_error: BaseException | None = None
+    reported: threading.Event = field(default_factory=threading.Event)
+
+
+class JobTable:
+    """Thread-safe registry of jobs; one per runner."""
+
+    def __init__(self, max_in_flight: int, callback_order: str) -> None:
+        self._lock = threading.Lock()
+        self._max_in_flight = max_in_flight
+        self._in_submission_order = callback_order == "submission"
+        self._next_id = 1
+        self._jobs: dict[int, Job] = {}
+        # Memory held by running work: async jobs by id, sync calls by negative keys.
+        self._active: dict[
+            int, tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]
+        ] = {}
+        self._sync_key = 0
+        self._async_in_flight = 0
+        self._order: collections.deque[Job] = collections.deque()
+        self._dispatching = False
+        self._uncollected: collections.deque[int] = collections.deque()
+        self.jobs_run = 0
+        self.callback_errors = 0
+
+    # -- admission ----------------------------------------------------------------------
+    def _conflict(
+        self, in_ranges: tuple[tuple[int, int], ...], out_ranges: tuple[tuple[int, int], ...]
+    ) -> StatusCode | None:
+        for key, (other_in, other_out) in self._active.items():
+            if overlaps(out_ranges, other_out) or overlaps(out_ranges, other_in):
+                logger.error("output memory is bound to job %d still in flight", key)
+                return StatusCode.INVALID_OUTPUT
+            if overlaps(in_ranges, other_out):
+                logger.error("input memory is an output of job %d still in flight", key)
+                return StatusCode.INVALID_INPUT
+        return None
+
+    def enter_sync(
+        self, in_ranges: tuple[tuple[int, int], ...], out_ranges: tuple[tuple[int, int], ...]
+    ) -> int | StatusCode:
+        """Register a synchronous call's memory; returns its key, or why it must not run."""
+        with self._lock:
+            if self._active:
+                refused = self._conflict(in_ranges, out_ranges)
+                if refused is not None:
+                    return refused
+            self._sync_key -= 1  # negative keys: sync calls are not jobs
+            self._active[self._sync_key] = (in_ranges, out_ranges)
+            return self._sync_key
+
+    def leave_sync(self, key: int) -> None:
+        with self._lock:
+            del self._active[key]
+            self.jobs_run += 1
+
+    def admit(
+        self,
+        in_ranges: tuple[tuple[int, int], ...],
+        out_ranges: tuple[tuple[int, int], ...],
+        callback: Callback | None,
+    ) -> Job | StatusCode:
+        """Register an async job, or say why not: RESOURCE_UNAVAILABLE, INVALID_INPUT/OUTPUT."""
+        with self._lock:
+            if self._async_in_flight >= self._max_in_flight:
+                return StatusCode.RESOURCE_UNAVAILABLE
+            refused = self._conflict(in_ranges, out_ranges)
+            if refused is not None:
+                return refused
+            job_id = self._next_id
+            self._next_id += 1
+            job = Job(job_id, callback, in_ranges, out_ranges)
+            self._active[job_id] = (in_ranges, out_ranges)
+            self._async_in_flight += 1
+            self._jobs[job_id] = job
+            if self._in_submission_order:
+                self._order.append(job)
+            return job
+
+    # -- completion ---------------------------------------------------------------------
+    def finish(self, job: Job, status: StatusCode) -> None:
+        """Mark an async job done (slot and memory free), then report callbacks in order."""
+        with self._lock:
+            job.status = status
+            job.finished = True
+            job.payload = None
+            self._active.pop(job.job_id, None)
+            self._async_in_flight -= 1
+            self.jobs_run += 1
+        if self._in_submission_order:
+            self._dispatch_in_order()
+        else:
+            self._report(job)
+
+    def _dispatch_in_order(self) -> None:
+        # One thread reports at a time; others leave their finished jobs to it.
+        while True:
+            with self._lock:
+                if self._dispatching or not self._order or not self._order[0].finished:
+                    return
+                self._dispatching = True
+                job = self._order.popleft()
+            try:
+                self._report(job)
+            finally:
+                with self._lock:
+                    self._dispatching = False
+
+    def _report(self, job: Job) -> None:
+        if job.callback is not None:
+            try:
+                job.callback(JobHandle(job.status, job.job_id))
+            except BaseException as exc:
+                job.callback_error = exc
+                with self._lock:
+                    self.callback_errors += 1
+                logger.error("callback of job %d raised", job.job_id, exc_info=exc)
+        with self._lock:
+            self._uncollected.append(job.job_id)
+            while len(self._uncollected) > MAX_UNCOLLECTED:
+                self._jobs.pop(self._uncollected.popleft(), None)
+        job.reported.set()
+
+    # -- waiting ------------------------------------------------------------------------
+    def wait(self, handle: Any, timeout_ms: Any) -> StatusCode:
+        job_id = getattr(handle, "job_id", handle)
+        if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id <= 0:
+            return StatusCode.INVALID_JOB_ID
+        with self._lock:
+            job = self._jobs.get(job_id)
+        if job is None:
+            return StatusCode.INVALID_JOB_ID
+        timeout = _seconds(timeout_ms)
+        done = job.reported.is_set() if timeout == 0.0 else job.reported.wait(timeout)
+        if not done:
+            return StatusCode.JOB_PENDING
+        with self._lock:
+            if self._jobs.pop(job_id, None) is None:
+                return StatusCode.INVALID_JOB_ID  # another thread collected it first
+        if job.callback_error is not None and job.status is StatusCode.SUCCESS:
+            return StatusCode.FAILURE
+        return job.status
+
+    def pending_jobs(self) -> list[Job]:
+        with self._lock:
+            return [job for job in self._jobs.values() if not job.finished]
+
+    @property
+    def in_flight(self) -> int:
+        return self._async_in_flight
+
+
+def _seconds(timeout_ms: Any) -> float | None:
+    """wait()'s timeout: None or negative waits without limit; 0 polls."""
+    if timeout_ms is None:
+        return None
+    try:
+        value = float(timeout_ms)
+    except (TypeError, ValueError):
+        return 0.0
+    if value != value:  # NaN
+        return 0.0
+    if value < 0:
+        return None
+    return value / 1000.0

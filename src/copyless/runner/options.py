@@ -1,0 +1,188 @@
+"""Runner options: the VART-ML VAIML keys, validated once at creation.
+
+=====================  ===================  =================================================
+key                    default              effect here
+=====================  ===================  =================================================
+input_tensor_type      "HW"                 default view of get_tensors_info(INPUT); execute
+                                            follows each tensor's own info.tensor_type
+output_tensor_type     "HW"                 same, for outputs
+skip_in_bo_sync        False                skip the runner's input sync_buffer() calls
+skip_out_bo_sync       False                skip the runner's output sync_buffer() calls
+cma_index              0                    accepted; host memory has one bank (no effect)
+aie_columns_sharing    True                 accepted; no AI Engine columns here (no effect)
+start_column           None                 accepted; no AI Engine columns here (no effect)
+async_threadpool_depth 10                   worker threads for execute_async
+max_concurrent_runs    2                    async job slots; RESOURCE_UNAVAILABLE beyond
+callback_order         "submission"         "submission" or "completion"
+log_level              "INFO"               level of the "copyless" logger
+debug                  False                DEBUG logging of every job and binding
+config_json            None                 JSON file whose keys are options (overridden by
+                                            keys given directly)
+cache_path             None                 accepted; .rai files are mapped, not extracted
+ai_analyzer_profiling  False                Chrome trace JSON of every job (Perfetto)
+device                 "cpu"                "cpu" | "cuda" | "tensorrt" (ONNX Runtime)
+num_threads            0 (auto)             engine threads per run; auto = all cores for
+                                            one slot, cores / slots when several run at once
+profile_path           None                 trace file (default ./copyless_trace_<pid>_<n>.json)
+=====================  ===================  =================================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..types import OptionError
+
+_TENSOR_TYPES = ("HW", "CPU")
+_ORDERS = ("submission", "completion")
+_LEVELS = ("ERROR", "WARNING", "INFO", "DEBUG")
+_DEVICES = ("cpu", "cuda", "tensorrt")
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerOptions:
+    input_tensor_type: str = "HW"
+    output_tensor_type: str = "HW"
+    skip_in_bo_sync: bool = False
+    skip_out_bo_sync: bool = False
+    cma_index: int = 0
+    aie_columns_sharing: bool = True
+    start_column: int | None = None
+    async_threadpool_depth: int = 10
+    max_concurrent_runs: int = 2
+    callback_order: str = "submission"
+    log_level: str = "INFO"
+    debug: bool = False
+    config_json: str | None = None
+    cache_path: str | None = None
+    ai_analyzer_profiling: bool = False
+    device: str = "cpu"
+    num_threads: int = 0
+    profile_path: str | None = None
+
+    def engine_threads(self) -> int:
+        """Engine threads per run: explicit, or all cores shared by the slots that overlap."""
+        if self.num_threads > 0:
+            return self.num_threads
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        return max(1, cores)
+
+
+def _choice(values: tuple[str, ...]) -> Callable[[str, Any], Any]:
+    def check(key: str, value: Any) -> Any:
+        if not isinstance(value, str) or value not in values:
+            raise OptionError(f"option {key!r}: {value!r} is not one of {list(values)}")
+        return value
+
+    return check
+
+
+def _upper_choice(values: tuple[str, ...]) -> Callable[[str, Any], Any]:
+    inner = _choice(values)
+
+    def check(key: str, value: Any) -> Any:
+        return inner(key, value.upper() if isinstance(value, str) else value)
+
+    return check
+
+
+def _bool(key: str, value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise OptionError(f"option {key!r}: expected True or False, got {value!r}")
+    return value
+
+
+def _int_range(
+    low: int, high: int | None = None, *, none_ok: bool = False
+) -> Callable[[str, Any], Any]:
+    def check(key: str, value: Any) -> Any:
+        if value is None and none_ok:
+            return None
+        bad_type = isinstance(value, bool) or not isinstance(value, int)
+        if bad_type or value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+            extra = " or None" if none_ok else ""
+            raise OptionError(f"option {key!r}: expected an int {bound}{extra}, got {value!r}")
+        return value
+
+    return check
+
+
+def _path(must_exist: bool) -> Callable[[str, Any], Any]:
+    def check(key: str, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, (str, os.PathLike)):
+            raise OptionError(f"option {key!r}: expected a path string or None, got {value!r}")
+        path = os.fspath(value)
+        if must_exist and not os.path.isfile(path):
+            raise OptionError(f"option {key!r}: no file at {path!r}")
+        return path
+
+    return check
+
+
+_VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
+    "input_tensor_type": _upper_choice(_TENSOR_TYPES),
+    "output_tensor_type": _upper_choice(_TENSOR_TYPES),
+    "skip_in_bo_sync": _bool,
+    "skip_out_bo_sync": _bool,
+    "cma_index": _int_range(0),
+    "aie_columns_sharing": _bool,
+    "start_column": _int_range(0, none_ok=True),
+    "async_threadpool_depth": _int_range(1, 1024),
+    "max_concurrent_runs": _int_range(1, 1024),
+    "callback_order": _choice(_ORDERS),
+    "log_level": _upper_choice(_LEVELS),
+    "debug": _bool,
+    "config_json": _path(must_exist=True),
+    "cache_path": _path(must_exist=False),
+    "ai_analyzer_profiling": _bool,
+    "device": _choice(_DEVICES),
+    "num_threads": _int_range(0, 1024),
+    "profile_path": _path(must_exist=False),
+}
+
+KNOWN_OPTIONS = tuple(f.name for f in fields(RunnerOptions))
+assert set(KNOWN_OPTIONS) == set(_VALIDATORS)  # internal consistency, not user input
+
+
+def parse_options(options: Mapping[str, Any] | None) -> RunnerOptions:
+    """Validate ``options``; unknown keys and bad values raise :class:`OptionError`."""
+    if options is None:
+        return RunnerOptions()
+    if not isinstance(options, Mapping):
+        raise OptionError(
+            f"options must be a mapping of str to values, got {type(options).__name__}"
+        )
+    merged: dict[str, Any] = {}
+    config = options.get("config_json")
+    if config is not None:
+        merged.update(_read_config(_VALIDATORS["config_json"]("config_json", config)))
+    merged.update(options)
+    values: dict[str, Any] = {}
+    for key, value in merged.items():
+        if not isinstance(key, str) or key not in _VALIDATORS:
+            raise OptionError(
+                f"unknown option {key!r}; accepted options: {', '.join(KNOWN_OPTIONS)}"
+            )
+        values[key] = _VALIDATORS[key](key, value)
+    return RunnerOptions(**values)
+
+
+def _read_config(path: str) -> dict[str, Any]:
+    """Options from a VART-style JSON config: a top-level object (or its "runner" member)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise OptionError(f"option 'config_json': cannot read {path!r}: {exc}") from exc
+    if isinstance(data, dict) and isinstance(data.get("runner"), dict):
+        data = data["runner"]
+    if not isinstance(data, dict):
+        raise OptionError(f"option 'config_json': {path!r} does not hold a JSON object")
+    return {k: v for k, v in data.items() if k != "config_json"}

@@ -1,0 +1,218 @@
+"""Validating a call's tensors against the model, once, and remembering how to bind them.
+
+A :class:`CallPlan` says for each model tensor where its bytes are for this call:
+
+* ``DIRECT``: a HW-view tensor (or N contiguous HW-view frames) bound to the engine in place.
+* ``CONVERT``: CPU-view tensor(s), converted by ``copyless.layout`` into the slot's HW staging
+  buffer (inputs) or from it (outputs). One conversion pass; a gather copy first when
+  several per-frame tensors make up the batch.
+* ``GATHER``: HW-view frames that are not contiguous, copied into / out of staging.
+* ``DYNAMIC``: an output whose shape depends on the data: the engine allocates it and the
+  result is copied into the bound tensor.
+
+Plans are cached by the identity of the tensors (VART-ML's NpuTensor caching): a loop that
+reuses its tensors validates them once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..memory import NpuTensor
+from ..model import TensorSpec
+from ..types import MemoryLayout, NpuTensorInfo, StatusCode, TensorType
+
+logger = logging.getLogger(__name__)
+
+DIRECT, CONVERT, GATHER, DYNAMIC = 0, 1, 2, 3
+
+
+def batch_axis(info: NpuTensorInfo) -> int:
+    """Position of the batch (logical dim 0) in a view's physical shape."""
+    layout = info.memory_layout
+    if layout in (MemoryLayout.HCWNC4, MemoryLayout.HCWNC8, MemoryLayout.HCWNC16):
+        return 3
+    if layout is MemoryLayout.GENERIC and info.memory_layout_order:
+        return info.memory_layout_order.index(0)
+    return 0
+
+
+def frame_shape(info: NpuTensorInfo) -> tuple[int, ...]:
+    """The view's shape for one frame (batch dim 1)."""
+    if not info.shape:
+        return info.shape
+    axis = batch_axis(info)
+    shape = list(info.shape)
+    shape[axis] = 1
+    return tuple(shape)
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    kind: int
+    spec: TensorSpec
+    view: TensorType
+    tensors: tuple[NpuTensor, ...]
+    address: int = 0  # DIRECT: first byte of the bound batch
+
+    @property
+    def info(self) -> NpuTensorInfo:
+        return self.spec.hw if self.view is TensorType.HW else self.spec.cpu
+
+
+@dataclass(frozen=True, slots=True)
+class CallPlan:
+    inputs: tuple[Bind, ...]
+    outputs: tuple[Bind, ...]
+    frames: int
+    in_ranges: tuple[tuple[int, int], ...]
+    out_ranges: tuple[tuple[int, int], ...]
+    converted_bytes: int
+    staged_inputs: tuple[Bind, ...]  # inputs needing a conversion or gather per call
+    staged_outputs: tuple[Bind, ...]  # outputs needing a conversion, scatter or copy
+    synced: tuple[NpuTensor, ...]  # tensors whose sync_buffer() does real work
+
+
+class PlanError(Exception):
+    """Internal: a call's tensors do not fit the model; carries the status to return."""
+
+    def __init__(self, status: StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def build_plan(
+    in_specs: Sequence[TensorSpec],
+    out_specs: Sequence[TensorSpec],
+    batch_size: int,
+    inputs: Any,
+    outputs: Any,
+) -> CallPlan:
+    """Validate ``inputs``/``outputs`` ([batch][tensor] lists). Raises :class:`PlanError`."""
+    in_frames = _frames(inputs, len(in_specs), batch_size, StatusCode.INVALID_INPUT, "inputs")
+    out_frames = _frames(outputs, len(out_specs), batch_size, StatusCode.INVALID_OUTPUT, "outputs")
+    if len(in_frames) != len(out_frames):
+        raise PlanError(
+            StatusCode.INVALID_OUTPUT,
+            f"{len(in_frames)} input frame(s) but {len(out_frames)} output frame(s)",
+        )
+    frames = len(in_frames)
+    in_binds = tuple(
+        _bind(spec, [row[i] for row in in_frames], StatusCode.INVALID_INPUT, batch_size)
+        for i, spec in enumerate(in_specs)
+    )
+    out_binds = tuple(
+        _bind(spec, [row[i] for row in out_frames], StatusCode.INVALID_OUTPUT, batch_size)
+        for i, spec in enumerate(out_specs)
+    )
+    converted = sum(
+        b.info.size_in_bytes for b in in_binds + out_binds if b.kind in (CONVERT, GATHER)
+    )
+    return CallPlan(
+        in_binds,
+        out_binds,
+        frames,
+        tuple(_ranges(in_binds)),
+        tuple(_ranges(out_binds)),
+        converted,
+        tuple(b for b in in_binds if b.kind != DIRECT),
+        tuple(b for b in out_binds if b.kind != DIRECT),
+        tuple(
+            t
+            for b in in_binds + out_binds
+            for t in b.tensors
+            if type(t).sync_buffer is not NpuTensor.sync_buffer
+        ),
+    )
+
+
+def _frames(
+    rows: Any, width: int, batch_size: int, status: StatusCode, what: str
+) -> list[list[NpuTensor]]:
+    if not isinstance(rows, (list, tuple)) or not rows:
+        raise PlanError(status, f"{what} must be a non-empty [batch][tensor] list")
+    if len(rows) > batch_size:
+        raise PlanError(status, f"{len(rows)} {what} frames exceed the batch size {batch_size}")
+    frames: list[list[NpuTensor]] = []
+    for b, row in enumerate(rows):
+        if not isinstance(row, (list, tuple)) or len(row) != width:
+            got = len(row) if isinstance(row, (list, tuple)) else type(row).__name__
+            raise PlanError(status, f"{what}[{b}] must list {width} tensor(s), got {got}")
+        for t, tensor in enumerate(row):
+            if not isinstance(tensor, NpuTensor):
+                raise PlanError(
+                    status, f"{what}[{b}][{t}] is a {type(tensor).__name__}, not an NpuTensor"
+                )
+        frames.append(list(row))
+    return frames
+
+
+def _bind(spec: TensorSpec, tensors: list[NpuTensor], status: StatusCode, batch_size: int) -> Bind:
+    first = tensors[0].info
+    view = first.tensor_type
+    expected = spec.hw if view is TensorType.HW else spec.cpu
+    for tensor in tensors:
+        _check_view(tensor.info, expected, status, spec.dynamic)
+    whole = tensors[0].info.shape == expected.shape
+    if spec.dynamic:
+        return Bind(DYNAMIC, spec, view, tuple(tensors))
+    if len(tensors) > 1 and whole and batch_size > 1:
+        raise PlanError(status, f"{spec.name!r}: per-frame tensors must have batch 1")
+    if view is TensorType.CPU:
+        return Bind(CONVERT, spec, view, tuple(tensors))
+    if not _packed(tensors[0].info):
+        return Bind(GATHER, spec, view, tuple(tensors))
+    if whole:
+        return Bind(DIRECT, spec, view, tuple(tensors), tensors[0].address)
+    if len(tensors) == batch_size and batch_axis(expected) == 0 and _contiguous(tensors):
+        return Bind(DIRECT, spec, view, tuple(tensors), tensors[0].address)
+    return Bind(GATHER, spec, view, tuple(tensors))
+
+
+def _check_view(
+    info: NpuTensorInfo, expected: NpuTensorInfo, status: StatusCode, dynamic: bool
+) -> None:
+    same = (
+        info.data_type is expected.data_type
+        and info.memory_layout is expected.memory_layout
+        and info.memory_layout_order == expected.memory_layout_order
+    )
+    shape_ok = dynamic or info.shape in (expected.shape, frame_shape(expected))
+    if not (same and shape_ok):
+        raise PlanError(
+            status,
+            f"tensor {info.describe()} does not match the model's "
+            f"{expected.tensor_type.name} view {expected.describe()}",
+        )
+
+
+def _packed(info: NpuTensorInfo) -> bool:
+    if info.strides is None:
+        return True
+    expected, step = [], info.data_type.itemsize
+    for dim in reversed(info.shape):
+        expected.append(step)
+        step *= dim
+    return tuple(reversed(expected)) == info.strides
+
+
+def _contiguous(tensors: list[NpuTensor]) -> bool:
+    step = tensors[0].info.size_in_bytes
+    base = tensors[0].address
+    return all(t.address == base + i * step for i, t in enumerate(tensors))
+
+
+def _ranges(binds: tuple[Bind, ...]) -> list[tuple[int, int]]:
+    ranges = []
+    for bind in binds:
+        for tensor in bind.tensors:
+            ranges.append((tensor.address, tensor.address + tensor.info.size_in_bytes))
+    return ranges
+
+
+def overlaps(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> bool:
+    """True when any byte range of ``a`` overlaps one of ``b``."""
+    return any(s1 < e2 and s2 < e1 for s1, e1 in a for s2, e2 in b)

@@ -1,0 +1,387 @@
+"""The Runner: a compiled model on one backend, with sync and async execution.
+
+Zero-copy contract: tensors whose info says ``TensorType.HW`` are bound to the engine in
+place (their memory is read/written by the engine directly); ``TensorType.CPU`` tensors are
+converted by ``copyless.layout`` into runner-owned staging buffers and back (one fused pass
+each way: that is the copy). Per-frame tensors that do not sit contiguously are gathered.
+
+Errors: construction and queries raise ``CopylessError`` subclasses; ``execute``,
+``execute_async`` and ``wait`` return a :class:`StatusCode` and log the reason.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from ..backends.base import Backend, Engine
+from ..memory import HostMemory, NpuTensor
+from ..model import CompiledModel, TensorSpec
+from ..types import (
+    JobHandle,
+    MemoryType,
+    NpuTensorInfo,
+    OptionError,
+    QuantParameters,
+    RunnerClosedError,
+    StatusCode,
+    TensorDirection,
+    TensorError,
+    TensorType,
+    UnknownTensorError,
+)
+from .jobs import Callback, Job, JobTable
+from .options import RunnerOptions
+from .plan import CallPlan, PlanError, build_plan
+from .slot import DynamicOutputTooSmall, Slot
+from .trace import Trace
+
+logger = logging.getLogger(__name__)
+
+#: How long close() waits for running jobs before giving up on them.
+CLOSE_TIMEOUT_S = 10.0
+_PLAN_CACHE_SIZE = 64
+
+
+class Runner:
+    """Executes one compiled model. Build it with ``RunnerFactory.create_runner``.
+
+    Thread-safe: many threads may call ``execute``/``execute_async``/``wait`` at once, each
+    with its own tensors. Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        model: CompiledModel,
+        options: RunnerOptions,
+        backend: Backend,
+        engines: Sequence[Engine],
+    ) -> None:
+        self._model = model
+        self._options = options
+        self._backend = backend
+        self._engines = list(engines)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._jobs = JobTable(options.max_concurrent_runs, options.callback_order)
+        self._trace = Trace(options.ai_analyzer_profiling, options.profile_path)
+        self._plans: dict[tuple[int, ...], tuple[CallPlan, Any, Any]] = {}
+        self._free_slots: list[Slot] = []
+        self._all_slots: list[Slot] = []
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=options.async_threadpool_depth, thread_name_prefix="copyless-job"
+        )
+        self._futures: dict[int, concurrent.futures.Future[None]] = {}
+        self._bytes_converted = 0
+        self._specs = {s.name: s for s in model.inputs + model.outputs}
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._executor, self._engines, self._all_slots
+        )
+
+    # -- queries ------------------------------------------------------------------------
+    def get_tensors_info(
+        self, direction: TensorDirection, tensor_type: TensorType | None = None
+    ) -> list[NpuTensorInfo]:
+        """Infos of the model's inputs or outputs in ``tensor_type`` view (default: option)."""
+        self._check_open()
+        if not isinstance(direction, TensorDirection):
+            raise TypeError(f"direction must be a TensorDirection, got {direction!r}")
+        specs = self._model.inputs if direction is TensorDirection.INPUT else self._model.outputs
+        view = tensor_type if tensor_type is not None else self._default_view(direction)
+        if not isinstance(view, TensorType):
+            raise TypeError(f"tensor_type must be a TensorType, got {view!r}")
+        return [s.hw if view is TensorType.HW else s.cpu for s in specs]
+
+    def get_tensor_info_by_name(
+        self, name: str, tensor_type: TensorType | None = None
+    ) -> NpuTensorInfo:
+        spec = self._spec(name)
+        view = tensor_type if tensor_type is not None else self._default_view(spec.cpu.direction)
+        return spec.hw if view is TensorType.HW else spec.cpu
+
+    def get_quant_parameters(self, name: str) -> QuantParameters:
+        """The tensor's HW quantization; ``scale=1, zero_point=0`` where there is none."""
+        spec = self._spec(name)
+        return spec.quant if spec.quant is not None else QuantParameters(1.0, 0)
+
+    def get_num_input_tensors(self) -> int:
+        self._check_open()
+        return len(self._model.inputs)
+
+    def get_num_output_tensors(self) -> int:
+        self._check_open()
+        return len(self._model.outputs)
+
+    def get_batch_size(self, direction: TensorDirection | None = None) -> int:
+        self._check_open()
+        return self._model.batch_size
+
+    def get_property(self, key: str) -> Any:
+        """Backend facts and live counters: backend, device, model, batch_size, partitions,
+        jobs_run, jobs_in_flight, bytes_converted, callback_errors, trace_path, or any option."""
+        self._check_open()
+        props: dict[str, Any] = {
+            "backend": self._backend.name,
+            "device": self._backend.device,
+            "model": self._model.name,
+            "batch_size": self._model.batch_size,
+            "partitions": [p.name for p in self._model.partitions],
+            "jobs_run": self._jobs.jobs_run,
+            "jobs_in_flight": self._jobs.in_flight,
+            "bytes_converted": self._bytes_converted,
+            "callback_errors": self._jobs.callback_errors,
+            "engine_threads": self._options.engine_threads(),
+            "trace_events": len(self._trace.events),
+        }
+        if key in props:
+            return props[key]
+        if hasattr(self._options, key):
+            return getattr(self._options, key)
+        raise OptionError(f"unknown property {key!r}; known: {', '.join(props)}")
+
+    @property
+    def model(self) -> CompiledModel:
+        return self._model
+
+    @property
+    def options(self) -> RunnerOptions:
+        return self._options
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- allocation ---------------------------------------------------------------------
+    def allocate_npu_tensor(self, info: NpuTensorInfo, memory_bank: int | None = None) -> NpuTensor:
+        """A runner-allocated (XRT_BO) tensor over fd-backed memory, exportable as an fd.
+
+        The memory is released when the last reference to the tensor (and its views) goes.
+        ``memory_bank`` is accepted for VART-ML compatibility; host memory has one bank.
+        """
+        self._check_open()
+        if not isinstance(info, NpuTensorInfo):
+            raise TensorError(f"info must be an NpuTensorInfo, got {type(info).__name__}")
+        if memory_bank is not None and (
+            isinstance(memory_bank, bool) or not isinstance(memory_bank, int) or memory_bank < 0
+        ):
+            raise TensorError(f"memory_bank must be an int >= 0 or None, got {memory_bank!r}")
+        memory = HostMemory.shared(info.size_in_bytes, f"copyless:{info.name}", warn_on_leak=False)
+        return NpuTensor._wrap_memory(info, memory, MemoryType.XRT_BO)
+
+    def allocate_sub_tensor(self, parent: NpuTensor, info: NpuTensorInfo, offset: int) -> NpuTensor:
+        """A view of ``info`` at byte ``offset`` of ``parent``; the parent lives while it does."""
+        self._check_open()
+        if not isinstance(parent, NpuTensor):
+            raise TensorError(f"parent must be an NpuTensor, got {type(parent).__name__}")
+        if not isinstance(info, NpuTensorInfo):
+            raise TensorError(f"info must be an NpuTensorInfo, got {type(info).__name__}")
+        return parent._sub_tensor(info, offset)
+
+    # -- execution ----------------------------------------------------------------------
+    def execute(self, inputs: Any, outputs: Any) -> StatusCode:
+        """Run one batch and block until it is done. Never raises."""
+        if self._closed:
+            logger.error("execute on a closed runner")
+            return StatusCode.FAILURE
+        try:
+            plan = self._plan(inputs, outputs)
+        except PlanError as exc:
+            logger.error("execute: %s", exc)
+            return exc.status
+        key = self._jobs.enter_sync(plan.in_ranges, plan.out_ranges)
+        if isinstance(key, StatusCode):
+            return key
+        try:
+            return self._run(plan, 0)
+        finally:
+            self._jobs.leave_sync(key)
+
+    def execute_async(
+        self, inputs: Any, outputs: Any, callback: Callback | None = None
+    ) -> JobHandle:
+        """Submit one batch; returns at once with a job id, or the reason it was refused."""
+        if self._closed:
+            logger.error("execute_async on a closed runner")
+            return JobHandle(StatusCode.FAILURE, 0)
+        if callback is not None and not callable(callback):
+            logger.error("execute_async: callback is not callable")
+            return JobHandle(StatusCode.INVALID_INPUT, 0)
+        try:
+            plan = self._plan(inputs, outputs)
+        except PlanError as exc:
+            logger.error("execute_async: %s", exc)
+            return JobHandle(exc.status, 0)
+        with self._lock:
+            if self._closed:
+                return JobHandle(StatusCode.FAILURE, 0)
+            admitted = self._jobs.admit(plan.in_ranges, plan.out_ranges, callback)
+            if not isinstance(admitted, Job):
+                return JobHandle(admitted, 0)
+            admitted.payload = plan  # the job holds its tensors until it finishes
+            try:
+                future = self._executor.submit(self._run_job, admitted)
+            except RuntimeError:  # executor shut down concurrently
+                self._jobs.finish(admitted, StatusCode.FAILURE)
+                return JobHandle(StatusCode.FAILURE, 0)
+            self._futures[admitted.job_id] = future
+        return JobHandle(StatusCode.SUCCESS, admitted.job_id)
+
+    def wait(self, job_handle: Any, timeout_ms: Any = -1) -> StatusCode:
+        """The job's final status; JOB_PENDING on timeout (0 polls, negative waits without
+        limit); INVALID_JOB_ID for an unknown or already collected job."""
+        try:
+            return self._jobs.wait(job_handle, timeout_ms)
+        except Exception:
+            logger.exception("wait failed")
+            return StatusCode.FAILURE
+
+    def _run_job(self, job: Job) -> None:
+        plan = job.payload
+        status = StatusCode.FAILURE
+        try:
+            if not self._closed:
+                status = self._run(plan, job.job_id)
+        finally:
+            with self._lock:
+                self._futures.pop(job.job_id, None)
+            self._jobs.finish(job, status)
+
+    def _run(self, plan: CallPlan, job_id: int) -> StatusCode:
+        slot = self._acquire_slot()
+        try:
+            # Host tensors are cache-coherent (sync_buffer is a no-op): only tensors whose
+            # sync does real work are listed in plan.synced.
+            if plan.synced and not self._options.skip_in_bo_sync:
+                for tensor in plan.synced:
+                    if tensor.info.direction is TensorDirection.INPUT:
+                        tensor.sync_buffer()
+            slot.run(plan, self._trace, job_id)
+            if plan.synced and not self._options.skip_out_bo_sync:
+                for tensor in plan.synced:
+                    if tensor.info.direction is TensorDirection.OUTPUT:
+                        tensor.sync_buffer()
+        except DynamicOutputTooSmall as exc:
+            logger.error("job %d: %s", job_id, exc)
+            return StatusCode.INVALID_OUTPUT
+        except MemoryError:
+            logger.exception("job %d: out of memory", job_id)
+            return StatusCode.OUT_OF_MEMORY
+        except Exception as exc:  # noqa: BLE001 - execution never raises
+            if self._closed:
+                logger.warning("job %d cancelled by close(): %s", job_id, exc)
+                return StatusCode.FAILURE
+            logger.error("job %d: engine failed: %s", job_id, exc)
+            return StatusCode.RUNTIME_ERROR
+        finally:
+            self._free_slots.append(slot)
+        self._bytes_converted += plan.converted_bytes
+        return StatusCode.SUCCESS
+
+    def _plan(self, inputs: Any, outputs: Any) -> CallPlan:
+        try:
+            key = (
+                *[id(t) for row in inputs for t in row],
+                -1,
+                *[id(t) for row in outputs for t in row],
+            )
+        except TypeError:
+            key = ()
+        cached = self._plans.get(key) if key else None
+        if cached is not None:
+            return cached[0]
+        plan = build_plan(
+            self._model.inputs, self._model.outputs, self._model.batch_size, inputs, outputs
+        )
+        if key:
+            if len(self._plans) >= _PLAN_CACHE_SIZE:
+                self._plans.clear()
+            # The plan holds the tensors, so their ids cannot be reused while cached.
+            self._plans[key] = (plan, inputs, outputs)
+        return plan
+
+    def _acquire_slot(self) -> Slot:
+        try:
+            return self._free_slots.pop()
+        except IndexError:
+            slot = Slot(self._model, self._engines)
+            with self._lock:
+                self._all_slots.append(slot)
+            return slot
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        """Finish or cancel in-flight jobs (bounded time), release engines and threads.
+
+        Jobs not yet started end with FAILURE; their callbacks still run. Later execution
+        calls return FAILURE; queries and allocation raise RunnerClosedError.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            futures = dict(self._futures)
+        for future in futures.values():
+            future.cancel()  # queued jobs see _closed and finish as FAILURE
+        _done, not_done = concurrent.futures.wait(list(futures.values()), timeout=CLOSE_TIMEOUT_S)
+        if not_done:
+            logger.warning(
+                "close(): %d job(s) still running after %.0f s", len(not_done), CLOSE_TIMEOUT_S
+            )
+        for job in self._jobs.pending_jobs():
+            if job.job_id in futures and futures[job.job_id].cancelled():
+                self._jobs.finish(job, StatusCode.FAILURE)
+        path = self._trace.write()
+        if path:
+            logger.info("profiling trace written to %s", path)
+        self._plans.clear()
+        self._finalizer()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (
+            f"<Runner {self._model.name!r} on {self._backend.name}/{self._backend.device} {state}>"
+        )
+
+    # -- helpers ------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RunnerClosedError(f"runner for {self._model.name!r} is closed")
+
+    def _spec(self, name: str) -> TensorSpec:
+        self._check_open()
+        try:
+            return self._specs[name]
+        except (KeyError, TypeError):
+            known = ", ".join(self._specs)
+            raise UnknownTensorError(f"no tensor named {name!r}; the model has: {known}") from None
+
+    def _default_view(self, direction: TensorDirection) -> TensorType:
+        option = (
+            self._options.input_tensor_type
+            if direction is TensorDirection.INPUT
+            else self._options.output_tensor_type
+        )
+        return TensorType[option]
+
+
+def _shutdown(
+    executor: concurrent.futures.ThreadPoolExecutor, engines: list[Engine], slots: list[Slot]
+) -> None:
+    # Module level: the finalizer must not keep the runner alive.
+    executor.shutdown(wait=True, cancel_futures=True)
+    for slot in slots:
+        slot.close()
+    slots.clear()
+    for engine in engines:
+        engine.close()
+    engines.clear()
