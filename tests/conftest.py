@@ -11,9 +11,14 @@ import pytest
 import copyless as cl
 
 
-def open_fds() -> set[int]:
-    """The descriptors open in this process right now."""
+def _open_fds() -> set[int]:
     return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+@pytest.fixture
+def open_fds() -> Callable[[], set[int]]:
+    """``open_fds()``: the descriptors open in this process right now."""
+    return _open_fds
 
 
 @pytest.fixture

@@ -8,15 +8,40 @@ import copyless as cl
 from copyless.types.serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
 
 INFOS = [
-    cl.NpuTensorInfo("input", cl.DataType.FLOAT32, cl.TensorDirection.INPUT, cl.TensorType.CPU,
-                     cl.MemoryLayout.NCHW, (1, 3, 224, 224)),
-    cl.NpuTensorInfo("hw", cl.DataType.UINT8, cl.TensorDirection.INPUT, cl.TensorType.HW,
-                     cl.MemoryLayout.HCWNC4, (224, 1, 224, 1, 4)),
-    cl.NpuTensorInfo("perm", cl.DataType.BF16, cl.TensorDirection.OUTPUT, cl.TensorType.HW,
-                     cl.MemoryLayout.GENERIC, (3, 5, 2), memory_layout_order=(1, 2, 0),
-                     strides=(40, 8, 2)),
-    cl.NpuTensorInfo("scalar", cl.DataType.BOOLEAN, cl.TensorDirection.OUTPUT, cl.TensorType.CPU,
-                     cl.MemoryLayout.UNKNOWN, ()),
+    cl.NpuTensorInfo(
+        "input",
+        cl.DataType.FLOAT32,
+        cl.TensorDirection.INPUT,
+        cl.TensorType.CPU,
+        cl.MemoryLayout.NCHW,
+        (1, 3, 224, 224),
+    ),
+    cl.NpuTensorInfo(
+        "hw",
+        cl.DataType.UINT8,
+        cl.TensorDirection.INPUT,
+        cl.TensorType.HW,
+        cl.MemoryLayout.HCWNC4,
+        (224, 1, 224, 1, 4),
+    ),
+    cl.NpuTensorInfo(
+        "perm",
+        cl.DataType.BF16,
+        cl.TensorDirection.OUTPUT,
+        cl.TensorType.HW,
+        cl.MemoryLayout.GENERIC,
+        (3, 5, 2),
+        memory_layout_order=(1, 2, 0),
+        strides=(40, 8, 2),
+    ),
+    cl.NpuTensorInfo(
+        "scalar",
+        cl.DataType.BOOLEAN,
+        cl.TensorDirection.OUTPUT,
+        cl.TensorType.CPU,
+        cl.MemoryLayout.UNKNOWN,
+        (),
+    ),
 ]
 
 
@@ -34,7 +59,11 @@ def test_enums_travel_by_name() -> None:
 
 @pytest.mark.parametrize(
     "quant",
-    [None, cl.QuantParameters(0.0078125, -3), cl.QuantParameters(2.0, 0, cl.RoundingMode.ROUND_TOWARD_ZERO)],
+    [
+        None,
+        cl.QuantParameters(0.0078125, -3),
+        cl.QuantParameters(2.0, 0, cl.RoundingMode.ROUND_TOWARD_ZERO),
+    ],
 )
 def test_quant_round_trip(quant: cl.QuantParameters | None) -> None:
     assert quant_from_dict(json.loads(json.dumps(quant_to_dict(quant)))) == quant

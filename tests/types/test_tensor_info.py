@@ -49,8 +49,9 @@ def test_lists_become_tuples_and_infos_hash(make_info: MakeInfo) -> None:
     info = make_info([1, 2, 3, 4], memory_layout_order=[0, 2, 3, 1], strides=[96, 48, 16, 4])
     assert info.shape == (1, 2, 3, 4) and info.memory_layout_order == (0, 2, 3, 1)
     assert info.strides == (96, 48, 16, 4)
-    assert hash(info) == hash(make_info((1, 2, 3, 4), memory_layout_order=(0, 2, 3, 1),
-                                        strides=(96, 48, 16, 4)))
+    assert hash(info) == hash(
+        make_info((1, 2, 3, 4), memory_layout_order=(0, 2, 3, 1), strides=(96, 48, 16, 4))
+    )
 
 
 @pytest.mark.parametrize(
@@ -64,8 +65,9 @@ def test_lists_become_tuples_and_infos_hash(make_info: MakeInfo) -> None:
         ({"memory_layout": "NCHW"}, "memory_layout must be a MemoryLayout"),
     ],
 )
-def test_bad_infos_are_refused(make_info: MakeInfo, overrides: dict[str, object],
-                               message: str) -> None:
+def test_bad_infos_are_refused(
+    make_info: MakeInfo, overrides: dict[str, object], message: str
+) -> None:
     fields: dict[str, object] = {"shape": (2, 3)}
     fields.update(overrides)
     shape = fields.pop("shape")
@@ -104,8 +106,14 @@ def test_job_handle() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        cl.NpuTensorInfo("a", cl.DataType.INT8, cl.TensorDirection.OUTPUT, cl.TensorType.HW,
-                         cl.MemoryLayout.NHWC4, (1, 2, 2, 4)),
+        cl.NpuTensorInfo(
+            "a",
+            cl.DataType.INT8,
+            cl.TensorDirection.OUTPUT,
+            cl.TensorType.HW,
+            cl.MemoryLayout.NHWC4,
+            (1, 2, 2, 4),
+        ),
         cl.QuantParameters(0.25, 1),
         cl.JobHandle(cl.StatusCode.SUCCESS, 7),
     ],
