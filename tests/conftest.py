@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -57,7 +58,5 @@ def memfd() -> Iterator[Callable[[int], int]]:
 
     yield make
     for fd in fds:
-        try:
+        with contextlib.suppress(OSError):  # a test closed it on purpose
             os.close(fd)
-        except OSError:
-            pass  # a test closed it on purpose

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
 import os
+from collections.abc import Callable
 
 import numpy as np
 import psutil
