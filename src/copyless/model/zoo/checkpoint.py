@@ -9,7 +9,7 @@ Both formats ``torch.save`` has written are understood:
   keys, then each storage as an int64 element count followed by its raw little-endian bytes.
 
 Unpickling is restricted: only ``collections.OrderedDict``, torch's tensor-rebuild helpers and
-the typed storage classes resolve; any other global raises :class:`CheckpointError` (a hostile
+the typed storage classes resolve; any other global raises :class:`ModelLoadError` (a hostile
 checkpoint cannot run code). Every returned array is a fresh, C-contiguous copy owned by numpy
 (one copy per tensor out of the storage bytes, so views of a shared storage do not alias).
 """
@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from ...types import ModelLoadError
 
-__all__ = ["CheckpointError", "load_state_dict"]
+__all__ = ["load_state_dict"]
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
@@ -48,10 +48,6 @@ _STORAGE_DTYPES: dict[str, np.dtype[Any]] = {
     "ByteStorage": np.dtype(np.uint8),
     "BoolStorage": np.dtype(np.bool_),
 }
-
-
-class CheckpointError(ModelLoadError):
-    """A checkpoint that is not a readable PyTorch state dict."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +70,14 @@ class _TensorRef:
     stride: tuple[int, ...]
 
 
-def _rebuild_tensor(storage: object, offset: int, shape: Any, stride: Any, *_: object) -> _TensorRef:
+def _rebuild_tensor(
+    storage: object, offset: int, shape: Any, stride: Any, *_: object
+) -> _TensorRef:
     if not isinstance(storage, _StorageRef):
-        raise CheckpointError(f"tensor over a {type(storage).__name__}, not a storage")
-    return _TensorRef(storage, int(offset), tuple(int(s) for s in shape), tuple(int(s) for s in stride))
+        raise ModelLoadError(f"tensor over a {type(storage).__name__}, not a storage")
+    return _TensorRef(
+        storage, int(offset), tuple(int(s) for s in shape), tuple(int(s) for s in stride)
+    )
 
 
 def _rebuild_parameter(data: object, *_: object) -> object:
@@ -96,47 +96,47 @@ class _Unpickler(pickle.Unpickler):
             return _rebuild_parameter
         if module == "torch" and name in _STORAGE_DTYPES:
             return _StorageType(_STORAGE_DTYPES[name])
-        raise CheckpointError(f"checkpoint refers to {module}.{name}, which is not allowed")
+        raise ModelLoadError(f"checkpoint refers to {module}.{name}, which is not allowed")
 
     def persistent_load(self, pid: Any) -> _StorageRef:
         if not isinstance(pid, tuple) or len(pid) < 5 or pid[0] != "storage":
-            raise CheckpointError(f"unexpected persistent id {pid!r:.80}")
+            raise ModelLoadError(f"unexpected persistent id {pid!r:.80}")
         storage_type, key, numel = pid[1], pid[2], pid[4]
         if not isinstance(storage_type, _StorageType):
-            raise CheckpointError(f"unknown storage type {storage_type!r:.80}")
+            raise ModelLoadError(f"unknown storage type {storage_type!r:.80}")
         return _StorageRef(str(key), storage_type.dtype, int(numel))
 
 
 def _unpickle(stream: IO[bytes]) -> Any:
     try:
         return _Unpickler(stream).load()
-    except CheckpointError:
+    except ModelLoadError:
         raise
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
-        raise CheckpointError(f"corrupt checkpoint pickle: {exc}") from exc
+        raise ModelLoadError(f"corrupt checkpoint pickle: {exc}") from exc
 
 
 def _read_legacy(stream: IO[bytes]) -> tuple[Any, dict[str, bytes]]:
     header = [_unpickle(stream) for _ in range(3)]  # magic number, protocol, system info
     if header[0] != _LEGACY_MAGIC or header[1] != _LEGACY_PROTOCOL:
-        raise CheckpointError("not a PyTorch checkpoint (bad magic number or protocol)")
+        raise ModelLoadError("not a PyTorch checkpoint (bad magic number or protocol)")
     if isinstance(header[2], dict) and not header[2].get("little_endian", True):
-        raise CheckpointError("big-endian checkpoints are not supported")
+        raise ModelLoadError("big-endian checkpoints are not supported")
     state = _unpickle(stream)
     keys = _unpickle(stream)
     if not isinstance(keys, list):
-        raise CheckpointError("corrupt checkpoint: no storage key list")
+        raise ModelLoadError("corrupt checkpoint: no storage key list")
     sizes = {ref.storage.key: ref.storage for ref in _tensor_refs(state)}
     blobs: dict[str, bytes] = {}
     for key in keys:
         raw = stream.read(8)
         if len(raw) != 8:
-            raise CheckpointError(f"checkpoint truncated before storage {key}")
+            raise ModelLoadError(f"checkpoint truncated before storage {key}")
         (numel,) = struct.unpack("<q", raw)
         itemsize = sizes[str(key)].dtype.itemsize if str(key) in sizes else 1
         blob = stream.read(numel * itemsize)
         if len(blob) != numel * itemsize:
-            raise CheckpointError(f"checkpoint truncated inside storage {key}")
+            raise ModelLoadError(f"checkpoint truncated inside storage {key}")
         blobs[str(key)] = blob
     return state, blobs
 
@@ -145,7 +145,7 @@ def _read_zip(path: Path) -> tuple[Any, dict[str, bytes]]:
     with zipfile.ZipFile(path) as archive:
         pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
         if len(pickles) != 1:
-            raise CheckpointError(f"{path}: expected one data.pkl, found {len(pickles)}")
+            raise ModelLoadError(f"{path}: expected one data.pkl, found {len(pickles)}")
         root = pickles[0][: -len("data.pkl")]
         state = _unpickle(io.BytesIO(archive.read(pickles[0])))
         blobs: dict[str, bytes] = {}
@@ -155,13 +155,13 @@ def _read_zip(path: Path) -> tuple[Any, dict[str, bytes]]:
                 try:
                     blobs[key] = archive.read(f"{root}data/{key}")
                 except KeyError as exc:
-                    raise CheckpointError(f"{path}: storage {key} missing") from exc
+                    raise ModelLoadError(f"{path}: storage {key} missing") from exc
     return state, blobs
 
 
 def _tensor_refs(state: Any) -> list[_TensorRef]:
     if not isinstance(state, dict):
-        raise CheckpointError(f"checkpoint holds a {type(state).__name__}, not a state dict")
+        raise ModelLoadError(f"checkpoint holds a {type(state).__name__}, not a state dict")
     return [v for v in state.values() if isinstance(v, _TensorRef)]
 
 
@@ -171,7 +171,7 @@ def _materialise(ref: _TensorRef, blob: bytes) -> npt.NDArray[Any]:
     if any(n == 0 for n in ref.shape):
         return np.zeros(ref.shape, dtype=flat.dtype)
     if ref.offset < 0 or last >= flat.size or any(s < 0 for s in ref.stride):
-        raise CheckpointError(f"tensor of shape {ref.shape} runs outside its storage")
+        raise ModelLoadError(f"tensor of shape {ref.shape} runs outside its storage")
     item = flat.itemsize
     view = np.lib.stride_tricks.as_strided(
         flat[ref.offset :], shape=ref.shape, strides=tuple(s * item for s in ref.stride)
@@ -183,7 +183,7 @@ def load_state_dict(path: str | Path) -> dict[str, npt.NDArray[Any]]:
     """Read a PyTorch state dict into ``{name: numpy array}`` without torch.
 
     Copies: the file is read once into memory, and each tensor is copied out of its storage.
-    Raises :class:`CheckpointError` for a missing, truncated, corrupt or non-state-dict file.
+    Raises :class:`ModelLoadError` for a missing, truncated, corrupt or non-state-dict file.
     """
     path = Path(path)
     try:
@@ -193,11 +193,11 @@ def load_state_dict(path: str | Path) -> dict[str, npt.NDArray[Any]]:
             with path.open("rb") as stream:
                 state, blobs = _read_legacy(stream)
     except (OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError) as exc:
-        raise CheckpointError(f"cannot read checkpoint {path}: {exc}") from exc
+        raise ModelLoadError(f"cannot read checkpoint {path}: {exc}") from exc
     out: dict[str, npt.NDArray[Any]] = {}
     for name, value in state.items():
         if isinstance(value, _TensorRef):
             if value.storage.key not in blobs:
-                raise CheckpointError(f"{path}: no data for storage {value.storage.key}")
+                raise ModelLoadError(f"{path}: no data for storage {value.storage.key}")
             out[str(name)] = _materialise(value, blobs[value.storage.key])
     return out

@@ -101,7 +101,9 @@ class _Network:
             channels_in = int(self._get(f"{p}_expand_conv.weight").shape[1])
             h = self.g.relu6(self.conv_bn(h, f"{p}_expand_conv", f"{p}_bn0"))
         width = int(self._get(f"{p}_depthwise_conv.weight").shape[0])
-        h = self.g.relu6(self.conv_bn(h, f"{p}_depthwise_conv", f"{p}_bn1", stride=stride, group=width))
+        h = self.g.relu6(
+            self.conv_bn(h, f"{p}_depthwise_conv", f"{p}_bn1", stride=stride, group=width)
+        )
         h = self.conv_bn(h, f"{p}_project_conv", f"{p}_bn2")
         channels_out = int(self._get(f"{p}_project_conv.weight").shape[0])
         if stride == 1 and channels_in == channels_out:
@@ -131,7 +133,9 @@ def build_efficientnet_lite0(state: StateDict, tick: Tick | None = None) -> onnx
     fc_w = net._get("_fc.weight").astype(np.float32)
     fc_b = net._get("_fc.bias").astype(np.float32)
     net.g.gemm(x, fc_w, fc_b, "logits")
-    model = net.g.model("input", ["N", 3, INPUT_SIZE, INPUT_SIZE], "logits", ["N", 1000], __doc__ or "")
+    model = net.g.model(
+        "input", ["N", 3, INPUT_SIZE, INPUT_SIZE], "logits", ["N", 1000], __doc__ or ""
+    )
     if tick:
         tick(1)
     return model

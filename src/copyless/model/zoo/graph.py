@@ -82,7 +82,7 @@ class GraphBuilder:
         group: int = 1,
         prefix: str = "conv",
     ) -> str:
-        """A 2-D convolution; ``pads`` defaults to symmetric ``k // 2`` (top, left, bottom, right)."""
+        """A 2-D convolution; ``pads`` (top, left, bottom, right) default to ``k // 2`` each."""
         kh, kw = int(weight.shape[2]), int(weight.shape[3])
         if pads is None:
             pads = (kh // 2, kw // 2, kh // 2, kw // 2)
@@ -131,8 +131,12 @@ class GraphBuilder:
         return out
 
     def model(
-        self, input_name: str, input_shape: Sequence[int | str], output_name: str,
-        output_shape: Sequence[int | str], doc: str,
+        self,
+        input_name: str,
+        input_shape: Sequence[int | str],
+        output_name: str,
+        output_shape: Sequence[int | str],
+        doc: str,
     ) -> onnx.ModelProto:
         """Finish the graph: float32 input/output, ``ir_version`` 10, opset 17, checked."""
         graph = helper.make_graph(

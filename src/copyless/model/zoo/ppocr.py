@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import onnx
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
 
 from ...types import ModelLoadError
 from .graph import IR_VERSION

@@ -42,7 +42,9 @@ class _Weights:
     def __init__(self, seed: int) -> None:
         self._rng = np.random.default_rng(seed)
 
-    def conv(self, cout: int, cin: int, k: int, scale: float = 1.0) -> tuple[FloatArray, FloatArray]:
+    def conv(
+        self, cout: int, cin: int, k: int, scale: float = 1.0
+    ) -> tuple[FloatArray, FloatArray]:
         std = math.sqrt(2.0 / (cin * k * k)) * scale
         weight = self._rng.standard_normal((cout, cin, k, k), dtype=np.float32) * np.float32(std)
         bias = self._rng.standard_normal(cout, dtype=np.float32) * np.float32(0.01)
