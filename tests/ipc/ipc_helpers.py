@@ -72,3 +72,43 @@ def check_frame(tensors: Any) -> tuple[int, int]:
     if not np.all(frame == expected):
         raise AssertionError(f"frame {producer_id}/{frame_id} holds wrong bytes")
     return producer_id, frame_id
+
+
+def connect(address: str) -> Any:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(address)
+    return sock
+
+
+def child_write(address: str, value: int) -> None:
+    """Receives tensors, reports what the parent wrote, writes `value` into them."""
+    from copyless.ipc import recv_tensors
+    from copyless.ipc.wire import recv_message, send_message
+
+    with connect(address) as sock:
+        tensors = recv_tensors(sock)
+        seen = [int(t.numpy().reshape(-1)[0]) for t in tensors]
+        kinds = [t.memory_type.name for t in tensors]
+        offsets = [t.offset for t in tensors]
+        for tensor in tensors:
+            tensor.numpy()[...] = value
+        send_message(sock, {"seen": seen, "kinds": kinds, "offsets": offsets})
+        recv_message(sock)  # the parent's go-ahead: keep the mapping until it has checked
+
+
+def child_send_and_die(address: str) -> None:
+    """Sends half a message, then dies without closing anything."""
+    from copyless.ipc.wire import MAGIC, PREFIX
+
+    sock = connect(address)
+    sock.sendall(PREFIX.pack(MAGIC, 1000) + b'{"op":')
+    os.kill(os.getpid(), 9)
+
+
+def child_hang(address: str) -> None:
+    """Connects and sleeps (is killed by the test)."""
+    sock = connect(address)
+    time.sleep(60)
+    sock.close()
