@@ -112,3 +112,13 @@ def child_hang(address: str) -> None:
     sock = connect(address)
     time.sleep(60)
     sock.close()
+
+
+def consumer_with_producer(pid_file: str) -> None:
+    """A consumer process (killed by the test) whose producer must notice its death."""
+    from copyless.ipc import SlotPool
+
+    pool = SlotPool(MemfdAllocator(), [FRAME, META], 2)
+    pool.start_producer(produce_forever, pid_file)
+    for item in pool.filled():
+        pool.release(item.index)
