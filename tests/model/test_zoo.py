@@ -89,6 +89,10 @@ def test_efficientnet_lite0_model_contract() -> None:
     assert inp.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
     ops = {n.op_type for n in model.graph.node}
     assert "BatchNormalization" not in ops and "Sigmoid" not in ops  # folded BN, no SE/swish
+    # TF "SAME" padding of the converted weights: a stride-2 conv pads only bottom/right
+    stem = next(n for n in model.graph.node if n.op_type == "Conv")
+    pads = next(list(a.ints) for a in stem.attribute if a.name == "pads")
+    assert pads == [0, 0, 1, 1]
 
 
 @pytest.mark.slow

@@ -154,3 +154,33 @@ def test_not_a_checkpoint(tmp_path: Path) -> None:
             load_state_dict(path)
     with pytest.raises(ModelLoadError):
         load_state_dict(tmp_path / "missing.pth")
+
+
+@pytest.mark.parametrize(
+    ("shape", "stride"),
+    [((2, 2), (2,)), ((-1,), (1,)), ((3,), (-1,))],
+    ids=["rank-mismatch", "negative-size", "negative-stride"],
+)
+def test_malformed_views_raise(
+    tmp_path: Path, shape: tuple[int, ...], stride: tuple[int, ...]
+) -> None:
+    path = tmp_path / "bad.pth"
+    _write_zip(
+        path, _state_pickle({"w": ("0", 4, 0, shape, stride)}), {"0": np.zeros(4, np.float32)}
+    )
+    with pytest.raises(ModelLoadError):
+        load_state_dict(path)
+
+
+def test_huge_storage_header_raises_without_allocating(tmp_path: Path) -> None:
+    path = tmp_path / "huge.pth"
+    _write_legacy(
+        path, _state_pickle({"w": ("0", 4, 0, (4,), (1,))}), {"0": np.zeros(4, np.float32)}
+    )
+    raw = bytearray(path.read_bytes())
+    header = len(raw) - 16 - 8  # the int64 element count before the 16 data bytes
+    for numel in (1 << 60, -5):
+        raw[header : header + 8] = struct.pack("<q", numel)
+        path.write_bytes(raw)
+        with pytest.raises(ModelLoadError, match="truncated"):
+            load_state_dict(path)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import io
+import os
 import pickle
 import struct
 import zipfile
@@ -107,16 +108,31 @@ class _Unpickler(pickle.Unpickler):
         return _StorageRef(str(key), storage_type.dtype, int(numel))
 
 
+# What a malformed pickle can raise from the unpickler or from the rebuild helpers it calls.
+_CORRUPT = (
+    pickle.UnpicklingError,
+    EOFError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    KeyError,
+    IndexError,
+    OverflowError,
+    MemoryError,
+    RecursionError,
+)
+
+
 def _unpickle(stream: IO[bytes]) -> Any:
     try:
         return _Unpickler(stream).load()
     except ModelLoadError:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
-        raise ModelLoadError(f"corrupt checkpoint pickle: {exc}") from exc
+    except _CORRUPT as exc:
+        raise ModelLoadError(f"corrupt checkpoint pickle: {exc!r:.200}") from exc
 
 
-def _read_legacy(stream: IO[bytes]) -> tuple[Any, dict[str, bytes]]:
+def _read_legacy(stream: IO[bytes], file_size: int) -> tuple[Any, dict[str, bytes]]:
     header = [_unpickle(stream) for _ in range(3)]  # magic number, protocol, system info
     if header[0] != _LEGACY_MAGIC or header[1] != _LEGACY_PROTOCOL:
         raise ModelLoadError("not a PyTorch checkpoint (bad magic number or protocol)")
@@ -126,18 +142,19 @@ def _read_legacy(stream: IO[bytes]) -> tuple[Any, dict[str, bytes]]:
     keys = _unpickle(stream)
     if not isinstance(keys, list):
         raise ModelLoadError("corrupt checkpoint: no storage key list")
-    sizes = {ref.storage.key: ref.storage for ref in _tensor_refs(state)}
+    storages = {ref.storage.key: ref.storage for ref in _tensor_refs(state)}
     blobs: dict[str, bytes] = {}
-    for key in keys:
+    for key in map(str, keys):
+        if key not in storages:  # its dtype is unknown, so the byte count is too
+            raise ModelLoadError(f"corrupt checkpoint: storage {key} belongs to no tensor")
         raw = stream.read(8)
         if len(raw) != 8:
             raise ModelLoadError(f"checkpoint truncated before storage {key}")
         (numel,) = struct.unpack("<q", raw)
-        itemsize = sizes[str(key)].dtype.itemsize if str(key) in sizes else 1
-        blob = stream.read(numel * itemsize)
-        if len(blob) != numel * itemsize:
+        nbytes = numel * storages[key].dtype.itemsize
+        if numel < 0 or nbytes > file_size - stream.tell():
             raise ModelLoadError(f"checkpoint truncated inside storage {key}")
-        blobs[str(key)] = blob
+        blobs[key] = stream.read(nbytes)
     return state, blobs
 
 
@@ -166,10 +183,14 @@ def _tensor_refs(state: Any) -> list[_TensorRef]:
 
 
 def _materialise(ref: _TensorRef, blob: bytes) -> npt.NDArray[Any]:
+    if len(ref.shape) != len(ref.stride) or any(n < 0 for n in ref.shape):
+        raise ModelLoadError(f"tensor with shape {ref.shape} and stride {ref.stride}")
+    if len(blob) % ref.storage.dtype.itemsize:
+        raise ModelLoadError(f"storage {ref.storage.key} is not a whole number of elements")
     flat = np.frombuffer(blob, dtype=ref.storage.dtype)
-    last = ref.offset + sum((n - 1) * s for n, s in zip(ref.shape, ref.stride, strict=True))
     if any(n == 0 for n in ref.shape):
         return np.zeros(ref.shape, dtype=flat.dtype)
+    last = ref.offset + sum((n - 1) * s for n, s in zip(ref.shape, ref.stride, strict=True))
     if ref.offset < 0 or last >= flat.size or any(s < 0 for s in ref.stride):
         raise ModelLoadError(f"tensor of shape {ref.shape} runs outside its storage")
     item = flat.itemsize
@@ -191,7 +212,7 @@ def load_state_dict(path: str | Path) -> dict[str, npt.NDArray[Any]]:
             state, blobs = _read_zip(path)
         else:
             with path.open("rb") as stream:
-                state, blobs = _read_legacy(stream)
+                state, blobs = _read_legacy(stream, os.fstat(stream.fileno()).st_size)
     except (OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError) as exc:
         raise ModelLoadError(f"cannot read checkpoint {path}: {exc}") from exc
     out: dict[str, npt.NDArray[Any]] = {}
