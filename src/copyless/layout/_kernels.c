@@ -1,0 +1,557 @@
+/* copyless.layout._kernels: the fused layout + dtype + quantization conversion.
+ *
+ * Python (copyless/layout/plan.py) turns two views of one logical tensor into a loop nest
+ * over the destination: up to MAXD dims, each with an extent and the byte strides of source
+ * and destination, plus the channel padding rule. This module walks that nest once and
+ * converts each innermost row with a dtype-specialised kernel, so a transpose, a cast, a
+ * (de)quantization and channel padding cost one pass over the bytes, with no full-size
+ * temporary: strided rows go through 8 KiB stack buffers (gather -> kernel -> scatter).
+ *
+ * Element semantics (the Python docstrings repeat them):
+ *   float -> int   q = clamp(round(x / scale) + zp), x / scale in float32 (as ONNX
+ *                  QuantizeLinear), round to nearest even or toward zero, NaN -> zp.
+ *   int -> float   (q - zp) * scale in float32, then rounded to the float destination.
+ *   float -> float IEEE round to nearest even (fp16 overflows to inf, NaN stays NaN).
+ *   int -> int     exact when the value fits, else saturated to the destination range.
+ *   bool           x != 0 into bool; 0 / 1 out of bool.
+ * The GIL is released while a large conversion runs.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAXD 12
+#define CHUNK 1024
+#define NOGIL_ELEMENTS 16384
+
+enum { T_BOOL, T_I8, T_U8, T_I16, T_U16, T_BF16, T_F16, T_I32, T_U32, T_F32, T_I64, T_U64, T_COUNT };
+enum { OP_COPY, OP_FCAST, OP_QUANT, OP_DEQUANT, OP_ICAST, OP_FTOBOOL, OP_COUNT };
+enum { PAD_NONE, PAD_FILL, PAD_SKIP };
+
+static const int ITEMSIZE[T_COUNT] = {1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8};
+
+typedef struct PlanObject PlanObject;
+typedef void (*kernel_fn)(const PlanObject *p, const char *src, char *dst, Py_ssize_t n);
+
+struct PlanObject {
+    PyObject_HEAD
+    int ndim;
+    Py_ssize_t shape[MAXD], sstr[MAXD], dstr[MAXD];
+    int stype, dtype, op, toward_zero;
+    float scale;
+    int64_t zp;
+    float lo_f, hi_f;   /* clamp bounds of x / scale, integer-valued (<= 16-bit targets) */
+    double lo_d, hi_d;  /* the destination's range (32/64-bit targets) */
+    int pad_dim, cb_dim, pad_mode;
+    Py_ssize_t group, channels, elements;
+    unsigned char pad[8];
+    Py_ssize_t src_nbytes, dst_nbytes;
+    int strides_aligned;
+    kernel_fn kernel;
+};
+
+/* ---------------------------------------------------------------- scalar conversions */
+
+static inline uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* float32 -> bfloat16, round to nearest even; NaN stays a quiet NaN (as ml_dtypes). */
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t x = f_bits(f);
+    uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    return (uint16_t)(((x & 0x7fffffffu) > 0x7f800000u) ? ((x >> 16) | 0x40u) : r);
+}
+
+static inline float bf16_to_f32(uint16_t h) { return bits_f((uint32_t)h << 16); }
+
+/* float32 -> IEEE half, round to nearest even, branch-free so loops vectorise. */
+static inline uint16_t f32_to_f16(float f) {
+    uint32_t x = f_bits(f);
+    uint32_t sign = x & 0x80000000u;
+    x ^= sign;
+    uint32_t normal = (x + 0xc8000fffu + ((x >> 13) & 1u)) >> 13;
+    const uint32_t denorm_magic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    uint32_t denorm = f_bits(bits_f(x) + bits_f(denorm_magic)) - denorm_magic;
+    uint32_t special = (x > 0x7f800000u) ? 0x7e00u : 0x7c00u;
+    uint32_t o = (x >= 0x47800000u) ? special : ((x < 0x38800000u) ? denorm : normal);
+    return (uint16_t)(o | (sign >> 16));
+}
+
+static inline float f16_to_f32(uint16_t h) {
+    uint32_t o = ((uint32_t)h & 0x7fffu) << 13;
+    uint32_t exp = o & 0x0f800000u;
+    o += (127u - 15u) << 23;
+    uint32_t special = o + ((128u - 16u) << 23);
+    uint32_t denorm = f_bits(bits_f(o + (1u << 23)) - bits_f(113u << 23));
+    o = (exp == 0x0f800000u) ? special : ((exp == 0) ? denorm : o);
+    return bits_f(o | (((uint32_t)h & 0x8000u) << 16));
+}
+
+/* x / scale clamped to [lo, hi] and rounded, for destinations of <= 16 bits. The magic
+ * constant 1.5 * 2^23 rounds to nearest even without libm (|v| < 2^22 after clamping). */
+static inline int32_t quant_small(float x, float scale, float lo, float hi, int tz) {
+    float v = x / scale;
+    v = (v == v) ? v : 0.0f;
+    v = (v < lo) ? lo : v;
+    v = (v > hi) ? hi : v;
+    if (!tz) v = (v + 12582912.0f) - 12582912.0f;
+    return (int32_t)v;
+}
+
+/* ------------------------------------------------------------- specialised kernels */
+
+static void k_copy(const PlanObject *p, const char *s, char *d, Py_ssize_t n) {
+    memcpy(d, s, (size_t)n * (size_t)ITEMSIZE[p->stype]);
+}
+
+#define QUANT_KERNEL(NAME, DT, TZ)                                                     \
+    static void NAME(const PlanObject *p, const char *s_, char *d_, Py_ssize_t n) {     \
+        const float *s = (const float *)s_;                                             \
+        DT *d = (DT *)d_;                                                               \
+        const float scale = p->scale, lo = p->lo_f, hi = p->hi_f;                       \
+        const int32_t zp = (int32_t)p->zp;                                              \
+        for (Py_ssize_t i = 0; i < n; i++)                                              \
+            d[i] = (DT)(quant_small(s[i], scale, lo, hi, TZ) + zp);                     \
+    }
+QUANT_KERNEL(k_f32_u8_rne, uint8_t, 0)
+QUANT_KERNEL(k_f32_u8_tz, uint8_t, 1)
+QUANT_KERNEL(k_f32_i8_rne, int8_t, 0)
+QUANT_KERNEL(k_f32_i8_tz, int8_t, 1)
+
+#define DEQUANT_KERNEL(NAME, ST)                                                       \
+    static void NAME(const PlanObject *p, const char *s_, char *d_, Py_ssize_t n) {     \
+        const ST *s = (const ST *)s_;                                                   \
+        float *d = (float *)d_;                                                         \
+        const float scale = p->scale;                                                   \
+        const int32_t zp = (int32_t)p->zp;                                              \
+        for (Py_ssize_t i = 0; i < n; i++) d[i] = (float)((int32_t)s[i] - zp) * scale;  \
+    }
+DEQUANT_KERNEL(k_u8_f32, uint8_t)
+DEQUANT_KERNEL(k_i8_f32, int8_t)
+
+static void k_f32_bf16(const PlanObject *p, const char *s_, char *d_, Py_ssize_t n) {
+    const float *s = (const float *)s_;
+    uint16_t *d = (uint16_t *)d_;
+    for (Py_ssize_t i = 0; i < n; i++) d[i] = f32_to_bf16(s[i]);
+}
+
+static void k_f32_f16(const PlanObject *p, const char *s_, char *d_, Py_ssize_t n) {
+    const float *s = (const float *)s_;
+    uint16_t *d = (uint16_t *)d_;
+    for (Py_ssize_t i = 0; i < n; i++) d[i] = f32_to_f16(s[i]);
+}
+
+static void k_bf16_f32(const PlanObject *p, const char *s_, char *d_, Py_ssize_t n) {
+    const uint16_t *s = (const uint16_t *)s_;
+    float *d = (float *)d_;
+    for (Py_ssize_t i = 0; i < n; i++) d[i] = bf16_to_f32(s[i]);
+}
+
+static void k_f16_f32(const PlanObject *p, const char *s_, char *d_, Py_ssize_t n) {
+    const uint16_t *s = (const uint16_t *)s_;
+    float *d = (float *)d_;
+    for (Py_ssize_t i = 0; i < n; i++) d[i] = f16_to_f32(s[i]);
+}
+
+/* ------------------------------------------------------------------ generic kernels */
+/* Every pair: load a chunk into float32 / int64 / uint64, transform, store. */
+
+static void load_float(int t, const char *s, float *o, Py_ssize_t n) {
+    const uint16_t *h = (const uint16_t *)s;
+    if (t == T_F32) memcpy(o, s, (size_t)n * 4);
+    else if (t == T_F16) for (Py_ssize_t i = 0; i < n; i++) o[i] = f16_to_f32(h[i]);
+    else for (Py_ssize_t i = 0; i < n; i++) o[i] = bf16_to_f32(h[i]);
+}
+
+static void store_float(int t, const float *v, char *d, Py_ssize_t n) {
+    uint16_t *h = (uint16_t *)d;
+    if (t == T_F32) memcpy(d, v, (size_t)n * 4);
+    else if (t == T_F16) for (Py_ssize_t i = 0; i < n; i++) h[i] = f32_to_f16(v[i]);
+    else for (Py_ssize_t i = 0; i < n; i++) h[i] = f32_to_bf16(v[i]);
+}
+
+#define FOR_INT_TYPES(X) \
+    X(T_BOOL, uint8_t) X(T_I8, int8_t) X(T_U8, uint8_t) X(T_I16, int16_t) X(T_U16, uint16_t) \
+    X(T_I32, int32_t) X(T_U32, uint32_t) X(T_I64, int64_t) X(T_U64, uint64_t)
+
+/* Integers as double, for dequantization ((q - zp) in double is exact up to 2^53). */
+static void load_int_double(int t, const char *s, double *o, Py_ssize_t n) {
+    switch (t) {
+#define X(T, C) case T: for (Py_ssize_t i = 0; i < n; i++) o[i] = (double)((const C *)s)[i]; break;
+        FOR_INT_TYPES(X)
+#undef X
+    }
+}
+
+/* Integers as int64 (uint64 bit patterns too; the caller knows the source type). */
+static void load_int64(int t, const char *s, int64_t *o, Py_ssize_t n) {
+    switch (t) {
+#define X(T, C) case T: for (Py_ssize_t i = 0; i < n; i++) o[i] = (int64_t)((const C *)s)[i]; break;
+        FOR_INT_TYPES(X)
+#undef X
+    }
+}
+
+static int64_t int_min(int t) {
+    switch (t) {
+    case T_I8: return INT8_MIN; case T_I16: return INT16_MIN;
+    case T_I32: return INT32_MIN; case T_I64: return INT64_MIN;
+    default: return 0;
+    }
+}
+
+static uint64_t int_max(int t) {
+    switch (t) {
+    case T_BOOL: return 1; case T_I8: return INT8_MAX; case T_U8: return UINT8_MAX;
+    case T_I16: return INT16_MAX; case T_U16: return UINT16_MAX; case T_I32: return INT32_MAX;
+    case T_U32: return UINT32_MAX; case T_I64: return INT64_MAX; default: return UINT64_MAX;
+    }
+}
+
+/* Saturating integer store; `from_unsigned` says the int64 values are uint64 bits. */
+static void store_int_sat(int t, const int64_t *v, int from_unsigned, char *d, Py_ssize_t n) {
+    const int64_t lo = int_min(t);
+    const uint64_t hi = int_max(t);
+    switch (t) {
+    case T_BOOL:
+        for (Py_ssize_t i = 0; i < n; i++) ((uint8_t *)d)[i] = v[i] != 0;
+        break;
+#define X(T, C)                                                                        \
+    case T:                                                                            \
+        for (Py_ssize_t i = 0; i < n; i++) {                                           \
+            int64_t x = v[i];                                                          \
+            C r;                                                                       \
+            if (from_unsigned) r = (C)((uint64_t)x > hi ? hi : (uint64_t)x);           \
+            else if (x < lo) r = (C)lo;                                                \
+            else r = (C)(x >= 0 && (uint64_t)x > hi ? hi : (uint64_t)x);               \
+            ((C *)d)[i] = r;                                                           \
+        }                                                                              \
+        break;
+    X(T_I8, int8_t) X(T_U8, uint8_t) X(T_I16, int16_t) X(T_U16, uint16_t)
+    X(T_I32, int32_t) X(T_U32, uint32_t) X(T_I64, int64_t) X(T_U64, uint64_t)
+#undef X
+    }
+}
+
+/* Quantize float32 values into integer type t. */
+static void store_quant(const PlanObject *p, const float *v, char *d, Py_ssize_t n) {
+    const int t = p->dtype, tz = p->toward_zero;
+    const int32_t zp = (int32_t)p->zp;
+    switch (t) {
+#define X(T, C)                                                                        \
+    case T:                                                                            \
+        for (Py_ssize_t i = 0; i < n; i++)                                             \
+            ((C *)d)[i] = (C)(quant_small(v[i], p->scale, p->lo_f, p->hi_f, tz) + zp); \
+        return;
+    X(T_I8, int8_t) X(T_U8, uint8_t) X(T_I16, int16_t) X(T_U16, uint16_t)
+#undef X
+    default: break;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double q = (double)(v[i] / p->scale);
+        q = (q == q) ? q : 0.0;
+        q = tz ? trunc(q) : nearbyint(q);
+        q += (double)p->zp;
+        q = q < p->lo_d ? p->lo_d : q;
+        switch (t) {
+        case T_I32: ((int32_t *)d)[i] = (int32_t)(q > p->hi_d ? p->hi_d : q); break;
+        case T_U32: ((uint32_t *)d)[i] = (uint32_t)(q > p->hi_d ? p->hi_d : q); break;
+        case T_I64: ((int64_t *)d)[i] = q >= 9223372036854775808.0 ? INT64_MAX : (int64_t)q; break;
+        default: ((uint64_t *)d)[i] = q >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)q; break;
+        }
+    }
+}
+
+static void k_generic(const PlanObject *p, const char *s, char *d, Py_ssize_t n) {
+    union { float f[CHUNK]; int64_t i[CHUNK]; double g[CHUNK]; } buf;
+    const int si = ITEMSIZE[p->stype], di = ITEMSIZE[p->dtype];
+    for (Py_ssize_t at = 0; at < n; at += CHUNK) {
+        Py_ssize_t m = (n - at < CHUNK) ? n - at : CHUNK;
+        const char *sp = s + at * si;
+        char *dp = d + at * di;
+        switch (p->op) {
+        case OP_FCAST:
+            load_float(p->stype, sp, buf.f, m);
+            store_float(p->dtype, buf.f, dp, m);
+            break;
+        case OP_QUANT:
+            load_float(p->stype, sp, buf.f, m);
+            store_quant(p, buf.f, dp, m);
+            break;
+        case OP_DEQUANT:
+            load_int_double(p->stype, sp, buf.g, m);
+            for (Py_ssize_t i = 0; i < m; i++)
+                buf.f[i] = (float)(buf.g[i] - (double)p->zp) * p->scale;
+            store_float(p->dtype, buf.f, dp, m);
+            break;
+        case OP_FTOBOOL:
+            load_float(p->stype, sp, buf.f, m);
+            for (Py_ssize_t i = 0; i < m; i++) ((uint8_t *)dp)[i] = buf.f[i] != 0.0f;
+            break;
+        case OP_ICAST:
+            load_int64(p->stype, sp, buf.i, m);
+            store_int_sat(p->dtype, buf.i, p->stype == T_U64, dp, m);
+            break;
+        default:
+            memcpy(dp, sp, (size_t)(m * si));
+            break;
+        }
+    }
+}
+
+static kernel_fn pick_kernel(int op, int st, int dt, int tz) {
+    if (op == OP_COPY) return k_copy;
+    if (op == OP_QUANT && st == T_F32 && dt == T_U8) return tz ? k_f32_u8_tz : k_f32_u8_rne;
+    if (op == OP_QUANT && st == T_F32 && dt == T_I8) return tz ? k_f32_i8_tz : k_f32_i8_rne;
+    if (op == OP_DEQUANT && st == T_U8 && dt == T_F32) return k_u8_f32;
+    if (op == OP_DEQUANT && st == T_I8 && dt == T_F32) return k_i8_f32;
+    if (op == OP_FCAST && st == T_F32 && dt == T_BF16) return k_f32_bf16;
+    if (op == OP_FCAST && st == T_F32 && dt == T_F16) return k_f32_f16;
+    if (op == OP_FCAST && st == T_BF16 && dt == T_F32) return k_bf16_f32;
+    if (op == OP_FCAST && st == T_F16 && dt == T_F32) return k_f16_f32;
+    return k_generic;
+}
+
+/* ------------------------------------------------------------------ the loop nest */
+
+/* Strided element moves of `size` bytes; memcpy keeps them alignment-safe. */
+#define MOVE_LOOP(C, SRC, SS, DST, DS, N)                                              \
+    for (Py_ssize_t i = 0; i < (N); i++) {                                             \
+        C v;                                                                           \
+        memcpy(&v, (SRC) + i * (SS), sizeof(C));                                       \
+        memcpy((DST) + i * (DS), &v, sizeof(C));                                       \
+    }
+
+static void move(const char *s, Py_ssize_t ss, char *d, Py_ssize_t ds, int size, Py_ssize_t n) {
+    switch (size) {
+    case 1: MOVE_LOOP(uint8_t, s, ss, d, ds, n) break;
+    case 2: MOVE_LOOP(uint16_t, s, ss, d, ds, n) break;
+    case 4: MOVE_LOOP(uint32_t, s, ss, d, ds, n) break;
+    default: MOVE_LOOP(uint64_t, s, ss, d, ds, n) break;
+    }
+}
+
+typedef struct {
+    const PlanObject *p;
+    int aligned;  /* base addresses and strides are multiples of the item sizes */
+} Walk;
+
+static void row(const Walk *w, const char *src, Py_ssize_t ss, char *dst, Py_ssize_t ds,
+                Py_ssize_t n) {
+    const PlanObject *p = w->p;
+    const int si = ITEMSIZE[p->stype], di = ITEMSIZE[p->dtype];
+    if (w->aligned && ss == si && ds == di) {
+        p->kernel(p, src, dst, n);
+        return;
+    }
+    if (p->op == OP_COPY) {
+        move(src, ss, dst, ds, si, n);
+        return;
+    }
+    union { double align; char b[CHUNK * 8]; } sbuf, dbuf;
+    for (Py_ssize_t at = 0; at < n; at += CHUNK) {
+        Py_ssize_t m = (n - at < CHUNK) ? n - at : CHUNK;
+        const char *sp = src + at * ss;
+        char *dp = dst + at * ds;
+        int direct_s = w->aligned && ss == si, direct_d = w->aligned && ds == di;
+        if (!direct_s) move(sp, ss, sbuf.b, si, si, m);
+        p->kernel(p, direct_s ? sp : sbuf.b, direct_d ? dp : dbuf.b, m);
+        if (!direct_d) move(dbuf.b, di, dp, ds, di, m);
+    }
+}
+
+static void fill(const PlanObject *p, int lvl, char *dst) {
+    const Py_ssize_t n = p->shape[lvl], ds = p->dstr[lvl];
+    if (lvl == p->ndim - 1) {
+        const int di = ITEMSIZE[p->dtype];
+        for (Py_ssize_t i = 0; i < n; i++) memcpy(dst + i * ds, p->pad, (size_t)di);
+        return;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) fill(p, lvl + 1, dst + i * ds);
+}
+
+static void walk(const Walk *w, int lvl, const char *src, char *dst, Py_ssize_t cb) {
+    const PlanObject *p = w->p;
+    const Py_ssize_t n = p->shape[lvl], ss = p->sstr[lvl], ds = p->dstr[lvl];
+    Py_ssize_t valid = n;
+    if (lvl == p->pad_dim) {
+        valid = p->channels - cb * p->group;
+        valid = valid < 0 ? 0 : (valid > n ? n : valid);
+    }
+    if (lvl == p->ndim - 1) {
+        row(w, src, ss, dst, ds, valid);
+    } else {
+        for (Py_ssize_t i = 0; i < valid; i++)
+            walk(w, lvl + 1, src + i * ss, dst + i * ds, lvl == p->cb_dim ? i : cb);
+    }
+    if (p->pad_mode == PAD_FILL && valid < n) {
+        if (lvl == p->ndim - 1) {
+            const int di = ITEMSIZE[p->dtype];
+            for (Py_ssize_t i = valid; i < n; i++) memcpy(dst + i * ds, p->pad, (size_t)di);
+        } else {
+            for (Py_ssize_t i = valid; i < n; i++) fill(p, lvl + 1, dst + i * ds);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ the Plan type */
+
+static int read_dims(PyObject *seq, Py_ssize_t *out, int ndim, const char *what) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (fast == NULL) return -1;
+    if (PySequence_Fast_GET_SIZE(fast) != ndim) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: expected %d values", what, ndim);
+        return -1;
+    }
+    for (int i = 0; i < ndim; i++) {
+        out[i] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, i));
+        if (out[i] == -1 && PyErr_Occurred()) { Py_DECREF(fast); return -1; }
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"shape", "src_strides", "dst_strides", "src_type", "dst_type",
+                             "op", "scale", "zero_point", "toward_zero", "pad_dim", "cb_dim",
+                             "pad_mode", "group", "channels", "pad_value", "src_nbytes",
+                             "dst_nbytes", NULL};
+    PyObject *shape, *sstr, *dstr;
+    double scale;
+    long long zp;
+    const char *pad;
+    Py_ssize_t pad_len;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOiiidLpiiinny#nn", kwlist, &shape, &sstr,
+                                     &dstr, &self->stype, &self->dtype, &self->op, &scale, &zp,
+                                     &self->toward_zero, &self->pad_dim, &self->cb_dim,
+                                     &self->pad_mode, &self->group, &self->channels, &pad,
+                                     &pad_len, &self->src_nbytes, &self->dst_nbytes))
+        return -1;
+    Py_ssize_t ndim = PySequence_Size(shape);
+    if (ndim < 1 || ndim > MAXD) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "1 to %d dims, got %zd", MAXD, ndim);
+        return -1;
+    }
+    self->ndim = (int)ndim;
+    if (read_dims(shape, self->shape, self->ndim, "shape") ||
+        read_dims(sstr, self->sstr, self->ndim, "src_strides") ||
+        read_dims(dstr, self->dstr, self->ndim, "dst_strides"))
+        return -1;
+    if (self->stype < 0 || self->stype >= T_COUNT || self->dtype < 0 || self->dtype >= T_COUNT ||
+        self->op < 0 || self->op >= OP_COUNT || pad_len != ITEMSIZE[self->dtype] ||
+        self->pad_dim >= self->ndim || self->cb_dim >= self->ndim || self->group < 1) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent plan parameters");
+        return -1;
+    }
+    self->elements = 1;
+    for (int i = 0; i < self->ndim; i++) {
+        if (self->shape[i] < 0 || self->sstr[i] < 0 || self->dstr[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "negative extent or stride");
+            return -1;
+        }
+        self->elements *= self->shape[i];
+    }
+    self->scale = (float)scale;
+    self->zp = zp;
+    self->lo_f = (float)((double)int_min(self->dtype) - (double)zp);
+    self->hi_f = (float)((double)int_max(self->dtype) - (double)zp);
+    self->lo_d = (double)int_min(self->dtype);
+    self->hi_d = (double)int_max(self->dtype);
+    memset(self->pad, 0, sizeof self->pad);
+    memcpy(self->pad, pad, (size_t)pad_len);
+    const int si = ITEMSIZE[self->stype], di = ITEMSIZE[self->dtype];
+    self->strides_aligned = 1;
+    for (int i = 0; i < self->ndim; i++)
+        if (self->sstr[i] % si || self->dstr[i] % di) self->strides_aligned = 0;
+    self->kernel = pick_kernel(self->op, self->stype, self->dtype, self->toward_zero);
+    return 0;
+}
+
+static PyObject *plan_run(PlanObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "run(src, dst) takes 2 buffers");
+        return NULL;
+    }
+    Py_buffer sb, db;
+    if (PyObject_GetBuffer(args[0], &sb, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &db, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&sb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    const char *s = (const char *)sb.buf;
+    char *d = (char *)db.buf;
+    if (sb.len < self->src_nbytes || db.len < self->dst_nbytes) {
+        PyErr_Format(PyExc_ValueError, "buffers of %zd / %zd bytes, the views need %zd / %zd",
+                     sb.len, db.len, self->src_nbytes, self->dst_nbytes);
+    } else if (self->elements > 0 && s < d + self->dst_nbytes && d < s + self->src_nbytes) {
+        PyErr_SetString(PyExc_ValueError, "source and destination memory overlap");
+    } else {
+        Walk w = {self, self->strides_aligned && ((uintptr_t)s % ITEMSIZE[self->stype]) == 0 &&
+                            ((uintptr_t)d % ITEMSIZE[self->dtype]) == 0};
+        if (self->elements >= NOGIL_ELEMENTS) {
+            Py_BEGIN_ALLOW_THREADS
+            walk(&w, 0, s, d, 0);
+            Py_END_ALLOW_THREADS
+        } else if (self->elements > 0) {
+            walk(&w, 0, s, d, 0);
+        }
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&db);
+    return result;
+}
+
+static PyMethodDef plan_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))plan_run, METH_FASTCALL,
+     "run(src, dst): convert src's bytes into dst's (C-contiguous buffers). No copy besides "
+     "the conversion itself; the GIL is released for large tensors."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *plan_get_kernel(PlanObject *self, void *closure) {
+    return PyUnicode_FromString(self->kernel == k_generic ? "generic"
+                                : self->kernel == k_copy  ? "copy"
+                                                          : "specialised");
+}
+
+static PyGetSetDef plan_getset[] = {
+    {"kernel", (getter)plan_get_kernel, NULL, "Which inner kernel the plan uses.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "copyless.layout._kernels.Plan",
+    .tp_basicsize = sizeof(PlanObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A validated loop nest converting one view's bytes into another's.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)plan_init,
+    .tp_methods = plan_methods,
+    .tp_getset = plan_getset,
+};
+
+static struct PyModuleDef kernels_module = {
+    PyModuleDef_HEAD_INIT, "_kernels", "Fused layout/dtype conversion kernels.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void) {
+    if (PyType_Ready(&PlanType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&kernels_module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "MAXD", MAXD) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
