@@ -1,5 +1,22 @@
-"""Model layer: the compiled-model format, its loader, the compiler and the model zoo."""
+"""Model layer: the compiled-model format, its loader, the compiler and the model zoo.
+
+``compile_model`` / ``compile_to_memory`` turn an ONNX model into a :class:`CompiledModel`
+(see :mod:`.compiler` for the options); ``load_model`` reads one back from a ``.rai`` file or
+a ``par_0`` directory.
+"""
 
 from .compiled import CompiledModel, Intermediate, Partition, TensorSpec
+from .compiler import compile_model, compile_to_memory
+from .loader import load_model
+from .options import CompileOptions
 
-__all__ = ["CompiledModel", "Intermediate", "Partition", "TensorSpec"]
+__all__ = [
+    "CompileOptions",
+    "CompiledModel",
+    "Intermediate",
+    "Partition",
+    "TensorSpec",
+    "compile_model",
+    "compile_to_memory",
+    "load_model",
+]

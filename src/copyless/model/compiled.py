@@ -23,7 +23,8 @@ class TensorSpec:
     Shapes carry the compiled batch size. ``quant`` is set for quantized integer HW views
     (``hw = quantize(cpu, quant)``). ``dynamic`` marks an output whose shape depends on the
     data: its infos give the largest shape the runner accepts; the runner lets the engine
-    allocate it and copies the result into the bound tensor.
+    allocate it and copies the result into the bound tensor. ``dynamic_dims`` lists the
+    dims (indices into the CPU shape) that are data-dependent; they read 1 in the infos.
     """
 
     name: str
@@ -31,6 +32,7 @@ class TensorSpec:
     hw: NpuTensorInfo
     quant: QuantParameters | None = None
     dynamic: bool = False
+    dynamic_dims: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,167 @@
+"""The single-file ``.rai`` form of a compiled model.
+
+Layout (little endian)::
+
+    offset 0   header, 64 bytes:
+               magic      8s   b"CPYLRAI\\0"
+               version    u32  container version (1)
+               header     u32  header size (64)
+               file_size  u64  total bytes of the file
+               man_off    u64  manifest offset      man_size  u64  manifest bytes
+               man_crc    u32  CRC-32 of the manifest
+               hdr_crc    u32  CRC-32 of the 44 header bytes before it
+               (zero padding to 64)
+    offset 64  blobs (one ONNX graph per partition), each at a 64-byte aligned offset;
+               the manifest's ``partitions[i].blob`` holds ``{offset, size, crc32}``
+    last       the manifest (UTF-8 JSON, see :mod:`.manifest`)
+
+The loader memory-maps the file, checks every length against the real file size before
+reading (a huge declared length fails at once instead of allocating), verifies the
+checksums, and copies each blob once out of the map into ``Partition.onnx_bytes``.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+from ..types import ModelLoadError
+from .compiled import CompiledModel
+from .manifest import manifest_of, model_from_manifest
+
+MAGIC = b"CPYLRAI\0"
+VERSION = 1
+HEADER_SIZE = 64
+ALIGN = 64
+_HEADER = struct.Struct("<8sIIQQQII")  # 48 bytes used of the 64
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // ALIGN) * ALIGN
+
+
+def write_archive(model: CompiledModel, path: Path) -> Path:
+    """Write ``model`` to ``path`` atomically (a temporary file renamed into place)."""
+    blobs, chunks, offset = [], [], HEADER_SIZE
+    for part in model.partitions:
+        start = _aligned(offset)
+        chunks.append((start, part.onnx_bytes))
+        blobs.append(
+            {"offset": start, "size": len(part.onnx_bytes), "crc32": zlib.crc32(part.onnx_bytes)}
+        )
+        offset = start + len(part.onnx_bytes)
+    manifest = json.dumps(manifest_of(model, blobs), indent=1).encode()
+    man_off = _aligned(offset)
+    total = man_off + len(manifest)
+    head = _HEADER.pack(MAGIC, VERSION, HEADER_SIZE, total, man_off, len(manifest),
+                        zlib.crc32(manifest), 0)[:-4]  # fmt: skip
+    head += struct.pack("<I", zlib.crc32(head))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(head.ljust(HEADER_SIZE, b"\0"))
+            for start, data in chunks:
+                f.write(b"\0" * (start - f.tell()))
+                f.write(data)
+            f.write(b"\0" * (man_off - f.tell()))
+            f.write(manifest)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_archive(path: Path) -> CompiledModel:
+    """Load a ``.rai`` file; ModelLoadError naming what is wrong for any bad file."""
+    where = str(path)
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below, after the map
+    except OSError as exc:
+        raise ModelLoadError(f"{where}: cannot open: {exc.strerror or exc}") from exc
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise ModelLoadError(f"{where}: empty file")
+        if size < HEADER_SIZE:
+            raise ModelLoadError(
+                f"{where}: truncated: {size} bytes, smaller than the {HEADER_SIZE}-byte header"
+            )
+        try:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(f"{where}: cannot map: {exc}") from exc
+    with mm, memoryview(mm) as view:
+        manifest = _read_manifest(view, size, where)
+
+        def read_blob(i: int, blob: Any) -> bytes:
+            return _blob(view, size, i, blob, where)
+
+        return model_from_manifest(manifest, read_blob, where)
+
+
+def _read_manifest(view: memoryview, size: int, where: str) -> Any:
+    with view[: _HEADER.size] as head:
+        magic, version, header, declared, man_off, man_size, man_crc, hdr_crc = _HEADER.unpack(head)
+        head_crc = zlib.crc32(head[:-4])
+    if magic != MAGIC:
+        raise ModelLoadError(f"{where}: not a copyless .rai file (magic {bytes(magic)!r})")
+    if version > VERSION:
+        raise ModelLoadError(
+            f"{where}: .rai container version {version} is newer than this copyless "
+            f"supports ({VERSION}); upgrade copyless"
+        )
+    if head_crc != hdr_crc or header != HEADER_SIZE or version < 1:
+        raise ModelLoadError(f"{where}: corrupted header (checksum mismatch)")
+    if declared > size:
+        raise ModelLoadError(
+            f"{where}: truncated: header declares {declared} bytes, file has {size}"
+        )
+    if declared != size:
+        raise ModelLoadError(
+            f"{where}: header declares {declared} bytes, file has {size} (trailing data)"
+        )
+    if man_off < HEADER_SIZE or man_off + man_size > size:
+        raise ModelLoadError(
+            f"{where}: manifest at {man_off}+{man_size} lies outside the {size}-byte file"
+        )
+    with view[man_off : man_off + man_size] as raw:
+        if zlib.crc32(raw) != man_crc:
+            raise ModelLoadError(f"{where}: corrupted manifest (checksum mismatch)")
+        text = bytes(raw)
+    try:
+        return json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ModelLoadError(f"{where}: manifest is not valid JSON: {exc}") from exc
+
+
+def _uint(value: Any) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if ok else None
+
+
+def _blob(view: memoryview, size: int, index: int, blob: Any, where: str) -> bytes:
+    if not isinstance(blob, dict):
+        raise ModelLoadError(f"{where}: partition {index} has no blob entry")
+    offset, length, crc = (_uint(blob.get(key)) for key in ("offset", "size", "crc32"))
+    if offset is None or length is None or crc is None:
+        raise ModelLoadError(f"{where}: partition {index} blob entry is malformed: {blob!r}")
+    if offset < HEADER_SIZE or offset % ALIGN or offset + length > size:
+        raise ModelLoadError(
+            f"{where}: partition {index} blob at {offset}+{length} is misaligned or lies "
+            f"outside the {size}-byte file"
+        )
+    # Slices are released before returning so the map can always be closed.
+    with view[offset : offset + length] as data:
+        if zlib.crc32(data) != crc:
+            raise ModelLoadError(
+                f"{where}: partition {index} blob is corrupted (checksum mismatch)"
+            )
+        return bytes(data)

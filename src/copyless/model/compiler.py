@@ -1,0 +1,303 @@
+"""The compiler: an ONNX model in, a :class:`CompiledModel` (or its files) out.
+
+``compile_model(model, output, **options)`` / ``compile_to_memory(model, **options)``.
+With no options the HW view of every tensor equals its CPU view (the model's own dtype
+and layout), so any ONNX model onnxruntime runs compiles. Options (CLI flags in
+parentheses; see ``copyless-compile --help``):
+
+``batch_size=N`` (``--batch-size``)
+    Symbolic batch dims (dim 0, and every dim sharing its symbol) become N (default 1).
+``input_shapes={"x": (1, 3, 640, 640)}`` (``--input-shape x=1x3x640x640``)
+    Fixes an input's shape; needed for symbolic dims other than the batch.
+``input_format="rgbx"``, ``mean=(r, g, b)``, ``std=(r, g, b)``
+(``--input-format rgbx --mean R,G,B --std R,G,B``)
+    The input's HW view becomes UINT8 NHWC4 ``[N, H, W, 4]``: packed RGBx pixels as a JPEG
+    decoder writes them (the 4th byte is ignored). The graph starts with Cast, Slice (drop x),
+    Transpose to NCHW and ``(x - mean) / std`` as one Mul + Add; mean/std are in pixel units
+    (0..255; default 0 and 1). The CPU view becomes float32 NCHW ``[N, 3, H, W]`` in pixel
+    units, *not* normalised, with ``quant = QuantParameters(1.0, 0)``: the runner's CPU->HW
+    conversion is then round + saturate to uint8 + pad the 4th channel.
+``input_layout`` / ``input_dtype`` / ``output_layout`` / ``output_dtype`` (``--input-layout`` ...)
+    The HW view's layout (``NHWC``, ``NHWC4``, ``NC4HW4``, ``HCWNC4`` ...) and dtype (``bf16``,
+    ``fp16``, ``fp32``; ``int8`` with ``quantize``); one value for every tensor or a
+    ``{name: value}`` dict. Shapes come from :func:`copyless.layout.hw_info_for`; channel
+    padding is dropped on input (Slice) and written as zeros on output (Pad, before the
+    final Cast/QuantizeLinear). BF16 graph inputs/outputs are genuine ``tensor(bfloat16)``:
+    onnxruntime's CPU Cast handles them, but its numpy front door does not, so bind them as
+    ``OrtValue.ortvalue_from_numpy_with_onnx_type(arr.view(np.uint16), TensorProto.BFLOAT16)``.
+``quantize="int8"``, ``calibration=DIR | [paths]`` (``--quantize int8 --calibration DIR``)
+    Static QDQ quantization, per tensor (see :mod:`.quantize`). Float inputs get an INT8 HW
+    view (UINT8 RGBx with ``input_format="rgbx"``) and float outputs an INT8 HW view, each
+    with the graph's own QuantParameters.
+``cpu_ops=("Softmax",)`` | ``cpu_partition_after="name"`` | ``cpu_tail=True``
+(``--cpu-ops Softmax,TopK``, ``--cpu-partition-after NAME``, ``--cpu-tail``)
+    Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`.partition`.
+``name="..."`` (``--name``)
+    The compiled model's name (default: the file stem or the graph name).
+
+Every partition is loaded in an onnxruntime session before the compiler returns, so a bad
+compile fails here, not in the runner. Graphs are written with IR version 10.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from ..layout import hw_info_for
+from ..types import (
+    DataType,
+    LayoutError,
+    MemoryLayout,
+    NpuTensorInfo,
+    OptionError,
+    QuantParameters,
+    TensorDirection,
+    TensorType,
+    UnsupportedError,
+)
+from .archive import write_archive
+from .compiled import CompiledModel, Intermediate, Partition, TensorSpec
+from .directory import write_directory
+from .folding import Fold, check_opset, fold_input, fold_output
+from .graph import IR_VERSION, NameScope, cpu_layout_for, graph_inputs, tensor_value_info
+from .options import CompileOptions, parse_options
+from .partition import Part, find_cut, forward_boundaries, split
+from .quantize import Quantized, calibration_batches, quantize_int8
+from .shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
+from .shapes import session as ort_session
+
+_log = logging.getLogger(__name__)
+
+COMPILER_VERSION = "1"
+
+
+def compile_model(model: str | Path | onnx.ModelProto, output: str | Path, **options: Any) -> Path:
+    """Compile ``model`` and write it to ``output``: a ``.rai`` file when the name ends in
+    ``.rai``, else a directory with ``manifest.json`` and ``par_0/model.onnx``."""
+    compiled = compile_to_memory(model, **options)
+    out = Path(output)
+    if out.suffix == ".rai":
+        return write_archive(compiled, out)
+    return write_directory(compiled, out)
+
+
+def compile_to_memory(model: str | Path | onnx.ModelProto, **options: Any) -> CompiledModel:
+    """Compile ``model`` without writing files (the options are those of :func:`compile_model`)."""
+    opts = parse_options(options)
+    source = load_source(model)
+    default_name = source.graph.name or "model"
+    if not isinstance(model, onnx.ModelProto):
+        default_name = Path(model).stem
+    return _compile(source, opts, opts.name or default_name)
+
+
+def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> CompiledModel:
+    check_interface(model)
+    model.ir_version = min(model.ir_version or IR_VERSION, IR_VERSION)
+    fixed = fix_inputs(model, opts)
+    cpu_outputs, unknown = output_infos(model, probe(model))
+    _check_names(opts, fixed.infos, cpu_outputs)
+    quantized = _quantize(model, opts, fixed.infos) if opts.quantize else None
+    work = quantized.model if quantized else model
+    in_folds = [_input_fold(info, opts, quantized) for info in fixed.infos]
+    out_folds = [_output_fold(info, opts, quantized, unknown) for info in cpu_outputs]
+    _declare_outputs(work, cpu_outputs, unknown)
+    folds = [f for f in (*in_folds, *out_folds) if not f.identity]
+    if folds:
+        check_opset(work, "folding view conversions into the graph")
+        scope = NameScope(work.graph)
+        for fold in in_folds:
+            if not fold.identity:
+                fold_input(work, scope, fold)
+        for fold in out_folds:
+            if not fold.identity:
+                fold_output(work, scope, fold)
+    parts, intermediates = _partition(work, opts)
+    partitions = tuple(_finish(i, part) for i, part in enumerate(parts))
+    rgbx = opts.input_format == "rgbx"
+    inputs = tuple(
+        TensorSpec(f.cpu.name, f.cpu, f.hw, QuantParameters(1.0, 0) if rgbx else f.quant)
+        for f in in_folds
+    )
+    outputs = tuple(
+        TensorSpec(
+            f.cpu.name, f.cpu, f.hw, f.quant, f.cpu.name in unknown, unknown.get(f.cpu.name, ())
+        )
+        for f in out_folds
+    )
+    _log.info("compiled %s: %d partition(s), batch %d", name, len(partitions), fixed.batch_size)
+    return CompiledModel(
+        name=name,
+        inputs=inputs,
+        outputs=outputs,
+        partitions=partitions,
+        intermediates=intermediates,
+        batch_size=fixed.batch_size,
+        metadata={
+            "compiler": f"copyless.model.compiler/{COMPILER_VERSION}",
+            "producer": f"{model.producer_name} {model.producer_version}".strip(),
+            "options": json.dumps(opts.to_json(), sort_keys=True),
+        },
+    )
+
+
+def _check_names(
+    opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...], outputs: tuple[NpuTensorInfo, ...]
+) -> None:
+    ins, outs = {i.name for i in inputs}, {o.name for o in outputs}
+    for key, table, names in (
+        ("input_layout", opts.input_layout, ins),
+        ("input_dtype", opts.input_dtype, ins),
+        ("output_layout", opts.output_layout, outs),
+        ("output_dtype", opts.output_dtype, outs),
+    ):
+        for tensor, _ in table:
+            if tensor != "*" and tensor not in names:
+                raise OptionError(f"{key}: {tensor!r} is not among the model's {sorted(names)}")
+    if (opts.input_format or opts.quantize) and len(inputs) != 1:
+        raise UnsupportedError(
+            f"input_format/quantize need a single-input model; this one has {len(inputs)} inputs"
+        )
+
+
+def _quantize(
+    model: onnx.ModelProto, opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]
+) -> Quantized:
+    info = inputs[0]
+    if info.data_type is not DataType.FLOAT32:
+        raise UnsupportedError(f"quantize='int8' needs a float32 input; {info.describe()}")
+    batches = calibration_batches(opts.calibration, info, opts.mean, opts.std)
+    return quantize_int8(model, info.name, batches)
+
+
+def _hw_view(cpu: NpuTensorInfo, layout: MemoryLayout | None, dtype: DataType) -> NpuTensorInfo:
+    if layout is None or (layout is cpu.memory_layout and layout is MemoryLayout.GENERIC):
+        return dataclasses.replace(cpu, tensor_type=TensorType.HW, data_type=dtype)
+    try:
+        return hw_info_for(cpu, layout, dtype)
+    except (LayoutError, UnsupportedError) as exc:
+        raise OptionError(f"tensor {cpu.name!r}: no {layout.name} view: {exc}") from exc
+
+
+def _dtype_and_quant(
+    cpu: NpuTensorInfo, wanted: DataType | None, quant: QuantParameters | None, key: str
+) -> tuple[DataType, QuantParameters | None]:
+    dtype = wanted or (DataType.INT8 if quant is not None else cpu.data_type)
+    if dtype is cpu.data_type:
+        return dtype, None
+    if cpu.data_type.is_float and dtype.is_float:
+        return dtype, None
+    if cpu.data_type.is_float and dtype is DataType.INT8 and quant is not None:
+        return dtype, quant
+    raise OptionError(
+        f"{key}={dtype.name} for {cpu.describe()}: the views must be the same dtype, two float "
+        "dtypes, or INT8 with quantize='int8'"
+    )
+
+
+def _input_fold(cpu: NpuTensorInfo, opts: CompileOptions, q: Quantized | None) -> Fold:
+    layout = opts.pick(opts.input_layout, cpu.name)
+    wanted = opts.pick(opts.input_dtype, cpu.name)
+    if opts.input_format == "rgbx":
+        if layout is not None or wanted is not None:
+            raise OptionError("input_format='rgbx' fixes the input view; drop input_layout/dtype")
+        if len(cpu.shape) != 4 or cpu.shape[1] != 3 or not cpu.data_type.is_float:
+            raise UnsupportedError(
+                f"input_format='rgbx' needs a float [N,3,H,W] input; {cpu.describe()}"
+            )
+        pixels = dataclasses.replace(cpu, data_type=DataType.FLOAT32)
+        mean, std = opts.mean or (0.0, 0.0, 0.0), opts.std or (1.0, 1.0, 1.0)
+        normalize = (
+            tuple(1.0 / s for s in std),
+            tuple(-m / s for m, s in zip(mean, std, strict=True)),
+        )
+        hw = hw_info_for(pixels, MemoryLayout.NHWC4, DataType.UINT8)
+        return Fold(pixels, hw, cpu.data_type, None, normalize)
+    quant = q.inputs.get(cpu.name) if q else None
+    dtype, quant = _dtype_and_quant(cpu, wanted, quant, "input_dtype")
+    return Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
+
+
+def _output_fold(
+    cpu: NpuTensorInfo,
+    opts: CompileOptions,
+    q: Quantized | None,
+    unknown: dict[str, tuple[int, ...]],
+) -> Fold:
+    layout = opts.pick(opts.output_layout, cpu.name)
+    wanted = opts.pick(opts.output_dtype, cpu.name)
+    quant = q.outputs.get(cpu.name) if q else None
+    dtype, quant = _dtype_and_quant(cpu, wanted, quant, "output_dtype")
+    fold = Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
+    if cpu.name in unknown and not fold.identity and fold.hw.shape != cpu.shape:
+        raise UnsupportedError(
+            f"output {cpu.name!r} has data-dependent dims {list(unknown[cpu.name])}; its HW "
+            "view can change the dtype but not the layout"
+        )
+    return fold
+
+
+def _declare_outputs(
+    model: onnx.ModelProto,
+    infos: tuple[NpuTensorInfo, ...],
+    unknown: dict[str, tuple[int, ...]],
+) -> None:
+    """Write the resolved output shapes into the graph (dynamic dims stay symbolic)."""
+    by_name = {i.name: i for i in infos}
+    for vi in model.graph.output:
+        info = by_name[vi.name]
+        dyn = unknown.get(vi.name, ())
+        dims = [f"{vi.name}_dim{i}" if i in dyn else d for i, d in enumerate(info.shape)]
+        vi.CopyFrom(tensor_value_info(vi.name, info.data_type, dims))
+
+
+def _partition(
+    work: onnx.ModelProto, opts: CompileOptions
+) -> tuple[list[Part], tuple[Intermediate, ...]]:
+    graph = work.graph
+    if not opts.partitioned:
+        names = tuple(vi.name for vi in graph_inputs(graph))
+        return [Part(work, names, tuple(vi.name for vi in graph.output))], ()
+    cut = forward_boundaries(work, find_cut(graph, opts))
+    probed = probe(work, cut.crossing)
+    infos = {vi.name: vi for vi in (*graph_inputs(graph), *graph.output)}
+    intermediates = []
+    for tensor in cut.crossing:
+        p = probed.get(tensor)
+        if p is None:
+            raise UnsupportedError(f"onnxruntime cannot type tensor {tensor!r} at the cut")
+        if p.dynamic_dims:
+            raise UnsupportedError(
+                f"tensor {tensor!r} crosses the partition cut with a data-dependent shape; "
+                "choose another cut"
+            )
+        info = NpuTensorInfo(
+            tensor,
+            p.dtype,
+            TensorDirection.OUTPUT,
+            TensorType.HW,
+            cpu_layout_for(len(p.dims)),
+            p.shape,
+        )
+        infos[tensor] = tensor_value_info(tensor, p.dtype, p.shape)
+        intermediates.append(Intermediate(tensor, info))
+    return split(work, cut, infos), tuple(intermediates)
+
+
+def _finish(index: int, part: Part) -> Partition:
+    part.model.ir_version = min(part.model.ir_version or IR_VERSION, IR_VERSION)
+    data = part.model.SerializeToString()
+    name = f"par_{index}"
+    try:
+        ort_session(data)
+    except ORT_ERRORS as exc:
+        raise UnsupportedError(
+            f"compiled partition {name} does not load in onnxruntime: {exc}"
+        ) from exc
+    return Partition(name, "npu" if index == 0 else "cpu", data, part.inputs, part.outputs)

@@ -1,0 +1,99 @@
+"""The directory form of a compiled model (the VART-ML ``par_0`` layout)::
+
+    OUT/manifest.json          the manifest (see :mod:`.manifest`)
+    OUT/par_0/model.onnx       one ONNX graph per partition
+    OUT/par_1/model.onnx       ...
+
+Each partition's manifest entry holds ``"blob": {"path", "size", "crc32"}`` so a damaged or
+swapped graph file is caught at load. ``manifest.json`` is written last and atomically, so
+a directory with a manifest is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zlib
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ..types import ModelLoadError
+from .compiled import CompiledModel
+from .manifest import manifest_of, model_from_manifest
+
+MANIFEST = "manifest.json"
+GRAPH = "model.onnx"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_directory(model: CompiledModel, root: Path) -> Path:
+    """Write ``model`` under ``root`` (created if needed); returns ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    stale = root / MANIFEST
+    stale.unlink(missing_ok=True)  # a half-rewritten directory must not look complete
+    blobs = []
+    for part in model.partitions:
+        rel = PurePosixPath(part.name) / GRAPH
+        (root / part.name).mkdir(exist_ok=True)
+        _atomic_write(root / rel, part.onnx_bytes)
+        blobs.append(
+            {"path": str(rel), "size": len(part.onnx_bytes), "crc32": zlib.crc32(part.onnx_bytes)}
+        )
+    _atomic_write(stale, json.dumps(manifest_of(model, blobs), indent=1).encode())
+    return root
+
+
+def read_directory(root: Path) -> CompiledModel:
+    """Load ``root/manifest.json`` and its partition graphs; ModelLoadError on any defect."""
+    where = str(root)
+    try:
+        text = (root / MANIFEST).read_bytes()
+    except OSError as exc:
+        raise ModelLoadError(f"{where}: cannot read {MANIFEST}: {exc.strerror or exc}") from exc
+    if not text:
+        raise ModelLoadError(f"{where}: {MANIFEST} is empty")
+    try:
+        manifest = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ModelLoadError(f"{where}: {MANIFEST} is not valid JSON: {exc}") from exc
+
+    def read_blob(i: int, blob: Any) -> bytes:
+        return _blob(root, i, blob, where)
+
+    return model_from_manifest(manifest, read_blob, where)
+
+
+def _blob(root: Path, index: int, blob: Any, where: str) -> bytes:
+    if not isinstance(blob, dict) or not isinstance(blob.get("path"), str):
+        raise ModelLoadError(f"{where}: partition {index} has no graph path")
+    rel = PurePosixPath(blob["path"])
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise ModelLoadError(f"{where}: partition {index} path {str(rel)!r} leaves the directory")
+    path = root.joinpath(*rel.parts)
+    size, crc = blob.get("size"), blob.get("crc32")
+    try:
+        actual = path.stat().st_size
+        if isinstance(size, int) and actual != size:
+            raise ModelLoadError(
+                f"{where}: {rel} is {'truncated' if actual < size else 'longer than declared'}: "
+                f"manifest declares {size} bytes, file has {actual}"
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ModelLoadError(f"{where}: cannot read {rel}: {exc.strerror or exc}") from exc
+    if not isinstance(size, int) or not isinstance(crc, int):
+        raise ModelLoadError(f"{where}: partition {index} entry lacks size/crc32")
+    if zlib.crc32(data) != crc:
+        raise ModelLoadError(f"{where}: {rel} is corrupted (checksum mismatch)")
+    return data

@@ -1,0 +1,58 @@
+"""``load_model``: open a compiled model in either form and validate it.
+
+Accepted paths: a ``.rai`` file, a directory with ``manifest.json`` (the ``par_0`` form),
+or a directory holding exactly one ``.rai`` file. Whatever the bytes, the only exception
+type that leaves the loader is :class:`ModelLoadError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..types import ModelLoadError
+from .archive import read_archive
+from .compiled import CompiledModel
+from .directory import MANIFEST, read_directory
+
+_log = logging.getLogger(__name__)
+
+
+def load_model(path: str | Path, cache_path: str | None = None) -> CompiledModel:
+    """Load and validate a compiled model.
+
+    ``cache_path`` is where VART-ML extracts a ``.rai``; copyless memory-maps the archive
+    and extracts nothing, so it is accepted and unused. Each partition graph is copied
+    once (out of the map, or read from its file) into ``Partition.onnx_bytes``.
+    """
+    del cache_path  # accepted for VART-ML compatibility; nothing is extracted
+    target = Path(path)
+    try:
+        return _load(target)
+    except ModelLoadError:
+        raise
+    except RecursionError as exc:
+        raise ModelLoadError(f"{target}: manifest nests too deeply") from exc
+    except Exception as exc:  # the loader's contract: only ModelLoadError leaves
+        raise ModelLoadError(f"{target}: unreadable model: {type(exc).__name__}: {exc}") from exc
+
+
+def _load(target: Path) -> CompiledModel:
+    if target.is_dir():
+        if (target / MANIFEST).is_file():
+            model = read_directory(target)
+        else:
+            archives = sorted(p for p in target.iterdir() if p.suffix == ".rai" and p.is_file())
+            if len(archives) != 1:
+                found = "no .rai file" if not archives else f"{len(archives)} .rai files"
+                raise ModelLoadError(
+                    f"{target}: not a compiled model: no {MANIFEST} and {found} "
+                    "(expected a par_0 directory with a manifest, or exactly one .rai)"
+                )
+            model = read_archive(archives[0])
+    elif target.is_file():
+        model = read_archive(target)
+    else:
+        raise ModelLoadError(f"{target}: no such file or directory")
+    _log.debug("loaded %s: %d partition(s)", target, len(model.partitions))
+    return model

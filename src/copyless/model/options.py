@@ -1,0 +1,238 @@
+"""Compiler options: parsed and validated once, before the compiler touches the model.
+
+Every option is a keyword of :func:`copyless.model.compile_model` and a flag of
+``copyless-compile`` (see that module's docstring for the full list and semantics).
+Per-tensor options (``input_layout``, ``input_dtype``, ``output_layout``, ``output_dtype``)
+take either one value for every tensor or a ``{tensor_name: value}`` mapping.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..types import DataType, MemoryLayout, OptionError
+
+_DTYPE_ALIASES = {
+    "bf16": DataType.BF16,
+    "bfloat16": DataType.BF16,
+    "fp16": DataType.FP16,
+    "float16": DataType.FP16,
+    "half": DataType.FP16,
+    "fp32": DataType.FLOAT32,
+    "float32": DataType.FLOAT32,
+    "float": DataType.FLOAT32,
+    "int8": DataType.INT8,
+    "uint8": DataType.UINT8,
+    "bool": DataType.BOOLEAN,
+}
+
+_KNOWN = frozenset(
+    {
+        "name",
+        "batch_size",
+        "input_shapes",
+        "input_format",
+        "mean",
+        "std",
+        "input_layout",
+        "input_dtype",
+        "output_layout",
+        "output_dtype",
+        "quantize",
+        "calibration",
+        "cpu_ops",
+        "cpu_partition_after",
+        "cpu_tail",
+    }
+)
+
+PerTensor = dict[str, Any]  # tensor name -> value; key "*" applies to every tensor
+
+
+@dataclass(frozen=True, slots=True)
+class CompileOptions:
+    """The validated options of one compilation."""
+
+    name: str | None = None
+    batch_size: int = 1
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    input_format: str | None = None  # None or "rgbx"
+    mean: tuple[float, float, float] | None = None
+    std: tuple[float, float, float] | None = None
+    input_layout: tuple[tuple[str, MemoryLayout], ...] = ()
+    input_dtype: tuple[tuple[str, DataType], ...] = ()
+    output_layout: tuple[tuple[str, MemoryLayout], ...] = ()
+    output_dtype: tuple[tuple[str, DataType], ...] = ()
+    quantize: str | None = None  # None or "int8"
+    calibration: tuple[Path, ...] = ()
+    cpu_ops: tuple[str, ...] = ()
+    cpu_partition_after: str | None = None
+    cpu_tail: bool = False
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.cpu_ops) or self.cpu_partition_after is not None or self.cpu_tail
+
+    def shape_for(self, name: str) -> tuple[int, ...] | None:
+        return dict(self.input_shapes).get(name)
+
+    def pick(self, table: tuple[tuple[str, Any], ...], name: str) -> Any:
+        """The per-tensor value for ``name`` (its own entry, else the ``*`` entry, else None)."""
+        values = dict(table)
+        return values.get(name, values.get("*"))
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able record of the options, stored in the compiled model's metadata."""
+        return {
+            "batch_size": self.batch_size,
+            "input_shapes": {k: list(v) for k, v in self.input_shapes},
+            "input_format": self.input_format,
+            "mean": self.mean,
+            "std": self.std,
+            "input_layout": {k: v.name for k, v in self.input_layout},
+            "input_dtype": {k: v.name for k, v in self.input_dtype},
+            "output_layout": {k: v.name for k, v in self.output_layout},
+            "output_dtype": {k: v.name for k, v in self.output_dtype},
+            "quantize": self.quantize,
+            "calibration_images": len(self.calibration),
+            "cpu_ops": list(self.cpu_ops),
+            "cpu_partition_after": self.cpu_partition_after,
+            "cpu_tail": self.cpu_tail,
+        }
+
+
+def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
+    """Validate keyword options; OptionError names the bad key or value."""
+    unknown = sorted(set(raw) - _KNOWN)
+    if unknown:
+        raise OptionError(f"unknown compiler option(s) {unknown}; known: {sorted(_KNOWN)}")
+    batch = raw.get("batch_size", 1)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise OptionError(f"batch_size must be an int >= 1, got {batch!r}")
+    fmt = raw.get("input_format")
+    if fmt is not None and str(fmt).lower() != "rgbx":
+        raise OptionError(f"input_format must be 'rgbx' or None, got {fmt!r}")
+    quantize = raw.get("quantize")
+    if quantize is not None and str(quantize).lower() != "int8":
+        raise OptionError(f"quantize must be 'int8' or None, got {quantize!r}")
+    calibration = _calibration(raw.get("calibration"))
+    if quantize is not None and not calibration:
+        raise OptionError("quantize='int8' needs calibration= (a directory or image paths)")
+    after = raw.get("cpu_partition_after")
+    cpu_ops = raw.get("cpu_ops") or ()
+    if isinstance(cpu_ops, str):
+        cpu_ops = tuple(op for op in cpu_ops.split(",") if op)
+    cpu_tail = bool(raw.get("cpu_tail", False))
+    if sum((bool(cpu_ops), after is not None, cpu_tail)) > 1:
+        raise OptionError("give at most one of cpu_ops, cpu_partition_after and cpu_tail")
+    return CompileOptions(
+        name=None if raw.get("name") is None else str(raw["name"]),
+        batch_size=batch,
+        input_shapes=_input_shapes(raw.get("input_shapes")),
+        input_format=None if fmt is None else "rgbx",
+        mean=_triple(raw.get("mean"), "mean", positive=False),
+        std=_triple(raw.get("std"), "std", positive=True),
+        input_layout=_per_tensor(raw.get("input_layout"), "input_layout", _layout),
+        input_dtype=_per_tensor(raw.get("input_dtype"), "input_dtype", _dtype),
+        output_layout=_per_tensor(raw.get("output_layout"), "output_layout", _layout),
+        output_dtype=_per_tensor(raw.get("output_dtype"), "output_dtype", _dtype),
+        quantize=None if quantize is None else "int8",
+        calibration=calibration,
+        cpu_ops=tuple(str(op) for op in cpu_ops),
+        cpu_partition_after=None if after is None else str(after),
+        cpu_tail=cpu_tail,
+    )
+
+
+def _layout(value: Any, key: str) -> MemoryLayout:
+    if isinstance(value, MemoryLayout):
+        return value
+    try:
+        return MemoryLayout[str(value).upper()]
+    except KeyError:
+        raise OptionError(f"{key}: unknown memory layout {value!r}") from None
+
+
+def _dtype(value: Any, key: str) -> DataType:
+    if isinstance(value, DataType):
+        return value
+    text = str(value)
+    if text.lower() in _DTYPE_ALIASES:
+        return _DTYPE_ALIASES[text.lower()]
+    try:
+        return DataType[text.upper()]
+    except KeyError:
+        raise OptionError(f"{key}: unknown data type {value!r}") from None
+
+
+def _per_tensor(value: Any, key: str, parse: Any) -> tuple[tuple[str, Any], ...]:
+    if value is None:
+        return ()
+    if isinstance(value, Mapping):
+        return tuple((str(k), parse(v, key)) for k, v in value.items())
+    return (("*", parse(value, key)),)
+
+
+def _triple(value: Any, key: str, *, positive: bool) -> tuple[float, float, float] | None:
+    if value is None:
+        return None
+    try:
+        items = [float(v) for v in value] if isinstance(value, Sequence) else [float(value)] * 3
+    except (TypeError, ValueError):
+        raise OptionError(f"{key} must be three numbers (r, g, b), got {value!r}") from None
+    if len(items) != 3 or not all(math.isfinite(v) and (v > 0 or not positive) for v in items):
+        raise OptionError(f"{key} must be three finite numbers{' > 0' if positive else ''}")
+    return (items[0], items[1], items[2])
+
+
+def _input_shapes(value: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise OptionError(f"input_shapes must map input names to shapes, got {value!r}")
+    out = []
+    for name, shape in value.items():
+        try:
+            dims = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise OptionError(f"input_shapes[{name!r}]: not a shape: {shape!r}") from None
+        if any(d < 0 for d in dims):
+            raise OptionError(f"input_shapes[{name!r}]: negative dimension in {dims}")
+        out.append((str(name), dims))
+    return tuple(out)
+
+
+_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+
+
+def _calibration(value: Any) -> tuple[Path, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, Path)):
+        root = Path(value)
+        if root.is_dir():
+            files = sorted(p for p in root.iterdir() if p.suffix.lower() in _IMAGE_SUFFIXES)
+            if not files:
+                raise OptionError(f"calibration: no images in {root}")
+            return tuple(files)
+        value = [root]
+    paths = tuple(Path(p) for p in value)
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise OptionError(f"calibration: no such image file(s) {missing}")
+    return paths
+
+
+def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """Parse the CLI form ``name=1x3x640x640``."""
+    name, sep, dims = text.rpartition("=")
+    try:
+        if not sep or not name:
+            raise ValueError(text)
+        return name, tuple(int(d) for d in dims.lower().split("x"))
+    except ValueError:
+        raise OptionError(f"--input-shape wants NAME=D0xD1x..., got {text!r}") from None
