@@ -122,3 +122,37 @@ def consumer_with_producer(pid_file: str) -> None:
     pool.start_producer(produce_forever, pid_file)
     for item in pool.filled():
         pool.release(item.index)
+
+
+def photo_chw(name: str) -> Any:
+    """A skimage photo as the EfficientNet-Lite0 input: short side 256, centre 224, (x-127)/128."""
+    from PIL import Image
+    from skimage import data
+
+    image = Image.fromarray(getattr(data, name)())
+    scale = 256 / min(image.size)
+    image = image.resize((round(image.width * scale), round(image.height * scale)))
+    left, top = (image.width - 224) // 2, (image.height - 224) // 2
+    crop = np.asarray(image.crop((left, top, left + 224, top + 224)), dtype=np.float32)
+    return ((crop - 127.0) / 128.0).transpose(2, 0, 1)
+
+
+def produce_photos(producer: Producer, names: list[str], repeats: int) -> None:
+    """Preprocesses each photo straight into the slot's HW input view."""
+    chw = {name: photo_chw(name) for name in names}
+    for i in range(repeats):
+        for name in names:
+            slot = producer.acquire(timeout=30)
+            np.copyto(slot.tensors[0].numpy()[0], chw[name])
+            producer.submit(slot, tag={"photo": name, "i": i})
+
+
+def produce_forever_photos(producer: Producer, pid_file: str) -> None:
+    """Writes its pid, then feeds the cat photo until killed."""
+    chw = photo_chw("chelsea")
+    with open(pid_file, "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        slot = producer.acquire(timeout=30)
+        np.copyto(slot.tensors[0].numpy()[0], chw)
+        producer.submit(slot, tag={"photo": "chelsea"})
