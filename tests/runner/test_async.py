@@ -1,0 +1,195 @@
+"""Asynchronous execution: job ids, wait, callbacks, back-pressure, busy outputs, close."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from runner_helpers import conv_net, reference, tensors
+
+import copyless as cl
+from copyless.model import compile_to_memory
+
+HW = cl.TensorType.HW
+S = cl.StatusCode
+
+
+def _slots(runner, n):
+    return [tensors(runner, HW) for _ in range(n)]
+
+
+def test_async_results_equal_sync(tiny, make_runner) -> None:
+    model, compiled = tiny
+    runner = make_runner(compiled, max_concurrent_runs=2)
+    rng = np.random.default_rng(0)
+    slots = _slots(runner, 2)
+    handles = []
+    for x, y in slots:
+        x.numpy()[...] = rng.standard_normal(x.info.shape)
+        handle = runner.execute_async([[x]], [[y]])
+        assert handle.status is S.SUCCESS and handle.job_id >= 1
+        handles.append(handle)
+    for handle in handles:
+        assert runner.wait(handle, 5000) is S.SUCCESS
+        assert runner.wait(handle, 0) is S.INVALID_JOB_ID  # collected
+    for x, y in slots:
+        (expected,) = reference(model, {"input": x.numpy().copy()})
+        np.testing.assert_allclose(y.numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def _hold_jobs(runner):
+    """Make every job wait inside its engine call until the returned event is set."""
+    release = threading.Event()
+    original_run = runner._run
+
+    def slow_run(plan, job_id):
+        release.wait(10)
+        return original_run(plan, job_id)
+
+    runner._run = slow_run
+    return release
+
+
+def test_back_pressure_is_reported_while_jobs_run(tiny, make_runner) -> None:
+    runner = make_runner(tiny[1], max_concurrent_runs=2)
+    release = _hold_jobs(runner)
+    slots = _slots(runner, 3)
+    statuses = [runner.execute_async([[x]], [[y]]) for x, y in slots]
+    assert [h.status for h in statuses[:2]] == [S.SUCCESS, S.SUCCESS]
+    assert statuses[2].status is S.RESOURCE_UNAVAILABLE and statuses[2].job_id == 0
+    release.set()
+    for handle in statuses[:2]:
+        assert runner.wait(handle, 10000) is S.SUCCESS
+    x, y = slots[2]
+    retry = runner.execute_async([[x]], [[y]])  # a slot is free again after wait
+    assert retry.status is S.SUCCESS and runner.wait(retry, 10000) is S.SUCCESS
+
+
+def test_wait_timeout_and_unknown_jobs(make_runner) -> None:
+    runner = make_runner(compile_to_memory(conv_net(size=256)))
+    x, y = tensors(runner, HW)
+    gate = threading.Event()
+    handle = runner.execute_async([[x]], [[y]], callback=lambda h: gate.wait(5))
+    assert runner.wait(handle, 0) is S.JOB_PENDING  # callback blocked: not reported yet
+    assert runner.wait(handle, 20) is S.JOB_PENDING
+    gate.set()
+    assert runner.wait(handle, -1) is S.SUCCESS  # negative: no limit
+    assert runner.wait(cl.JobHandle(S.SUCCESS, 0), 0) is S.INVALID_JOB_ID
+    assert runner.wait(cl.JobHandle(S.SUCCESS, 987654), 0) is S.INVALID_JOB_ID
+    assert runner.wait("nonsense", 0) is S.INVALID_JOB_ID
+
+
+@pytest.mark.parametrize("order", ["submission", "completion"])
+def test_callbacks_run_once_each_in_order(tiny, make_runner, order: str) -> None:
+    _, compiled = tiny
+    runner = make_runner(compiled, max_concurrent_runs=4, callback_order=order)
+    seen: list[int] = []
+    threads: set[str] = set()
+    lock = threading.Lock()
+
+    def callback(handle: cl.JobHandle) -> None:
+        with lock:
+            seen.append(handle.job_id)
+            threads.add(threading.current_thread().name)
+
+    slots = _slots(runner, 4)
+    submitted = []
+    for _ in range(10):
+        for x, y in slots:
+            handle = runner.execute_async([[x]], [[y]], callback=callback)
+            assert handle.status is S.SUCCESS
+            submitted.append(handle)
+        for handle in submitted[-4:]:
+            assert runner.wait(handle, 5000) is S.SUCCESS
+    assert sorted(seen) == sorted(h.job_id for h in submitted)  # exactly once each
+    if order == "submission":
+        assert seen == [h.job_id for h in submitted]
+    assert threading.current_thread().name not in threads  # on worker threads
+
+
+def test_callback_exception_is_reported_by_wait_and_worker_survives(
+    tiny, make_runner, caplog
+) -> None:
+    _, compiled = tiny
+    runner = make_runner(compiled)
+    x, y = tensors(runner, HW)
+
+    def boom(handle: cl.JobHandle) -> None:
+        raise RuntimeError("callback failed on purpose")
+
+    handle = runner.execute_async([[x]], [[y]], callback=boom)
+    assert runner.wait(handle, 5000) is S.FAILURE
+    assert "callback failed on purpose" in caplog.text
+    assert runner.get_property("callback_errors") == 1
+    again = runner.execute_async([[x]], [[y]])
+    assert runner.wait(again, 5000) is S.SUCCESS
+
+
+def test_busy_output_is_refused_deterministically(make_runner) -> None:
+    runner = make_runner(compile_to_memory(conv_net(size=256)), max_concurrent_runs=4)
+    (x, y), (x2, _) = _slots(runner, 2)
+    release = _hold_jobs(runner)
+    first = runner.execute_async([[x]], [[y]])
+    assert runner.execute_async([[x2]], [[y]]).status is S.INVALID_OUTPUT
+    assert runner.execute([[x2]], [[y]]) is S.INVALID_OUTPUT
+    assert runner.execute_async([[y]], [[x2]]).status in (S.INVALID_INPUT, S.INVALID_OUTPUT)
+    # Inputs may be shared by concurrent jobs: they are only read.
+    _, y3 = tensors(runner, HW)
+    shared = runner.execute_async([[x]], [[y3]])
+    assert shared.status is S.SUCCESS
+    release.set()
+    assert runner.wait(first, 5000) is S.SUCCESS
+    assert runner.wait(shared, 5000) is S.SUCCESS
+
+
+def test_close_with_jobs_in_flight(make_runner) -> None:
+    before = set(threading.enumerate())
+    runner = make_runner(
+        compile_to_memory(conv_net(size=256)), max_concurrent_runs=8, async_threadpool_depth=2
+    )
+    reported: list[cl.JobHandle] = []
+    slots = _slots(runner, 8)
+    handles = [runner.execute_async([[x]], [[y]], callback=reported.append) for x, y in slots]
+    assert all(h.status is S.SUCCESS for h in handles)
+    start = time.monotonic()
+    runner.close()
+    assert time.monotonic() - start < 15
+    for handle in handles:
+        assert runner.wait(handle, 1000) in (S.SUCCESS, S.FAILURE)
+    assert sorted(h.job_id for h in reported) == sorted(h.job_id for h in handles)
+    leftover = [t for t in set(threading.enumerate()) - before if t.name.startswith("copyless")]
+    assert leftover == []
+
+
+def test_many_threads_share_one_runner(tiny, make_runner) -> None:
+    model, compiled = tiny
+    runner = make_runner(compiled, max_concurrent_runs=8)
+    errors: list[str] = []
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    def worker(seed: int) -> None:
+        x, y = tensors(runner, HW)
+        rng = np.random.default_rng(seed)
+        for i in range(20):
+            data = rng.standard_normal(x.info.shape).astype(np.float32)
+            x.numpy()[...] = data
+            if i % 2:
+                status = runner.execute([[x]], [[y]])
+            else:
+                handle = runner.execute_async([[x]], [[y]])
+                status = runner.wait(handle, 10000) if handle.status is S.SUCCESS else handle.status
+            if status is S.RESOURCE_UNAVAILABLE:
+                continue
+            (expected,) = session.run(None, {"input": data})
+            if status is not S.SUCCESS or not np.allclose(y.numpy(), expected, atol=1e-4):
+                errors.append(f"thread {seed} iteration {i}: {status}")
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []

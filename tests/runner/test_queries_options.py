@@ -1,0 +1,140 @@
+"""Runner options (validated at creation), queries, properties, allocation, profiling."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+from runner_helpers import tensors
+
+import copyless as cl
+from copyless.runner import KNOWN_OPTIONS, RunnerFactory, parse_options
+
+IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT
+HW, CPU = cl.TensorType.HW, cl.TensorType.CPU
+
+
+def test_defaults_are_vart_mls() -> None:
+    options = parse_options(None)
+    assert (options.input_tensor_type, options.output_tensor_type) == ("HW", "HW")
+    assert options.max_concurrent_runs == 2 and options.async_threadpool_depth == 10
+    assert options.callback_order == "submission" and options.log_level == "INFO"
+    for key in (
+        "skip_in_bo_sync",
+        "cma_index",
+        "aie_columns_sharing",
+        "start_column",
+        "debug",
+        "config_json",
+        "cache_path",
+        "ai_analyzer_profiling",
+        "device",
+    ):
+        assert key in KNOWN_OPTIONS
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"no_such_option": 1}, "no_such_option"),
+        ({"input_tensor_type": "GPU"}, "input_tensor_type"),
+        ({"max_concurrent_runs": 0}, "max_concurrent_runs"),
+        ({"max_concurrent_runs": "2"}, "max_concurrent_runs"),
+        ({"async_threadpool_depth": True}, "async_threadpool_depth"),
+        ({"callback_order": "random"}, "callback_order"),
+        ({"log_level": "LOUD"}, "log_level"),
+        ({"debug": "yes"}, "debug"),
+        ({"device": "npu"}, "device"),
+        ({"config_json": "/no/such/file.json"}, "config_json"),
+        ({"start_column": -1}, "start_column"),
+    ],
+)
+def test_bad_options_raise_option_error_naming_the_key(tiny, options, needle) -> None:
+    with pytest.raises(cl.OptionError, match=needle) as info:
+        RunnerFactory.from_compiled(tiny[1], options)
+    assert isinstance(info.value, ValueError)
+
+
+def test_unknown_option_lists_the_accepted_ones() -> None:
+    with pytest.raises(cl.OptionError, match="max_concurrent_runs"):
+        parse_options({"bogus": 1})
+
+
+def test_config_json_supplies_options(tmp_path) -> None:
+    path = tmp_path / "vitis_ai_config.json"
+    path.write_text(json.dumps({"max_concurrent_runs": 3, "callback_order": "completion"}))
+    options = parse_options({"config_json": str(path), "max_concurrent_runs": 5})
+    assert options.max_concurrent_runs == 5 and options.callback_order == "completion"
+
+
+def test_log_level_drives_logging(tiny, make_runner) -> None:
+    make_runner(tiny[1], log_level="ERROR")
+    assert logging.getLogger("copyless").level == logging.ERROR
+    make_runner(tiny[1], log_level="DEBUG")
+    assert logging.getLogger("copyless").level == logging.DEBUG
+    make_runner(tiny[1], log_level="INFO")
+
+
+def test_queries(tiny_rgbx, make_runner) -> None:
+    _, compiled = tiny_rgbx
+    runner = make_runner(compiled)
+    assert runner.get_num_input_tensors() == 1 and runner.get_num_output_tensors() == 1
+    (hw,) = runner.get_tensors_info(IN, HW)
+    (cpu,) = runner.get_tensors_info(IN, CPU)
+    assert hw.tensor_type is HW and hw.data_type is cl.DataType.UINT8
+    assert hw.memory_layout is cl.MemoryLayout.NHWC4 and hw.shape == (1, 16, 16, 4)
+    assert cpu.shape == (1, 3, 16, 16) and cpu.data_type is cl.DataType.FLOAT32
+    assert runner.get_tensors_info(IN) == [hw]  # default view: input_tensor_type "HW"
+    assert runner.get_tensor_info_by_name("input", CPU) == cpu
+    with pytest.raises(KeyError):
+        runner.get_tensor_info_by_name("nope", HW)
+    with pytest.raises(cl.CopylessError):
+        runner.get_tensor_info_by_name("nope", HW)
+    quant = runner.get_quant_parameters("input")
+    assert (quant.scale, quant.zero_point) == (1.0, 0)
+    assert runner.get_batch_size() == 1
+    assert runner.get_property("backend") in ("onnxruntime", "openvino")
+    assert runner.get_property("device")
+    x, y = tensors(runner, HW)
+    assert runner.execute([[x]], [[y]]) is cl.StatusCode.SUCCESS
+    assert runner.get_property("jobs_run") == 1
+    with pytest.raises(cl.CopylessError):
+        runner.get_property("no_such_property")
+
+
+def test_allocation_and_sub_tensors(tiny, make_runner) -> None:
+    runner = make_runner(tiny[1])
+    (info,) = runner.get_tensors_info(IN, HW)
+    tensor = runner.allocate_npu_tensor(info)
+    assert tensor.memory_type is cl.MemoryType.XRT_BO
+    fd = tensor.export_buffer()
+    assert fd >= 0
+    import os
+
+    os.close(fd)
+    half = info.with_shape((1, 3, 8, 16))
+    sub = runner.allocate_sub_tensor(tensor, half, half.size_in_bytes)
+    sub.numpy()[...] = 7.0
+    assert np.all(tensor.numpy().reshape(-1)[half.size :] == 7.0)
+    with pytest.raises(cl.CopylessError):
+        runner.allocate_sub_tensor(tensor, half, info.size_in_bytes)  # out of bounds
+    with pytest.raises(cl.CopylessError):
+        runner.allocate_sub_tensor(sub, half.with_shape((1, 1, 1, 1)), 0)  # nested
+
+
+def test_profiling_writes_a_chrome_trace(tiny_rgbx, make_runner, tmp_path) -> None:
+    path = tmp_path / "trace.json"
+    runner = make_runner(tiny_rgbx[1], ai_analyzer_profiling=True, profile_path=str(path))
+    x, y = tensors(runner, CPU)
+    for _ in range(3):
+        assert runner.execute([[x]], [[y]]) is cl.StatusCode.SUCCESS
+    handle = runner.execute_async([[x]], [[y]])
+    assert runner.wait(handle, 5000) is cl.StatusCode.SUCCESS
+    runner.close()
+    trace = json.loads(path.read_text())
+    names = {event["name"] for event in trace["traceEvents"]}
+    assert {"convert_in", "engine:par_0", "convert_out"} <= names
+    assert all(event["ph"] == "X" and event["dur"] >= 0 for event in trace["traceEvents"])
+    assert handle.job_id in {event["args"]["job"] for event in trace["traceEvents"]}
