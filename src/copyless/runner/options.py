@@ -20,7 +20,11 @@ config_json            None                 JSON file whose keys are options (ov
                                             keys given directly)
 cache_path             None                 accepted; .rai files are mapped, not extracted
 ai_analyzer_profiling  False                Chrome trace JSON of every job (Perfetto)
-device                 "cpu"                "cpu" | "cuda" | "tensorrt" (ONNX Runtime)
+device                 "cpu"                "cpu" | "cuda" | "tensorrt" (ONNX Runtime); for
+                                            RunnerType.OPENVINO also an OpenVINO device name
+                                            ("CPU", "GPU", "GPU.1", "NPU", "AUTO", "HETERO:..")
+performance_hint       "LATENCY"            OpenVINO only: "LATENCY" | "THROUGHPUT" | "AUTO"
+                                            (THROUGHPUT when max_concurrent_runs > 1)
 num_threads            0 (auto)             engine threads per run; auto = all cores for
                                             one slot, cores / slots when several run at once
 profile_path           None                 trace file (default ./copyless_trace_<pid>_<n>.json)
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -41,6 +46,9 @@ _TENSOR_TYPES = ("HW", "CPU")
 _ORDERS = ("submission", "completion")
 _LEVELS = ("ERROR", "WARNING", "INFO", "DEBUG")
 _DEVICES = ("cpu", "cuda", "tensorrt")
+#: OpenVINO device names (RunnerType.OPENVINO): a plugin, an optional ".N" id or ":" list.
+_OPENVINO_DEVICE = re.compile(r"(CPU|GPU|NPU|AUTO|HETERO|MULTI|BATCH)(\.\d+)?(:[A-Z0-9.,:]+)?")
+_HINTS = ("LATENCY", "THROUGHPUT", "AUTO")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,7 @@ class RunnerOptions:
     device: str = "cpu"
     num_threads: int = 0
     profile_path: str | None = None
+    performance_hint: str = "LATENCY"
 
     def engine_threads(self) -> int:
         """Engine threads per run: explicit, or all cores shared by the slots that overlap."""
@@ -88,6 +97,15 @@ def _upper_choice(values: tuple[str, ...]) -> Callable[[str, Any], Any]:
         return inner(key, value.upper() if isinstance(value, str) else value)
 
     return check
+
+
+def _device(key: str, value: Any) -> Any:
+    if isinstance(value, str) and (value in _DEVICES or _OPENVINO_DEVICE.fullmatch(value)):
+        return value
+    raise OptionError(
+        f"option {key!r}: {value!r} is not one of {list(_DEVICES)} "
+        "or an OpenVINO device name (CPU, GPU, GPU.1, NPU, AUTO, ...)"
+    )
 
 
 def _bool(key: str, value: Any) -> Any:
@@ -142,9 +160,10 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "config_json": _path(must_exist=True),
     "cache_path": _path(must_exist=False),
     "ai_analyzer_profiling": _bool,
-    "device": _choice(_DEVICES),
+    "device": _device,
     "num_threads": _int_range(0, 1024),
     "profile_path": _path(must_exist=False),
+    "performance_hint": _upper_choice(_HINTS),
 }
 
 KNOWN_OPTIONS = tuple(f.name for f in fields(RunnerOptions))
