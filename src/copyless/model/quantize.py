@@ -93,10 +93,12 @@ class _Reader(ortq.CalibrationDataReader):  # type: ignore[misc]
 def quantize_int8(model: onnx.ModelProto, name: str, batches: list[np.ndarray]) -> Quantized:
     """QDQ-quantize ``model`` (float, fixed shapes) calibrated on ``batches`` for input ``name``."""
     with tempfile.TemporaryDirectory(prefix="copyless-quant-") as tmp:
-        out = Path(tmp) / "quantized.onnx"
+        out, src = Path(tmp) / "quantized.onnx", Path(tmp) / "float.onnx"
+        # A path, not the proto: quantize_static moves a proto's weights to external data.
+        onnx.save(model, str(src))
         try:
             ortq.quantize_static(
-                model,
+                src,
                 out,
                 _Reader(name, batches),
                 quant_format=ortq.QuantFormat.QDQ,

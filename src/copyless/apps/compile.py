@@ -1,0 +1,136 @@
+"""``copyless-compile``: compile an ONNX model into a ``.rai`` file or a ``par_0`` directory.
+
+Examples::
+
+    copyless-compile model.onnx -o model.rai
+    copyless-compile effnet.onnx -o effnet.rai --input-format rgbx \\
+        --mean 127,127,127 --std 128,128,128
+    copyless-compile effnet.onnx -o effnet_int8 --input-format rgbx --mean 127,127,127 \\
+        --std 128,128,128 --quantize int8 --calibration photos/
+    copyless-compile det.onnx -o det.rai --input-shape x=1x3x640x640 --input-layout HCWNC4 \\
+        --input-dtype bf16 --cpu-tail
+
+Exit status: 0 on success, 2 for bad arguments or an unsupported model, 1 for an
+unreadable model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from ..model import compile_model
+from ..model.options import parse_shape
+from ..types import CopylessError, ModelLoadError
+
+_HELP_EPILOG = """\
+With no view flag the HW view of every tensor equals its CPU view (the model's own dtype
+and layout). Layouts: NCHW NHWC NHW NHWC4 NHWC8 NC4HW4 NC8HW8 HCWNC4 HCWNC8 HCWNC16.
+Dtypes: fp32 fp16 bf16 (int8 with --quantize). Per-tensor values: NAME=VALUE (repeatable).
+
+--input-format rgbx: the input's HW view is UINT8 NHWC4 [N,H,W,4] packed RGBx pixels; the
+graph starts with Cast, Slice, Transpose and (x - mean)/std folded as Mul+Add, with --mean and
+--std in pixel units (0..255). The CPU view is then float32 NCHW pixels (0..255, not
+normalised) with quant scale 1, zero point 0.
+
+--quantize int8 --calibration DIR: static QDQ INT8 (per tensor) calibrated on the images in
+DIR, resized to the input size and normalised with --mean/--std. Float inputs and outputs get
+INT8 HW views carrying their quantization parameters (RGBx inputs stay UINT8 pixels).
+
+CPU partition (one of): --cpu-ops Softmax,TopK (those ops and everything reading their
+results run on CPU), --cpu-partition-after NAME (everything reading that node's outputs),
+--cpu-tail (everything after the last Conv).
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="copyless-compile",
+        description="Compile an ONNX model for copyless (a .rai file or a par_0 directory).",
+        epilog=_HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("model", help="the ONNX model to compile")
+    p.add_argument("-o", "--output", required=True, help="OUT.rai (one file) or a directory")
+    p.add_argument("--name", help="model name stored in the manifest (default: file stem)")
+    p.add_argument("--batch-size", type=int, default=1, help="symbolic batch dims become N")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1x...",
+                   help="fix an input's shape (needed for symbolic non-batch dims)")  # fmt: skip
+    p.add_argument("--input-format", choices=["rgbx"], help="packed RGBx uint8 pixel input")
+    p.add_argument("--mean", help="R,G,B mean in pixel units (rgbx / calibration)")
+    p.add_argument("--std", help="R,G,B std in pixel units (rgbx / calibration)")
+    for flag in ("input-layout", "input-dtype", "output-layout", "output-dtype"):
+        p.add_argument(f"--{flag}", action="append", default=[], metavar="[NAME=]VALUE",
+                       help=f"HW view {flag.replace('-', ' ')}")  # fmt: skip
+    p.add_argument("--quantize", choices=["int8"], help="static INT8 quantization (QDQ)")
+    p.add_argument("--calibration", help="directory of calibration images (with --quantize)")
+    p.add_argument("--cpu-ops", help="comma-separated op types that start the CPU partition")
+    p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
+    p.add_argument("--cpu-tail", action="store_true", help="run what follows the last Conv on CPU")
+    p.add_argument("-v", "--verbose", action="store_true", help="log the compiler's steps")
+    return p
+
+
+def _per_tensor(values: list[str]) -> str | dict[str, str] | None:
+    if not values:
+        return None
+    if len(values) == 1 and "=" not in values[0]:
+        return values[0]
+    table = {}
+    for item in values:
+        name, sep, value = item.rpartition("=")
+        table[name if sep else "*"] = value
+    return table
+
+
+def _triple(text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected R,G,B numbers, got {text!r}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``copyless-compile``; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
+    start = time.perf_counter()
+    try:
+        options = {
+            "name": args.name,
+            "batch_size": args.batch_size,
+            "input_shapes": dict(parse_shape(s) for s in args.input_shape) or None,
+            "input_format": args.input_format,
+            "mean": _triple(args.mean),
+            "std": _triple(args.std),
+            "input_layout": _per_tensor(args.input_layout),
+            "input_dtype": _per_tensor(args.input_dtype),
+            "output_layout": _per_tensor(args.output_layout),
+            "output_dtype": _per_tensor(args.output_dtype),
+            "quantize": args.quantize,
+            "calibration": args.calibration,
+            "cpu_ops": args.cpu_ops,
+            "cpu_partition_after": args.cpu_partition_after,
+            "cpu_tail": args.cpu_tail,
+        }
+        out = compile_model(args.model, args.output, **options)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+    except ModelLoadError as exc:
+        print(f"copyless-compile: error: {exc}", file=sys.stderr)
+        return 1
+    except CopylessError as exc:
+        print(f"copyless-compile: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"compiled {args.model} -> {out} in {time.perf_counter() - start:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
