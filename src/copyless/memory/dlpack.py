@@ -2,7 +2,9 @@
 
 Export goes through numpy's own ``__dlpack__`` of a view that shares the tensor's memory;
 the capsule keeps that view (and so the memory's owner) alive. numpy's DLPack has no
-bfloat16, so BF16 tensors cannot travel through DLPack here: use ``NpuTensor.numpy()``.
+bfloat16, so BF16 tensors cannot travel through DLPack here (``BufferError``, the protocol's
+refusal): use ``NpuTensor.numpy()``. Import goes through ``np.from_dlpack``; the imported
+array keeps the producer's capsule (and so its memory) alive.
 """
 
 from __future__ import annotations

@@ -9,7 +9,11 @@ forgotten (with a ``ResourceWarning`` when the owner asked for one).
 Ownership rule for mappings: numpy views keep the underlying ``mmap`` object alive, so
 ``close()`` never invalidates a view someone still holds; the pages go when the last view
 goes. The file descriptor of fd-backed memory is closed by ``close()`` at once (the mapping
-does not need it).
+does not need it). Python's ``mmap`` keeps a private duplicate of the fd it maps, so a
+mapping that outlives ``close()`` through a live view holds one descriptor until that view
+goes; leak checks must drop views before counting ``/proc/self/fd``.
+
+Nothing here copies bytes: every constructor maps or allocates, every accessor is a view.
 """
 
 from __future__ import annotations
