@@ -17,6 +17,7 @@ import pytest
 import copyless as cl
 
 CURATED = [
+    "CompiledModel",
     "CopylessError",
     "DataType",
     "HostMemory",
@@ -32,7 +33,10 @@ CURATED = [
     "OutOfMemoryError",
     "QuantParameters",
     "RoundingMode",
+    "Runner",
     "RunnerClosedError",
+    "RunnerFactory",
+    "RunnerOptions",
     "RunnerType",
     "StatusCode",
     "TensorDirection",
@@ -41,7 +45,11 @@ CURATED = [
     "UnknownTensorError",
     "UnsupportedError",
     "__version__",
+    "compile_model",
+    "compile_to_memory",
+    "ipc",
     "layout",
+    "load_model",
 ]
 
 # API.md, section "Enums": members exactly these names, in this order.

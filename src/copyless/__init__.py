@@ -4,8 +4,10 @@
 :class:`NpuTensor`, the runner, the compiler, and the ``layout`` and ``ipc`` modules.
 """
 
-from . import layout
+from . import ipc, layout
 from .memory import HostMemory, NpuTensor
+from .model import CompiledModel, compile_model, compile_to_memory, load_model
+from .runner import Runner, RunnerFactory, RunnerOptions
 from .types import (
     CopylessError,
     DataType,
@@ -33,6 +35,7 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CompiledModel",
     "CopylessError",
     "DataType",
     "HostMemory",
@@ -48,7 +51,10 @@ __all__ = [
     "OutOfMemoryError",
     "QuantParameters",
     "RoundingMode",
+    "Runner",
     "RunnerClosedError",
+    "RunnerFactory",
+    "RunnerOptions",
     "RunnerType",
     "StatusCode",
     "TensorDirection",
@@ -57,5 +63,9 @@ __all__ = [
     "UnknownTensorError",
     "UnsupportedError",
     "__version__",
+    "compile_model",
+    "compile_to_memory",
+    "ipc",
     "layout",
+    "load_model",
 ]
