@@ -1,0 +1,114 @@
+"""End-to-end runs of the reference apps on real photos and real models."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from copyless.apps import detect, infer_async, zerocopy
+from copyless.apps._models import builtin_classifier
+from copyless.model import zoo
+
+CAT_CLASSES = {281, 282, 285}
+BLOCK = [
+    r"^preprocess {14}\d+\.\d{3} ms / frame$",
+    r"^infer {19}\d+\.\d{3} ms / frame$",
+    r"^postprocess {13}\d+\.\d{3} ms / frame$",
+    r"^total {19}\d+\.\d{3} ms / frame$",
+    r"^throughput \(infer\) {6}\d+\.\d{3} FPS$",
+    r"^throughput \(pipeline\) {3}\d+\.\d{3} FPS$",
+]
+
+
+def _top1(out: str) -> int:
+    match = re.search(r"^top-1: (\d+) .+ (\d\.\d{3})$", out, re.M)
+    assert match, out
+    return int(match.group(1))
+
+
+@pytest.mark.parametrize("mode", [[], ["-c"]], ids=["zero-copy", "non-zero-copy"])
+@pytest.mark.parametrize(("photo", "classes"), [("chelsea.jpg", CAT_CLASSES), ("coffee", {967})])
+def test_zerocopy_labels_real_photos(capsys, mode, photo, classes) -> None:
+    assert zerocopy.main(["-i", str(zoo.photo_path(photo)), "-n", "2", *mode]) == 0
+    out = capsys.readouterr().out
+    assert _top1(out) in classes
+    assert len(re.findall(r"^top-\d: ", out, re.M)) == 5
+    lines = out.strip().splitlines()[-6:]
+    for pattern, line in zip(BLOCK, lines, strict=True):
+        assert re.match(pattern, line), line
+
+
+def test_zerocopy_console_script_and_errors(tmp_path) -> None:
+    exe = Path(sys.executable).with_name("copyless-zerocopy")
+    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "copyless.apps.zerocopy"]
+    result = subprocess.run(
+        [*command, "-i", str(zoo.photo_path("chelsea.jpg"))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert _top1(result.stdout) in CAT_CLASSES
+    missing = subprocess.run(
+        [*command, "-i", str(tmp_path / "none.jpg")], capture_output=True, text=True, check=False
+    )
+    assert missing.returncode == 2 and "no image" in missing.stderr
+
+
+def test_zerocopy_rejects_bad_files(tmp_path, capsys) -> None:
+    junk = tmp_path / "junk.jpg"
+    junk.write_bytes(b"not a jpeg at all")
+    assert zerocopy.main(["-i", str(junk)]) == 2
+    assert zerocopy.main(["-i", str(zoo.photo_path("coffee")), "-m", str(tmp_path / "x")]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_infer_async_dry_run_and_benchmark(capsys) -> None:
+    model = str(builtin_classifier(progress=False))
+    assert infer_async.main(["--model-path", model, "--dry-run", "-n", "6"]) == 0
+    assert "Batches completed: 6 / 6" in capsys.readouterr().out
+    assert infer_async.main(["--model-path", model, "--dry-run", "-n", "4", "--benchmark"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^\[INFO\] async infer pass: \d+\.\d{3} ms \(\d+\.\d{3} ms/frame\)$", out, re.M
+    )
+    assert re.search(
+        r"^\[INFO\] sync infer pass: \d+\.\d{3} ms \(\d+\.\d{3} ms/frame\)$", out, re.M
+    )
+
+
+def test_infer_async_input_binary_writes_outputs(tmp_path, monkeypatch, capsys) -> None:
+    model = str(builtin_classifier(progress=False))
+    with Image.open(zoo.photo_path("chelsea")) as photo:
+        image = photo.convert("RGB").resize((224, 224))
+    rgbx = np.zeros((1, 224, 224, 4), np.uint8)
+    rgbx[0, :, :, :3] = np.asarray(image)
+    ifm = tmp_path / "ifm.bin"
+    ifm.write_bytes(rgbx.tobytes())
+    monkeypatch.chdir(tmp_path)
+    assert infer_async.main(["--model-path", model, "--input-binary", str(ifm), "-n", "3"]) == 0
+    assert "Batches completed: 3 / 3" in capsys.readouterr().out
+    logits = np.fromfile(tmp_path / "output_f0_0.bin", dtype=np.float32)
+    assert logits.shape == (1000,) and int(logits.argmax()) in CAT_CLASSES
+    short = tmp_path / "short.bin"
+    short.write_bytes(b"\0" * 1000)
+    assert infer_async.main(["--model-path", model, "--input-binary", str(short)]) == 2
+    assert "1000 bytes" in capsys.readouterr().err
+    assert infer_async.main(["--model-path", str(tmp_path / "none.rai"), "--dry-run"]) == 2
+
+
+def test_detect_finds_the_text_lines_of_a_page(tmp_path, capsys) -> None:
+    out_png = tmp_path / "boxes.png"
+    assert detect.main(["-i", str(zoo.photo_path("page")), "-o", str(out_png)]) == 0
+    out = capsys.readouterr().out
+    count = int(re.search(r"^text boxes: (\d+)$", out, re.M).group(1))  # type: ignore[union-attr]
+    assert count >= 5
+    with Image.open(out_png) as picture, Image.open(zoo.photo_path("page")) as source:
+        assert picture.size == source.size
