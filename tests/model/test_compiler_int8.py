@@ -1,0 +1,98 @@
+"""Static INT8 quantization: real EfficientNet-Lite0 on real photos, and a small conv net."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import skimage.data
+from compiler_support import conv_net, run_compiled, run_source, to_hw
+from onnx import numpy_helper
+from PIL import Image
+
+from copyless.model import CompiledModel, compile_model, load_model, zoo
+from copyless.types import DataType, MemoryLayout, OptionError, QuantParameters
+
+PHOTOS = ("chelsea", "coffee", "astronaut")
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("calibration")
+    for name in PHOTOS:
+        Image.fromarray(getattr(skimage.data, name)()).save(root / f"{name}.jpg", quality=92)
+    return root
+
+
+def _pixels(name: str, size: int) -> np.ndarray:
+    image = Image.fromarray(getattr(skimage.data, name)()).convert("RGB").resize((size, size))
+    return np.asarray(image).transpose(2, 0, 1)[None].astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def effnet() -> Path:
+    return zoo.build("efficientnet-lite0", progress=False)
+
+
+@pytest.fixture(scope="module")
+def effnet_int8(effnet: Path, photos: Path, tmp_path_factory: pytest.TempPathFactory) -> CompiledModel:
+    out = tmp_path_factory.mktemp("int8") / "effnet_int8.rai"
+    compile_model(effnet, out, input_format="rgbx", mean=(127, 127, 127), std=(128, 128, 128),
+                  quantize="int8", calibration=photos)  # fmt: skip
+    return load_model(out)
+
+
+def test_int8_rgbx_views(effnet_int8: CompiledModel) -> None:
+    x, logits = effnet_int8.inputs[0], effnet_int8.outputs[0]
+    assert (x.hw.memory_layout, x.hw.data_type, x.hw.shape) == (
+        MemoryLayout.NHWC4, DataType.UINT8, (1, 224, 224, 4))  # fmt: skip
+    assert x.quant == QuantParameters(1.0, 0)
+    assert logits.hw.data_type is DataType.INT8 and logits.quant is not None
+    graph = onnx.load_from_string(effnet_int8.partitions[0].onnx_bytes).graph
+    last = graph.node[-1]
+    assert last.op_type == "QuantizeLinear" and last.output[0] == "logits"
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    assert float(consts[last.input[1]]) == pytest.approx(logits.quant.scale)
+    assert int(consts[last.input[2]]) == logits.quant.zero_point
+    assert sum(n.op_type == "DequantizeLinear" for n in graph.node) > 50  # really quantized
+
+
+@pytest.mark.parametrize(("photo", "classes"), [("chelsea", {281, 282, 285}), ("coffee", {967})])
+def test_int8_top1_agrees_with_float(
+    effnet: Path, effnet_int8: CompiledModel, photo: str, classes: set[int]
+) -> None:
+    pixels = _pixels(photo, 224)
+    want = run_source(effnet, {"input": (pixels - 127) / 128})["logits"]
+    rgbx = np.concatenate([pixels.transpose(0, 2, 3, 1), np.zeros((1, 224, 224, 1))], axis=3)
+    got = run_compiled(effnet_int8, {"input": rgbx.astype(np.uint8)})["logits"]
+    assert got.dtype == np.int8
+    quant = effnet_int8.outputs[0].quant
+    assert quant is not None
+    logits = (got.astype(np.float32) - quant.zero_point) * quant.scale
+    assert int(want.argmax()) in classes
+    assert int(logits.argmax()) == int(want.argmax())
+
+
+def test_int8_input_view_on_a_float_input(photos: Path, tmp_path: Path) -> None:
+    model = conv_net(size=32)
+    compiled = load_model(compile_model(model, tmp_path / "q", quantize="int8", calibration=photos,
+                                        mean=(128,) * 3, std=(64,) * 3, input_layout="NHWC"))  # fmt: skip
+    x, feat, probs = compiled.inputs[0], *compiled.outputs
+    assert x.hw.data_type is DataType.INT8 and x.hw.memory_layout is MemoryLayout.NHWC
+    assert x.quant is not None and feat.quant is not None and probs.quant is not None
+    pixels = (_pixels("chelsea", 32) - 128) / 64
+    got = run_compiled(compiled, {"x": to_hw(pixels, x.hw, x.quant)})
+    want = run_source(model, {"x": pixels.astype(np.float32)})
+    for spec in (feat, probs):
+        assert spec.quant is not None
+        deq = (got[spec.name].astype(np.float32) - spec.quant.zero_point) * spec.quant.scale
+        spread = float(np.ptp(want[spec.name]))
+        error = np.abs(deq - want[spec.name])
+        assert error.mean() < 0.02 * spread and error.max() < 0.15 * spread, (spec.name, spread)
+
+
+def test_int8_needs_calibration() -> None:
+    with pytest.raises(OptionError, match="calibration"):
+        compile_model(conv_net(), "/nonexistent/out.rai", quantize="int8")
