@@ -55,23 +55,23 @@ def test_lists_become_tuples_and_infos_hash(make_info: MakeInfo) -> None:
 
 
 @pytest.mark.parametrize(
-    ("overrides", "message"),
+    ("overrides", "error", "message"),
     [
-        ({"shape": (1, -3)}, "negative dimension"),
-        ({"strides": (4,)}, "1 strides for 2 dims"),
-        ({"data_type": "FLOAT32"}, "data_type must be a DataType"),
-        ({"direction": 0}, "direction must be a TensorDirection"),
-        ({"tensor_type": None}, "tensor_type must be a TensorType"),
-        ({"memory_layout": "NCHW"}, "memory_layout must be a MemoryLayout"),
+        ({"shape": (1, -3)}, cl.TensorError, r"'t': negative dimension in \(1, -3\)"),
+        ({"strides": (4,)}, cl.TensorError, "'t': 1 strides for 2 dims"),
+        ({"data_type": "FLOAT32"}, TypeError, "data_type must be a DataType"),
+        ({"direction": 0}, TypeError, "direction must be a TensorDirection"),
+        ({"tensor_type": None}, TypeError, "tensor_type must be a TensorType"),
+        ({"memory_layout": "NCHW"}, TypeError, "memory_layout must be a MemoryLayout"),
     ],
 )
 def test_bad_infos_are_refused(
-    make_info: MakeInfo, overrides: dict[str, object], message: str
+    make_info: MakeInfo, overrides: dict[str, object], error: type[Exception], message: str
 ) -> None:
     fields: dict[str, object] = {"shape": (2, 3)}
     fields.update(overrides)
     shape = fields.pop("shape")
-    with pytest.raises((ValueError, TypeError), match=message):
+    with pytest.raises(error, match=message):
         make_info(shape, **fields)
 
 
@@ -92,7 +92,7 @@ def test_quant_parameters() -> None:
     assert quant.zero_point == 3 and isinstance(quant.zero_point, int)
     assert quant.rounding_mode is cl.RoundingMode.ROUND_TO_NEAREST_EVEN
     for bad in (0.0, -1.0, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="scale"):
+        with pytest.raises(cl.LayoutError, match="scale"):
             cl.QuantParameters(bad)
 
 

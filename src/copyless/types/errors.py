@@ -5,9 +5,9 @@
     CopylessError
      +-- ModelLoadError              missing, unreadable or corrupt compiled model
      +-- OptionError (ValueError)    unknown runner option or bad value
-     +-- LayoutError (ValueError)    two views that cannot convert into each other
+     +-- LayoutError (ValueError)    two views that cannot convert into each other, bad quant
      +-- MemoryTypeError (ValueError)  memory type that cannot serve the request
-     +-- TensorError (ValueError)    a tensor that cannot be built as asked (size, buffer)
+     +-- TensorError (ValueError)    a tensor or info that cannot be built (size, buffer, fd)
      +-- UnknownTensorError (KeyError)  no tensor of that name
      +-- UnsupportedError            the operation exists but not for this model/backend
      +-- RunnerClosedError           use of a runner after close()

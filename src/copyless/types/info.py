@@ -14,6 +14,7 @@ from .enums import (
     TensorDirection,
     TensorType,
 )
+from .errors import LayoutError, TensorError
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,9 @@ class NpuTensorInfo:
     padded, reordered shape (HCWNC4 of a CPU NCHW ``[1,3,224,224]`` is ``[224,1,224,1,4]``).
     ``strides``, when given, are numpy-style byte strides of ``shape``; ``None`` means packed
     C order. ``memory_layout_order`` is the permutation of the CPU dims for ``GENERIC``.
+
+    Raises :class:`~copyless.TensorError` (a ``ValueError``) for a negative dimension or a
+    stride count that does not match ``shape``, ``TypeError`` for a field of the wrong enum.
     """
 
     name: str
@@ -44,12 +48,11 @@ class NpuTensorInfo:
         if self.strides is not None:
             object.__setattr__(self, "strides", tuple(int(s) for s in self.strides))
             if len(self.strides) != len(self.shape):
-                raise ValueError(
-                    f"tensor {self.name!r}: {len(self.strides)} strides for "
-                    f"{len(self.shape)} dims"
+                raise TensorError(
+                    f"tensor {self.name!r}: {len(self.strides)} strides for {len(self.shape)} dims"
                 )
         if any(d < 0 for d in self.shape):
-            raise ValueError(f"tensor {self.name!r}: negative dimension in {self.shape}")
+            raise TensorError(f"tensor {self.name!r}: negative dimension in {self.shape}")
         for attr, enum_type in (
             ("data_type", DataType),
             ("direction", TensorDirection),
@@ -103,7 +106,11 @@ class NpuTensorInfo:
 
 @dataclass(frozen=True, slots=True)
 class QuantParameters:
-    """Affine quantization: ``q = clamp(round(x / scale) + zp)``, ``x = (q - zp) * scale``."""
+    """Affine quantization: ``q = clamp(round(x / scale) + zp)``, ``x = (q - zp) * scale``.
+
+    Raises :class:`~copyless.LayoutError` (a ``ValueError``) for a scale that is not finite
+    and positive.
+    """
 
     scale: float
     zero_point: int = 0
@@ -111,7 +118,7 @@ class QuantParameters:
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.scale) or self.scale <= 0.0:
-            raise ValueError(f"quantization scale must be finite and > 0, got {self.scale}")
+            raise LayoutError(f"quantization scale must be finite and > 0, got {self.scale}")
         object.__setattr__(self, "zero_point", int(self.zero_point))
 
 
@@ -125,5 +132,3 @@ class JobHandle:
     @property
     def ok(self) -> bool:
         return self.status is StatusCode.SUCCESS and self.job_id > 0
-
-
