@@ -1,0 +1,114 @@
+"""OpenVINO helpers: element types, tensors over caller memory, the raw infer call, devices.
+
+Importing this module without the ``openvino`` package raises UnsupportedError with the
+install hint (the runner factory imports the backend lazily, so only OpenVINO users see it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..types import DataType, UnsupportedError
+
+INSTALL_HINT = "the OpenVINO backend needs the openvino package: pip install copyless[openvino]"
+
+try:
+    import openvino as ov
+except ImportError as _exc:
+    raise UnsupportedError(INSTALL_HINT) from _exc
+
+__all__ = [
+    "INSTALL_HINT",
+    "OV_TYPE",
+    "device_name",
+    "host_tensor",
+    "ov",
+    "owned_tensor",
+    "raw_infer",
+    "tensor_view",
+]
+
+#: DataType -> OpenVINO element type.
+OV_TYPE: dict[DataType, Any] = {
+    DataType.BOOLEAN: ov.Type.boolean,
+    DataType.INT8: ov.Type.i8,
+    DataType.UINT8: ov.Type.u8,
+    DataType.INT16: ov.Type.i16,
+    DataType.UINT16: ov.Type.u16,
+    DataType.BF16: ov.Type.bf16,
+    DataType.FP16: ov.Type.f16,
+    DataType.INT32: ov.Type.i32,
+    DataType.UINT32: ov.Type.u32,
+    DataType.FLOAT32: ov.Type.f32,
+    DataType.INT64: ov.Type.i64,
+    DataType.UINT64: ov.Type.u64,
+}
+_DATA_TYPE = {str(t): d for d, t in OV_TYPE.items()}
+_VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
+
+
+def host_tensor(address: int, data_type: DataType, shape: tuple[int, ...]) -> Any:
+    """An ``openvino.Tensor`` over the memory at ``address`` (shared, no copy).
+
+    The tensor does not own the memory: the caller keeps it alive while the tensor is bound
+    (the runner's call plan holds the NpuTensors)."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(data_type.to_numpy()).itemsize
+    pointer = ctypes.cast(address, ctypes.POINTER(ctypes.c_uint8))
+    raw = np.ctypeslib.as_array(pointer, (max(nbytes, 1),))
+    return ov.Tensor(raw[:nbytes], list(shape), OV_TYPE[data_type])
+
+
+def owned_tensor(port: Any) -> Any:
+    """An empty OpenVINO-owned tensor for ``port``, which OpenVINO may resize at each run."""
+    rank = port.get_partial_shape().rank
+    dims = int(rank.get_length()) if rank.is_static else 1
+    return ov.Tensor(port.element_type, [0] * dims)
+
+
+def tensor_view(tensor: Any, name: str) -> npt.NDArray[np.generic]:
+    """A numpy view (no copy) of an OpenVINO tensor, in the DataType's numpy dtype."""
+    data_type = _DATA_TYPE.get(str(tensor.element_type))
+    if data_type is None:
+        raise UnsupportedError(f"output {name!r}: OpenVINO type {tensor.element_type}")
+    data: npt.NDArray[Any] = tensor.data
+    # OpenVINO shows bf16 as float16: reinterpret the same bytes as ml_dtypes.bfloat16.
+    view: npt.NDArray[np.generic] = data.view(data_type.to_numpy())
+    return view
+
+
+def raw_infer() -> Callable[[Any], object]:
+    """``run(request)``: the C++ ``InferRequest.infer`` where this OpenVINO exposes it, which
+    skips the Python wrapper's input dispatch; the GIL is released while it infers."""
+    try:
+        from openvino._pyopenvino import InferRequest as RawRequest
+    except ImportError:  # pragma: no cover - module layout of other OpenVINO releases
+        return lambda request: request.infer(share_outputs=True)
+    infer = RawRequest.infer
+
+    def run(request: Any) -> object:
+        # share_outputs=True: the returned dict holds views, not copies, of the outputs.
+        return infer(request, {}, True, False)
+
+    return run
+
+
+def device_name(device: str, available: list[str]) -> str:
+    """The OpenVINO device for the runner's ``device`` option; UnsupportedError if absent."""
+    if device in ("cuda", "tensorrt"):
+        raise UnsupportedError(
+            f"device {device!r} is an ONNX Runtime device; RunnerType.OPENVINO takes 'cpu' "
+            f"or an OpenVINO device name ({', '.join(available)}, AUTO, ...)"
+        )
+    name = "CPU" if device == "cpu" else device
+    if name.split(":")[0] in _VIRTUAL_DEVICES or name in available:
+        return name
+    if "." not in name and any(d.split(".")[0] == name for d in available):
+        return name
+    raise UnsupportedError(
+        f"OpenVINO has no device {name!r} here; available: {', '.join(available)}"
+    )

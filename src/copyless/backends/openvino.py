@@ -1,0 +1,213 @@
+"""OpenVINO backend: each "npu" partition compiled by ``openvino.Core`` (CPU by default).
+
+Runner options read here (see runner/options.py):
+
+* ``device``: ``"cpu"`` (the default) means OpenVINO's ``"CPU"`` plugin; any OpenVINO device
+  name (``"CPU"``, ``"GPU"``, ``"GPU.1"``, ``"NPU"``, ``"AUTO"``, ``"HETERO:GPU,CPU"``) is
+  passed through. ``"cuda"``/``"tensorrt"`` are ONNX Runtime devices: UnsupportedError, never
+  a silent fallback. A device the local OpenVINO does not list is UnsupportedError too.
+* ``performance_hint``: ``"LATENCY"`` (default: one stream using every engine thread, best
+  for one job at a time), ``"THROUGHPUT"`` (several streams, for overlapping async jobs,
+  sized by ``max_concurrent_runs``), ``"AUTO"`` (THROUGHPUT when ``max_concurrent_runs > 1``,
+  else LATENCY).
+* ``num_threads`` (``options.engine_threads()``): ``INFERENCE_NUM_THREADS`` on the CPU plugin.
+
+Zero-copy: a context wraps the caller's memory in an ``openvino.Tensor`` that shares it (no
+copy) and sets it with ``set_input_tensor``/``set_output_tensor``; inference reads the inputs
+and writes the outputs in place. Wrapping happens only when an address or shape changes.
+Copies still happen (inside OpenVINO, not per byte in Python) only where the graph needs
+them: an output whose shape depends on the data is allocated by OpenVINO and the runner
+copies it into the caller's tensor (see :meth:`OvContext.dynamic_output`).
+
+``run`` calls the C++ ``InferRequest.infer`` directly (the Python wrapper's input dispatch
+is skipped: nothing is passed); OpenVINO releases the GIL while it infers.
+
+Without the ``openvino`` package, importing this module raises UnsupportedError telling the
+user to ``pip install copyless[openvino]``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ..model import Partition
+from ..types import DataType, ModelLoadError, UnsupportedError
+
+# openvino comes through the helper module, whose import maps a missing package to
+# UnsupportedError with the install hint (the factory's ModuleNotFoundError would not).
+from ._openvino_tensors import (
+    INSTALL_HINT,
+    device_name,
+    host_tensor,
+    ov,
+    owned_tensor,
+    raw_infer,
+    tensor_view,
+)
+
+__all__ = ["INSTALL_HINT", "OpenVinoBackend", "OvContext", "OvEngine"]
+
+logger = logging.getLogger(__name__)
+_RUN = raw_infer()
+
+
+class OvContext:
+    """One ``InferRequest`` (one execution slot) plus the addresses bound to it."""
+
+    __slots__ = ("_bound", "_indices", "_outputs", "_request")
+
+    def __init__(self, compiled: Any, inputs: dict[str, int], outputs: dict[str, int]) -> None:
+        self._request = compiled.create_infer_request()
+        self._indices = inputs
+        self._outputs = outputs
+        self._bound: dict[str, tuple[int, tuple[int, ...]]] = {}
+
+    def bind_input(
+        self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
+    ) -> None:
+        key = (address, shape)
+        if self._bound.get(name) == key:
+            return
+        self._request.set_input_tensor(self._indices[name], host_tensor(address, data_type, shape))
+        self._bound[name] = key
+
+    def bind_output(
+        self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
+    ) -> None:
+        key = (address, shape)
+        if self._bound.get(name) == key:
+            return
+        self._request.set_output_tensor(self._outputs[name], host_tensor(address, data_type, shape))
+        self._bound[name] = key
+
+    def bind_output_dynamic(self, name: str) -> None:
+        if self._bound.get(name) == (0, ()):
+            return
+        index = self._outputs[name]
+        if name in self._bound:
+            # A caller buffer was bound before: give the port back an OpenVINO-owned tensor,
+            # which OpenVINO may resize to the shape each run produces.
+            self._request.set_output_tensor(index, owned_tensor(self._request.model_outputs[index]))
+        self._bound[name] = (0, ())
+
+    def run(self) -> None:
+        _RUN(self._request)
+
+    def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:
+        """A view (no copy) of OpenVINO's output buffer, valid until the next :meth:`run`."""
+        return tensor_view(self._request.get_output_tensor(self._outputs[name]), name)
+
+    @property
+    def request(self) -> Any:
+        """The ``openvino.InferRequest`` (for inspection and tests)."""
+        return self._request
+
+    def close(self) -> None:
+        self._bound.clear()
+        self._request = None
+
+
+class OvEngine:
+    """One partition compiled by OpenVINO."""
+
+    def __init__(self, compiled: Any, partition: Partition) -> None:
+        self._compiled = compiled
+        self._inputs = _port_indices(compiled.inputs, partition.inputs, partition.name)
+        self._outputs = _port_indices(compiled.outputs, partition.outputs, partition.name)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(self._inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(self._outputs)
+
+    @property
+    def compiled_model(self) -> Any:
+        """The ``openvino.CompiledModel`` (for inspection: properties, runtime model)."""
+        return self._compiled
+
+    def runtime_precisions(self, layer_type: str) -> set[str]:
+        """The precisions OpenVINO runs layers of ``layer_type`` (e.g. ``"Convolution"``) in:
+        ``{"i8"}``/``{"u8"}`` for a quantized graph on int8 kernels, ``{"f32"}`` otherwise."""
+        found: set[str] = set()
+        for op in self._compiled.get_runtime_model().get_ordered_ops():
+            info = op.get_rt_info()
+            if "layerType" in info and str(info["layerType"]) == layer_type:
+                found.add(str(info["runtimePrecision"]))
+        return found
+
+    def new_context(self) -> OvContext:
+        return OvContext(self._compiled, self._inputs, self._outputs)
+
+    def close(self) -> None:
+        # Dropping the last reference frees the compiled model (contexts hold their own).
+        self._compiled = None
+
+
+class BackendOptions(Protocol):
+    """What this backend reads of ``copyless.runner.RunnerOptions`` (a later layer)."""
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def performance_hint(self) -> str: ...
+
+    @property
+    def max_concurrent_runs(self) -> int: ...
+
+
+class OpenVinoBackend:
+    """OpenVINO on the device and with the performance hint the runner options name."""
+
+    name = "openvino"
+
+    def __init__(self, options: BackendOptions) -> None:
+        self._core = ov.Core()
+        self._device = device_name(options.device, self._core.available_devices)
+        hint = options.performance_hint
+        if hint == "AUTO":
+            hint = "THROUGHPUT" if options.max_concurrent_runs > 1 else "LATENCY"
+        self._config: dict[str, Any] = {"PERFORMANCE_HINT": hint}
+        if hint == "THROUGHPUT":
+            self._config["PERFORMANCE_HINT_NUM_REQUESTS"] = options.max_concurrent_runs
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    def load(self, partition: Partition, num_threads: int) -> OvEngine:
+        config = dict(self._config)
+        if self._device.split(".")[0] == "CPU":
+            config["INFERENCE_NUM_THREADS"] = max(1, num_threads)
+        try:
+            model = self._core.read_model(model=bytes(partition.onnx_bytes))
+        except Exception as exc:
+            raise ModelLoadError(f"{partition.name}: OpenVINO cannot read it: {exc}") from exc
+        try:
+            compiled = self._core.compile_model(model, self._device, config)
+        except Exception as exc:
+            raise UnsupportedError(
+                f"{partition.name}: OpenVINO cannot compile it for {self._device}: {exc}"
+            ) from exc
+        logger.debug("%s compiled for %s with %s", partition.name, self._device, config)
+        return OvEngine(compiled, partition)
+
+
+def _port_indices(ports: Any, names: tuple[str, ...], partition: str) -> dict[str, int]:
+    """Graph tensor name -> OpenVINO port index, in the partition's order."""
+    indices: dict[str, int] = {}
+    for name in names:
+        for index, port in enumerate(ports):
+            if name in port.get_names():
+                indices[name] = index
+                break
+        else:
+            raise ModelLoadError(f"{partition}: OpenVINO's graph has no tensor named {name!r}")
+    return indices
