@@ -97,7 +97,7 @@ def test_missing_file_raises_file_not_found(tmp_path: Path) -> None:
 def test_corrupt_file_raises_value_error_naming_the_path(tmp_path: Path) -> None:
     path = tmp_path / "garbage.png"
     path.write_bytes(b"not an image at all" * 10)
-    with pytest.raises(ValueError, match="garbage.png"):
+    with pytest.raises(ValueError, match=r"garbage\.png"):
         decode(path)
 
 
@@ -105,5 +105,5 @@ def test_truncated_jpeg_raises_value_error(tmp_path: Path, photo_jpeg: Path) -> 
     data = photo_jpeg.read_bytes()
     path = tmp_path / "truncated.jpg"
     path.write_bytes(data[: len(data) // 3])
-    with pytest.raises(ValueError, match="truncated.jpg"):
+    with pytest.raises(ValueError, match=r"truncated\.jpg"):
         decode(path)
