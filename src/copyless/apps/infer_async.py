@@ -20,7 +20,7 @@ import numpy as np
 
 from ..memory import NpuTensor
 from ..runner import Runner, RunnerFactory
-from ..types import CopylessError, RunnerType, StatusCode, TensorDirection, TensorType
+from ..types import CopylessError, JobHandle, RunnerType, StatusCode, TensorDirection, TensorType
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
 NUM_CONCURRENT_JOBS = 2
@@ -101,7 +101,7 @@ def _pipeline(
     runner: Runner, slots: list[tuple[list[NpuTensor], list[NpuTensor]]], total: int
 ) -> tuple[int, int | None]:
     """Prime, steady state, drain. Returns (completed jobs, slot of the last completed)."""
-    in_flight: collections.deque[tuple[int, object]] = collections.deque()
+    in_flight: collections.deque[tuple[int, JobHandle]] = collections.deque()
     submitted = completed = 0
     last: int | None = None
     while submitted < total or in_flight:
@@ -118,8 +118,8 @@ def _pipeline(
                 print(f"error: execute_async returned {handle.status.name}", file=sys.stderr)
                 submitted += 1
                 continue
-        slot, handle = in_flight.popleft()
-        status = runner.wait(handle, -1)
+        slot, oldest = in_flight.popleft()
+        status = runner.wait(oldest, -1)
         if status is StatusCode.SUCCESS:
             completed += 1
             last = slot

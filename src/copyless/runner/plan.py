@@ -74,6 +74,7 @@ class CallPlan:
     staged_inputs: tuple[Bind, ...]  # inputs needing a conversion or gather per call
     staged_outputs: tuple[Bind, ...]  # outputs needing a conversion, scatter or copy
     synced: tuple[NpuTensor, ...]  # tensors whose sync_buffer() does real work
+    tensors: tuple[NpuTensor, ...]  # every tensor of the call, held while the plan lives
 
 
 class PlanError(Exception):
@@ -126,6 +127,7 @@ def build_plan(
             for t in b.tensors
             if type(t).sync_buffer is not NpuTensor.sync_buffer
         ),
+        tuple(t for b in in_binds + out_binds for t in b.tensors),
     )
 
 
@@ -146,6 +148,8 @@ def _frames(
                 raise PlanError(
                     status, f"{what}[{b}][{t}] is a {type(tensor).__name__}, not an NpuTensor"
                 )
+            if tensor.closed:
+                raise PlanError(status, f"{what}[{b}][{t}] {tensor.info.describe()} is closed")
         frames.append(list(row))
     return frames
 

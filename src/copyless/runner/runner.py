@@ -292,10 +292,19 @@ class Runner:
             key = ()
         cached = self._plans.get(key) if key else None
         if cached is not None:
-            return cached[0]
-        plan = build_plan(
-            self._model.inputs, self._model.outputs, self._model.batch_size, inputs, outputs
-        )
+            plan = cached[0]
+            # A closed tensor's memory may be gone: its cached binding must not be reused.
+            if not any(t.closed for t in plan.tensors):
+                return plan
+            del self._plans[key]
+        try:
+            plan = build_plan(
+                self._model.inputs, self._model.outputs, self._model.batch_size, inputs, outputs
+            )
+        except PlanError:
+            raise
+        except Exception as exc:  # a broken tensor is bad input: never raise from execute
+            raise PlanError(StatusCode.INVALID_INPUT, f"unusable tensor: {exc}") from exc
         if key:
             if len(self._plans) >= _PLAN_CACHE_SIZE:
                 self._plans.clear()
