@@ -41,7 +41,8 @@ struct PlanObject {
     int ndim;
     Py_ssize_t shape[MAXD], sstr[MAXD], dstr[MAXD];
     int stype, dtype, op, toward_zero;
-    float scale;
+    float scale, inv;
+    int exact_inv;  /* scale is a power of two: x * inv == x / scale exactly */
     int64_t zp;
     float lo_f, hi_f;   /* clamp bounds of x / scale, integer-valued (<= 16-bit targets) */
     double lo_d, hi_d;  /* the destination's range (32/64-bit targets) */
@@ -51,6 +52,7 @@ struct PlanObject {
     Py_ssize_t src_nbytes, dst_nbytes;
     int strides_aligned;
     kernel_fn kernel;
+    void (*interleave)(const char *rows, char *dst, Py_ssize_t m);  /* or NULL */
 };
 
 /* ---------------------------------------------------------------- scalar conversions */
@@ -92,8 +94,9 @@ static inline float f16_to_f32(uint16_t h) {
 
 /* x / scale clamped to [lo, hi] and rounded, for destinations of <= 16 bits. The magic
  * constant 1.5 * 2^23 rounds to nearest even without libm (|v| < 2^22 after clamping). */
-static inline int32_t quant_small(float x, float scale, float lo, float hi, int tz) {
-    float v = x / scale;
+static inline int32_t quant_small(float x, float scale, float lo, float hi, int tz, int mul) {
+    /* A power-of-two scale has an exact inverse: multiplying is then bit-identical. */
+    float v = mul ? x * scale : x / scale;
     v = (v == v) ? v : 0.0f;
     v = (v < lo) ? lo : v;
     v = (v > hi) ? hi : v;
@@ -107,19 +110,64 @@ static void k_copy(const PlanObject *p, const char *s, char *d, Py_ssize_t n) {
     memcpy(d, s, (size_t)n * (size_t)ITEMSIZE[p->stype]);
 }
 
-#define QUANT_KERNEL(NAME, DT, TZ)                                                     \
+#define QUANT_KERNEL(NAME, DT, TZ, MUL)                                                \
     static void NAME(const PlanObject *p, const char *s_, char *d_, Py_ssize_t n) {     \
         const float *s = (const float *)s_;                                             \
         DT *d = (DT *)d_;                                                               \
-        const float scale = p->scale, lo = p->lo_f, hi = p->hi_f;                       \
+        const float scale = MUL ? p->inv : p->scale, lo = p->lo_f, hi = p->hi_f;        \
         const int32_t zp = (int32_t)p->zp;                                              \
         for (Py_ssize_t i = 0; i < n; i++)                                              \
-            d[i] = (DT)(quant_small(s[i], scale, lo, hi, TZ) + zp);                     \
+            d[i] = (DT)(quant_small(s[i], scale, lo, hi, TZ, MUL) + zp);                \
     }
-QUANT_KERNEL(k_f32_u8_rne, uint8_t, 0)
-QUANT_KERNEL(k_f32_u8_tz, uint8_t, 1)
-QUANT_KERNEL(k_f32_i8_rne, int8_t, 0)
-QUANT_KERNEL(k_f32_i8_tz, int8_t, 1)
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* SSE2 (the x86-64 baseline): cvtps2dq rounds to nearest even under the default MXCSR
+ * mode that CPython and numpy keep, so one instruction replaces the magic-number rounding,
+ * and saturating packs narrow 16 values at once. Same results as quant_small. */
+#define QUANT_KERNEL_SSE2(NAME, DT, TZ, MUL, PACK16)                                   \
+    static void NAME(const PlanObject *p, const char *s_, char *d_, Py_ssize_t n) {     \
+        const float *s = (const float *)s_;                                             \
+        DT *d = (DT *)d_;                                                               \
+        const float scale = MUL ? p->inv : p->scale;                                    \
+        const __m128 vs = _mm_set1_ps(scale), lo = _mm_set1_ps(p->lo_f);                \
+        const __m128 hi = _mm_set1_ps(p->hi_f);                                         \
+        const __m128i zp = _mm_set1_epi16((short)p->zp);                                \
+        Py_ssize_t i = 0;                                                               \
+        for (; i + 16 <= n; i += 16) {                                                  \
+            __m128i q[4];                                                               \
+            for (int j = 0; j < 4; j++) {                                               \
+                __m128 v = _mm_loadu_ps(s + i + 4 * j);                                 \
+                v = MUL ? _mm_mul_ps(v, vs) : _mm_div_ps(v, vs);                        \
+                v = _mm_and_ps(v, _mm_cmpeq_ps(v, v));                                  \
+                v = _mm_min_ps(_mm_max_ps(v, lo), hi);                                  \
+                q[j] = TZ ? _mm_cvttps_epi32(v) : _mm_cvtps_epi32(v);                   \
+            }                                                                           \
+            __m128i a = _mm_add_epi16(_mm_packs_epi32(q[0], q[1]), zp);                 \
+            __m128i b = _mm_add_epi16(_mm_packs_epi32(q[2], q[3]), zp);                 \
+            _mm_storeu_si128((__m128i *)(d + i), PACK16(a, b));                          \
+        }                                                                               \
+        const int32_t z = (int32_t)p->zp;                                               \
+        for (; i < n; i++)                                                              \
+            d[i] = (DT)(quant_small(s[i], p->scale, p->lo_f, p->hi_f, TZ, 0) + z);      \
+    }
+QUANT_KERNEL_SSE2(k_f32_u8_rne, uint8_t, 0, 0, _mm_packus_epi16)
+QUANT_KERNEL_SSE2(k_f32_u8_tz, uint8_t, 1, 0, _mm_packus_epi16)
+QUANT_KERNEL_SSE2(k_f32_i8_rne, int8_t, 0, 0, _mm_packs_epi16)
+QUANT_KERNEL_SSE2(k_f32_i8_tz, int8_t, 1, 0, _mm_packs_epi16)
+QUANT_KERNEL_SSE2(k_f32_u8_rne_mul, uint8_t, 0, 1, _mm_packus_epi16)
+QUANT_KERNEL_SSE2(k_f32_u8_tz_mul, uint8_t, 1, 1, _mm_packus_epi16)
+QUANT_KERNEL_SSE2(k_f32_i8_rne_mul, int8_t, 0, 1, _mm_packs_epi16)
+QUANT_KERNEL_SSE2(k_f32_i8_tz_mul, int8_t, 1, 1, _mm_packs_epi16)
+#else
+QUANT_KERNEL(k_f32_u8_rne, uint8_t, 0, 0)
+QUANT_KERNEL(k_f32_u8_tz, uint8_t, 1, 0)
+QUANT_KERNEL(k_f32_i8_rne, int8_t, 0, 0)
+QUANT_KERNEL(k_f32_i8_tz, int8_t, 1, 0)
+QUANT_KERNEL(k_f32_u8_rne_mul, uint8_t, 0, 1)
+QUANT_KERNEL(k_f32_u8_tz_mul, uint8_t, 1, 1)
+QUANT_KERNEL(k_f32_i8_rne_mul, int8_t, 0, 1)
+QUANT_KERNEL(k_f32_i8_tz_mul, int8_t, 1, 1)
+#endif
 
 #define DEQUANT_KERNEL(NAME, ST)                                                       \
     static void NAME(const PlanObject *p, const char *s_, char *d_, Py_ssize_t n) {     \
@@ -244,7 +292,7 @@ static void store_quant(const PlanObject *p, const float *v, char *d, Py_ssize_t
 #define X(T, C)                                                                        \
     case T:                                                                            \
         for (Py_ssize_t i = 0; i < n; i++)                                             \
-            ((C *)d)[i] = (C)(quant_small(v[i], p->scale, p->lo_f, p->hi_f, tz) + zp); \
+            ((C *)d)[i] = (C)(quant_small(v[i], p->scale, p->lo_f, p->hi_f, tz, 0) + zp); \
         return;
     X(T_I8, int8_t) X(T_U8, uint8_t) X(T_I16, int16_t) X(T_U16, uint16_t)
 #undef X
@@ -302,10 +350,12 @@ static void k_generic(const PlanObject *p, const char *s, char *d, Py_ssize_t n)
     }
 }
 
-static kernel_fn pick_kernel(int op, int st, int dt, int tz) {
+static kernel_fn pick_kernel(int op, int st, int dt, int tz, int mul) {
     if (op == OP_COPY) return k_copy;
-    if (op == OP_QUANT && st == T_F32 && dt == T_U8) return tz ? k_f32_u8_tz : k_f32_u8_rne;
-    if (op == OP_QUANT && st == T_F32 && dt == T_I8) return tz ? k_f32_i8_tz : k_f32_i8_rne;
+    if (op == OP_QUANT && st == T_F32 && dt == T_U8)
+        return mul ? (tz ? k_f32_u8_tz_mul : k_f32_u8_rne_mul) : (tz ? k_f32_u8_tz : k_f32_u8_rne);
+    if (op == OP_QUANT && st == T_F32 && dt == T_I8)
+        return mul ? (tz ? k_f32_i8_tz_mul : k_f32_i8_rne_mul) : (tz ? k_f32_i8_tz : k_f32_i8_rne);
     if (op == OP_DEQUANT && st == T_U8 && dt == T_F32) return k_u8_f32;
     if (op == OP_DEQUANT && st == T_I8 && dt == T_F32) return k_i8_f32;
     if (op == OP_FCAST && st == T_F32 && dt == T_BF16) return k_f32_bf16;
@@ -334,6 +384,77 @@ static void move(const char *s, Py_ssize_t ss, char *d, Py_ssize_t ds, int size,
     }
 }
 
+/* Gather (GATHER=1) from / scatter (0) to a stride of K items, K a compile-time constant so
+ * the interleave / de-interleave of 2-16 channels vectorises. Needs aligned pointers. */
+#define STRIDED_FIXED(C, K)                                                            \
+    static void gather_##C##_##K(const char *s, char *d, Py_ssize_t n) {               \
+        const C *sp = (const C *)s;                                                    \
+        C *dp = (C *)d;                                                                \
+        for (Py_ssize_t i = 0; i < n; i++) dp[i] = sp[i * K];                          \
+    }                                                                                  \
+    static void scatter_##C##_##K(const char *s, char *d, Py_ssize_t n) {              \
+        const C *sp = (const C *)s;                                                    \
+        C *dp = (C *)d;                                                                \
+        for (Py_ssize_t i = 0; i < n; i++) dp[i * K] = sp[i];                          \
+    }
+#define STRIDED_ALL(C) STRIDED_FIXED(C, 2) STRIDED_FIXED(C, 3) STRIDED_FIXED(C, 4) \
+    STRIDED_FIXED(C, 8) STRIDED_FIXED(C, 16)
+STRIDED_ALL(uint8_t)
+STRIDED_ALL(uint16_t)
+STRIDED_ALL(uint32_t)
+
+typedef void (*strided_fn)(const char *s, char *d, Py_ssize_t n);
+/* Measured on x86-64 (SSE2): gcc's code for the stride-3 gathers of 1- and 4-byte items
+ * and for byte scatters is slower than the plain loop in move(), so those stay NULL. */
+#define G(C, K) gather_##C##_##K
+#define S(C, K) scatter_##C##_##K
+static const strided_fn GATHER[3][17] = {
+    {NULL, NULL, G(uint8_t, 2), NULL, G(uint8_t, 4), [8] = G(uint8_t, 8), [16] = G(uint8_t, 16)},
+    {NULL, NULL, G(uint16_t, 2), G(uint16_t, 3), G(uint16_t, 4), [8] = G(uint16_t, 8),
+     [16] = G(uint16_t, 16)},
+    {NULL, NULL, G(uint32_t, 2), NULL, G(uint32_t, 4), [8] = G(uint32_t, 8),
+     [16] = G(uint32_t, 16)},
+};
+static const strided_fn SCATTER[3][17] = {
+    {NULL},
+    {NULL, NULL, S(uint16_t, 2), S(uint16_t, 3), S(uint16_t, 4), [8] = S(uint16_t, 8),
+     [16] = S(uint16_t, 16)},
+    {NULL, NULL, S(uint32_t, 2), S(uint32_t, 3), S(uint32_t, 4), [8] = S(uint32_t, 8),
+     [16] = S(uint32_t, 16)},
+};
+#undef G
+#undef S
+
+/* The fixed-stride function for a stride of `stride` bytes over `size`-byte items, or NULL. */
+static strided_fn fixed_stride(const strided_fn table[3][17], Py_ssize_t stride, int size) {
+    int row = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : -1;
+    if (row < 0 || stride % size) return NULL;
+    Py_ssize_t k = stride / size;
+    return (k >= 0 && k <= 16) ? table[row][k] : NULL;
+}
+
+static void gather(int aligned, const char *s, Py_ssize_t ss, char *buf, int size, Py_ssize_t n) {
+    strided_fn f = aligned ? fixed_stride(GATHER, ss, size) : NULL;
+    if (f) f(s, buf, n);
+    else move(s, ss, buf, size, size, n);
+}
+
+static void scatter(int aligned, const char *buf, char *d, Py_ssize_t ds, int size, Py_ssize_t n) {
+    strided_fn f = aligned ? fixed_stride(SCATTER, ds, size) : NULL;
+    if (f) f(buf, d, n);
+    else move(buf, size, d, ds, size, n);
+}
+
+/* `n` copies of the pad value at a stride of `ds` bytes. */
+static void fill_row(const PlanObject *p, char *d, Py_ssize_t ds, Py_ssize_t n) {
+    switch (ITEMSIZE[p->dtype]) {
+    case 1: MOVE_LOOP(uint8_t, (const char *)p->pad, 0, d, ds, n) break;
+    case 2: MOVE_LOOP(uint16_t, (const char *)p->pad, 0, d, ds, n) break;
+    case 4: MOVE_LOOP(uint32_t, (const char *)p->pad, 0, d, ds, n) break;
+    default: MOVE_LOOP(uint64_t, (const char *)p->pad, 0, d, ds, n) break;
+    }
+}
+
 typedef struct {
     const PlanObject *p;
     int aligned;  /* base addresses and strides are multiples of the item sizes */
@@ -348,7 +469,9 @@ static void row(const Walk *w, const char *src, Py_ssize_t ss, char *dst, Py_ssi
         return;
     }
     if (p->op == OP_COPY) {
-        move(src, ss, dst, ds, si, n);
+        if (w->aligned && ss == si) scatter(1, src, dst, ds, si, n);
+        else if (w->aligned && ds == di) gather(1, src, ss, dst, si, n);
+        else move(src, ss, dst, ds, si, n);
         return;
     }
     union { double align; char b[CHUNK * 8]; } sbuf, dbuf;
@@ -357,20 +480,74 @@ static void row(const Walk *w, const char *src, Py_ssize_t ss, char *dst, Py_ssi
         const char *sp = src + at * ss;
         char *dp = dst + at * ds;
         int direct_s = w->aligned && ss == si, direct_d = w->aligned && ds == di;
-        if (!direct_s) move(sp, ss, sbuf.b, si, si, m);
+        if (!direct_s) gather(w->aligned, sp, ss, sbuf.b, si, m);
         p->kernel(p, direct_s ? sp : sbuf.b, direct_d ? dp : dbuf.b, m);
-        if (!direct_d) move(dbuf.b, di, dp, ds, di, m);
+        if (!direct_d) scatter(w->aligned, dbuf.b, dp, ds, di, m);
     }
 }
 
 static void fill(const PlanObject *p, int lvl, char *dst) {
     const Py_ssize_t n = p->shape[lvl], ds = p->dstr[lvl];
     if (lvl == p->ndim - 1) {
-        const int di = ITEMSIZE[p->dtype];
-        for (Py_ssize_t i = 0; i < n; i++) memcpy(dst + i * ds, p->pad, (size_t)di);
+        fill_row(p, dst, ds, n);
         return;
     }
     for (Py_ssize_t i = 0; i < n; i++) fill(p, lvl + 1, dst + i * ds);
+}
+
+/* Interleave K rows of CHUNK-strided items into K-item pixels (the channels-last store of
+ * planar rows), K a compile-time constant so the loop vectorises. */
+#define INTERLEAVE(C, K)                                                               \
+    static void interleave_##C##_##K(const char *rows, char *d, Py_ssize_t m) {        \
+        const C *r = (const C *)rows;                                                  \
+        C *o = (C *)d;                                                                 \
+        for (Py_ssize_t i = 0; i < m; i++)                                             \
+            for (int k = 0; k < K; k++) o[i * K + k] = r[k * CHUNK + i];                \
+    }
+INTERLEAVE(uint8_t, 2) INTERLEAVE(uint8_t, 3)
+INTERLEAVE(uint16_t, 2) INTERLEAVE(uint16_t, 3) INTERLEAVE(uint16_t, 4)
+INTERLEAVE(uint32_t, 2) INTERLEAVE(uint32_t, 3) INTERLEAVE(uint32_t, 4)
+
+/* Four byte rows -> 32-bit pixels: shifts and ors vectorise better than byte shuffles. */
+static void interleave_uint8_t_4(const char *rows, char *d, Py_ssize_t m) {
+    const uint8_t *r = (const uint8_t *)rows;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t *o = (uint32_t *)d;
+    for (Py_ssize_t i = 0; i < m; i++)
+        o[i] = (uint32_t)r[i] | (uint32_t)r[CHUNK + i] << 8 | (uint32_t)r[2 * CHUNK + i] << 16 |
+               (uint32_t)r[3 * CHUNK + i] << 24;
+#else
+    for (Py_ssize_t i = 0; i < m; i++)
+        for (int k = 0; k < 4; k++) ((uint8_t *)d)[i * 4 + k] = r[k * CHUNK + i];
+#endif
+}
+
+static strided_fn interleaver(int size, Py_ssize_t k) {
+    static const strided_fn table[3][3] = {
+        {interleave_uint8_t_2, interleave_uint8_t_3, interleave_uint8_t_4},
+        {interleave_uint16_t_2, interleave_uint16_t_3, interleave_uint16_t_4},
+        {interleave_uint32_t_2, interleave_uint32_t_3, interleave_uint32_t_4},
+    };
+    int row = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : -1;
+    return (row < 0 || k < 2 || k > 4) ? NULL : table[row][k - 2];
+}
+
+/* The last two levels when they are [K channels, n pixels] of a channels-last destination:
+ * convert each channel's row into a stack row, then interleave whole pixels. */
+static void interleave_rows(const Walk *w, const char *src, char *dst, Py_ssize_t valid) {
+    const PlanObject *p = w->p;
+    const int kl = p->ndim - 2, nl = p->ndim - 1, di = ITEMSIZE[p->dtype];
+    const Py_ssize_t k = p->shape[kl], n = p->shape[nl], ssk = p->sstr[kl], ssn = p->sstr[nl];
+    union { double align; char b[4 * CHUNK * 4]; } rows;
+    for (Py_ssize_t at = 0; at < n; at += CHUNK) {
+        Py_ssize_t m = (n - at < CHUNK) ? n - at : CHUNK;
+        for (Py_ssize_t c = 0; c < k; c++) {
+            char *r = rows.b + c * CHUNK * di;
+            if (c < valid) row(w, src + c * ssk + at * ssn, ssn, r, di, m);
+            else fill_row(p, r, di, m);
+        }
+        p->interleave(rows.b, dst + at * k * di, m);
+    }
 }
 
 static void walk(const Walk *w, int lvl, const char *src, char *dst, Py_ssize_t cb) {
@@ -381,6 +558,10 @@ static void walk(const Walk *w, int lvl, const char *src, char *dst, Py_ssize_t 
         valid = p->channels - cb * p->group;
         valid = valid < 0 ? 0 : (valid > n ? n : valid);
     }
+    if (lvl == p->ndim - 2 && p->interleave && w->aligned) {
+        interleave_rows(w, src, dst, valid);
+        return;
+    }
     if (lvl == p->ndim - 1) {
         row(w, src, ss, dst, ds, valid);
     } else {
@@ -389,8 +570,7 @@ static void walk(const Walk *w, int lvl, const char *src, char *dst, Py_ssize_t 
     }
     if (p->pad_mode == PAD_FILL && valid < n) {
         if (lvl == p->ndim - 1) {
-            const int di = ITEMSIZE[p->dtype];
-            for (Py_ssize_t i = valid; i < n; i++) memcpy(dst + i * ds, p->pad, (size_t)di);
+            fill_row(p, dst + valid * ds, ds, n - valid);
         } else {
             for (Py_ssize_t i = valid; i < n; i++) fill(p, lvl + 1, dst + i * ds);
         }
@@ -467,7 +647,17 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     self->strides_aligned = 1;
     for (int i = 0; i < self->ndim; i++)
         if (self->sstr[i] % si || self->dstr[i] % di) self->strides_aligned = 0;
-    self->kernel = pick_kernel(self->op, self->stype, self->dtype, self->toward_zero);
+    int exponent;
+    double mantissa = frexp((double)self->scale, &exponent);
+    self->inv = (float)(1.0 / (double)self->scale);
+    self->exact_inv = mantissa == 0.5 && isnormal(self->inv) && isnormal(self->scale);
+    self->interleave = NULL;
+    if (self->ndim >= 2 && self->pad_mode != PAD_SKIP && self->dstr[self->ndim - 2] == di &&
+        self->dstr[self->ndim - 1] == self->shape[self->ndim - 2] * di &&
+        self->cb_dim != self->ndim - 2)
+        self->interleave = interleaver(di, self->shape[self->ndim - 2]);
+    self->kernel = pick_kernel(self->op, self->stype, self->dtype, self->toward_zero,
+                               self->exact_inv);
     return 0;
 }
 
