@@ -1,0 +1,158 @@
+"""ONNX Runtime on NVIDIA GPUs: the CUDA (device "cuda") and TensorRT ("tensorrt") providers.
+
+Never a silent CPU fallback: construction raises :class:`UnsupportedError` naming what is
+missing (the provider in this onnxruntime build, the NVIDIA driver, the device), and a session
+whose GPU provider failed to load (onnxruntime then quietly runs on the CPU) is refused too.
+
+Binding (``IOBinding`` with ``device_type="cuda"``):
+
+* device memory (an address the CUDA driver reports as device or managed memory on this GPU)
+  is bound in place: zero-copy;
+* host memory is *staged*: the context owns a device buffer per tensor and copies host ->
+  device before each run and device -> host after it, on the engine's stream (explicit
+  ``cuMemcpy*Async``; the only copies this backend makes). Pinned memory copies by DMA;
+  pageable memory goes through the driver's bounce buffer.
+
+Stream rule: each engine runs on one CUDA stream, given to both providers as
+``user_compute_stream``. Work queued on that stream before ``run`` (our uploads, or a
+producer's writes) is ordered before the engine's kernels. A producer that wrote on another
+stream is ordered with :meth:`CudaContext.order_after` (an event recorded on its stream, waited
+on by ours: no host wait). ONNX Runtime synchronizes the stream at the end of ``Run``, so
+outputs are complete when ``run`` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import onnxruntime as ort
+
+from ..model import Partition
+from ..types import ModelLoadError, OptionError, UnsupportedError
+from ._cuda_context import CudaContext
+from ._cuda_driver import CudaDriver, OwnedStream, driver
+from ._cuda_options import PROVIDERS, CudaOptions, parse_cuda_options, provider_list
+from .onnxruntime import session_options
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CudaBackend", "CudaContext", "CudaEngine", "CudaOptions", "check_available"]
+
+
+def check_available(device: str) -> None:
+    """Raise :class:`UnsupportedError` unless this onnxruntime build offers ``device``'s
+    provider (checked before anything touches the GPU)."""
+    provider = PROVIDERS.get(device)
+    if provider is None:
+        raise OptionError(
+            f"device {device!r} is not a GPU device; expected one of {list(PROVIDERS)}"
+        )
+    available = ort.get_available_providers()
+    if provider not in available:
+        raise UnsupportedError(
+            f"device {device!r} needs onnxruntime's {provider}, which this onnxruntime "
+            f"{ort.__version__} build lacks (it offers {', '.join(available)}): "
+            "pip install copyless[cuda] (onnxruntime-gpu replaces onnxruntime)"
+        )
+
+
+class CudaBackend:
+    """ONNX Runtime's CUDA or TensorRT provider on one GPU and one stream."""
+
+    name = "onnxruntime"
+
+    def __init__(
+        self,
+        options: Any = None,
+        cuda_options: Mapping[str, Any] | CudaOptions | None = None,
+    ) -> None:
+        device = getattr(options, "device", "cuda") if options is not None else "cuda"
+        if device not in PROVIDERS:
+            raise OptionError(f"CudaBackend runs device 'cuda' or 'tensorrt', not {device!r}")
+        self._options = parse_cuda_options(cuda_options)  # validate before any resource
+        check_available(device)
+        self._device = device
+        self._driver = driver()
+        self._driver.use(self._options.device_id)
+        self._stream = OwnedStream(self._driver, self._options.device_id, self._options.stream)
+        preload = getattr(ort, "preload_dlls", None)
+        if preload is not None:  # CUDA/cuDNN from the nvidia-* wheels, where installed
+            preload()
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @property
+    def device_id(self) -> int:
+        return self._options.device_id
+
+    @property
+    def stream(self) -> int:
+        """The CUDA stream handle every engine of this backend runs on."""
+        return self._stream.handle
+
+    @property
+    def options(self) -> CudaOptions:
+        return self._options
+
+    def load(self, partition: Partition, num_threads: int) -> CudaEngine:
+        sess_options = session_options(num_threads)
+        if self._options.strict:
+            sess_options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        providers = provider_list(self._device, self._options, self._stream.handle)
+        try:
+            session = ort.InferenceSession(
+                bytes(partition.onnx_bytes), sess_options=sess_options, providers=providers
+            )
+        except ort.capi.onnxruntime_pybind11_state.NotImplemented as exc:
+            raise UnsupportedError(f"{partition.name}: onnxruntime cannot run it: {exc}") from exc
+        except Exception as exc:  # onnxruntime raises bare RuntimeErrors
+            raise ModelLoadError(f"{partition.name}: onnxruntime refused the graph: {exc}") from exc
+        wanted = PROVIDERS[self._device]
+        if wanted not in session.get_providers():
+            raise UnsupportedError(
+                f"{partition.name}: onnxruntime could not enable {wanted} (it would run on "
+                f"{session.get_providers()}): check the CUDA, cuDNN and TensorRT libraries "
+                "onnxruntime-gpu needs; its log names the missing one"
+            )
+        return CudaEngine(session, self._driver, self._options.device_id, self._stream)
+
+
+class CudaEngine:
+    """One partition in an ONNX Runtime session on the GPU."""
+
+    def __init__(
+        self, session: ort.InferenceSession, drv: CudaDriver, device_id: int, stream: OwnedStream
+    ) -> None:
+        self._session = session
+        self._driver = drv
+        self._device_id = device_id
+        self._stream = stream
+        self._inputs = tuple(i.name for i in session.get_inputs())
+        self._outputs = tuple(o.name for o in session.get_outputs())
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return self._inputs
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return self._outputs
+
+    @property
+    def session(self) -> ort.InferenceSession:
+        return self._session
+
+    @property
+    def stream(self) -> int:
+        return self._stream.handle
+
+    def new_context(self) -> CudaContext:
+        return CudaContext(self._session, self._driver, self._device_id, self._stream)
+
+    def close(self) -> None:
+        # The session goes first: it must never outlive the stream it runs on.
+        self._session = None  # type: ignore[assignment,unused-ignore]
