@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -258,3 +259,21 @@ def test_bad_images_are_refused(image_tensor: MakeTensor) -> None:
         classify_preprocess(np.zeros((10, 10, 3), np.float32), tensor)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="empty"):
         classify_preprocess(np.zeros((0, 10, 3), np.uint8), tensor)
+
+
+def test_concurrent_preprocess_from_threads(
+    photo: npt.NDArray[np.uint8], image_tensor: MakeTensor
+) -> None:
+    """The kernel runs without the GIL and keeps no shared state: threads do not interfere."""
+    expected, want = image_tensor("rgbx")
+    classify_preprocess(photo, expected)
+    tensors = [image_tensor("rgbx") for _ in range(4)]
+
+    def work(index: int) -> None:
+        for _ in range(10):
+            classify_preprocess(photo, tensors[index][0])
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(work, range(4)))
+    for _, array in tensors:
+        np.testing.assert_array_equal(array, want)
