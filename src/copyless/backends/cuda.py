@@ -95,6 +95,11 @@ class CudaBackend:
         return self._stream.handle
 
     @property
+    def driver(self) -> CudaDriver:
+        """The CUDA driver binding (streams, copies) this backend uses."""
+        return self._driver
+
+    @property
     def options(self) -> CudaOptions:
         return self._options
 
