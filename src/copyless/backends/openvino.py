@@ -137,9 +137,9 @@ class OvEngine:
         ``{"i8"}``/``{"u8"}`` for a quantized graph on int8 kernels, ``{"f32"}`` otherwise."""
         found: set[str] = set()
         for op in self._compiled.get_runtime_model().get_ordered_ops():
-            info = op.get_rt_info()
-            if "layerType" in info and str(info["layerType"]) == layer_type:
-                found.add(str(info["runtimePrecision"]))
+            info = op.get_rt_info()  # values are OVAny: .astype(str) unwraps them
+            if "layerType" in info and info["layerType"].astype(str) == layer_type:
+                found.add(info["runtimePrecision"].astype(str))
         return found
 
     def new_context(self) -> OvContext:
