@@ -37,8 +37,9 @@ def _resource_tracker() -> None:
     resource_tracker.ensure_running()
 
 
-def test_every_frame_arrives_intact_from_every_producer() -> None:
-    with SlotPool(MemfdAllocator(), [FRAME, META], 3, prefetch=2) as pool:
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_every_frame_arrives_intact_from_every_producer(context: str) -> None:
+    with SlotPool(MemfdAllocator(), [FRAME, META], 3, prefetch=2, context=context) as pool:
         for _ in range(3):
             pool.start_producer(ipc_helpers.produce_frames, 40)
         seen = []
