@@ -1,0 +1,197 @@
+"""Reliability helpers: a small real conv net, .rai packing with lies, a crash-safe load child.
+
+``pack_rai`` writes the ``.rai`` container itself (not through ``write_archive``) so a test
+can seal mutated blobs and manifests with *valid* checksums: a mutation then gets past the
+CRC checks and reaches the JSON, manifest, ONNX and onnxruntime parsers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper as onh
+
+from copyless.model.archive import ALIGN, HEADER_SIZE, MAGIC, VERSION
+
+_HEADER = struct.Struct("<8sIIQQQII")
+WORKER = Path(__file__).with_name("load_worker.py")
+
+
+def small_net(batch: int | str = 1, size: int = 8) -> onnx.ModelProto:
+    """Conv(3->4) + Relu + GlobalAveragePool + Flatten + Gemm(4->5): real, and fast to run."""
+    rng = np.random.default_rng(1)
+    inits = [
+        onh.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+        onh.from_array(rng.standard_normal(4).astype(np.float32), "b"),
+        onh.from_array(rng.standard_normal((5, 4)).astype(np.float32), "fc"),
+        onh.from_array(rng.standard_normal(5).astype(np.float32), "fcb"),
+    ]
+    nodes = [
+        oh.make_node("Conv", ["input", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        oh.make_node("Relu", ["c"], ["r"]),
+        oh.make_node("GlobalAveragePool", ["r"], ["p"]),
+        oh.make_node("Flatten", ["p"], ["f"]),
+        oh.make_node("Gemm", ["f", "fc", "fcb"], ["logits"], transB=1),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "small_net",
+        [oh.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [batch, 3, size, size])],
+        [oh.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, [batch, 5])],
+        inits,
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
+
+
+# -- the .rai container, written by hand ------------------------------------------------
+def parse_rai(data: bytes) -> tuple[dict[str, Any], list[bytes]]:
+    """The manifest and partition blobs of a well-formed ``.rai``."""
+    _m, _v, _h, _size, man_off, man_size, _c, _hc = _HEADER.unpack(data[: _HEADER.size])
+    manifest = json.loads(data[man_off : man_off + man_size])
+    blobs = []
+    for part in manifest["partitions"]:
+        blob = part["blob"]
+        blobs.append(data[blob["offset"] : blob["offset"] + blob["size"]])
+    return manifest, blobs
+
+
+def seal_header(total: int, man_off: int, man_size: int, man_crc: int, **lies: int) -> bytes:
+    """A 64-byte header with a valid header CRC; ``lies`` override any field first."""
+    fields = {"version": VERSION, "header": HEADER_SIZE, "total": total,
+              "man_off": man_off, "man_size": man_size, "man_crc": man_crc}  # fmt: skip
+    fields.update(lies)
+    order = ("version", "header", "total", "man_off", "man_size", "man_crc")
+    head = _HEADER.pack(MAGIC, *(fields[k] for k in order), 0)[:-4]
+    return (head + struct.pack("<I", zlib.crc32(head))).ljust(HEADER_SIZE, b"\0")
+
+
+def pack_rai(
+    manifest: dict[str, Any],
+    blobs: list[bytes],
+    edit: Callable[[dict[str, Any]], None] | None = None,
+    manifest_bytes: bytes | None = None,
+    **header_lies: int,
+) -> bytes:
+    """A ``.rai`` of ``blobs`` whose blob entries and checksums are all correct, then
+    ``edit`` applied to the manifest (or ``manifest_bytes`` used raw), sealed with valid CRCs."""
+    manifest = json.loads(json.dumps(manifest))
+    body, offset = bytearray(), HEADER_SIZE
+    for part, blob in zip(manifest["partitions"], blobs, strict=False):
+        start = -(-offset // ALIGN) * ALIGN
+        body += b"\0" * (start - offset) + blob
+        part["blob"] = {"offset": start, "size": len(blob), "crc32": zlib.crc32(blob)}
+        offset = start + len(blob)
+    if edit is not None:
+        edit(manifest)
+    text = manifest_bytes if manifest_bytes is not None else json.dumps(manifest).encode()
+    man_off = -(-offset // ALIGN) * ALIGN
+    body += b"\0" * (man_off - offset) + text
+    fields = {"total": man_off + len(text), "man_off": man_off, "man_size": len(text),
+              "man_crc": zlib.crc32(text)}  # fmt: skip
+    fields.update(header_lies)
+    return seal_header(**fields) + bytes(body)
+
+
+def write_par_dir(
+    root: Path, manifest: dict[str, Any], graph: bytes, edit: Callable[[dict[str, Any]], None]
+) -> Path:
+    """The ``par_0`` directory form: ``graph`` as par_0/model.onnx, its entry sealed, then
+    ``edit`` applied to the manifest."""
+    manifest = json.loads(json.dumps(manifest))
+    (root / "par_0").mkdir(parents=True, exist_ok=True)
+    (root / "par_0" / "model.onnx").write_bytes(graph)
+    for part in manifest["partitions"]:
+        part["blob"] = {"path": "par_0/model.onnx", "size": len(graph), "crc32": zlib.crc32(graph)}
+    edit(manifest)
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+# -- a child process that loads models and survives nothing -----------------------------
+class LoadChild:
+    """A child running ``load_worker.py``: each :meth:`load` sends one path and reads one
+    JSON result line. A native crash or hang of the child becomes a result of its own
+    (``outcome`` "crash"/"hang") and a fresh child serves the next request."""
+
+    def __init__(self, timeout_s: float = 60.0) -> None:
+        self.timeout_s = timeout_s
+        self.requests = 0
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._log.seek(0)
+            self._log.truncate()
+            self._proc = subprocess.Popen(
+                [sys.executable, str(WORKER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+            )
+        return self._proc
+
+    def load(self, path: Path) -> dict[str, Any]:
+        proc = self._start()
+        assert proc.stdin is not None and proc.stdout is not None
+        self.requests += 1
+        try:
+            proc.stdin.write(str(path).encode() + b"\n")
+            proc.stdin.flush()
+        except BrokenPipeError:
+            return self._dead(proc)
+        ready, _, _ = select.select([proc.stdout], [], [], self.timeout_s)
+        if not ready:
+            proc.kill()
+            proc.wait()
+            return {"outcome": "hang", "detail": f"no answer in {self.timeout_s} s"}
+        line = proc.stdout.readline()
+        if not line:
+            return self._dead(proc)
+        try:
+            result: dict[str, Any] = json.loads(line)
+        except json.JSONDecodeError:
+            return {"outcome": "garbled", "detail": line[:500].decode(errors="replace")}
+        return result
+
+    def _dead(self, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+        code = proc.wait()
+        self._log.seek(0)
+        tail = self._log.read()[-3000:].decode(errors="replace")
+        return {"outcome": "crash", "detail": f"child exited with {code}: {tail}"}
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if self._proc is not None:
+            for stream in (self._proc.stdout, self._proc.stdin):
+                if stream is not None and not stream.closed:
+                    stream.close()
+        self._log.close()
+
+
+def rss_bytes() -> int:
+    import psutil
+
+    return int(psutil.Process(os.getpid()).memory_info().rss)
