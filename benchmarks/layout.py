@@ -38,9 +38,7 @@ def numpy_chain_to_rgbx(src: np.ndarray[Any, Any], dst: np.ndarray[Any, Any]) ->
     np.copyto(dst[0], np.clip(np.rint(padded), 0, 255).astype(np.uint8))
 
 
-def time_pair(
-    run: Callable[[], None], nbytes: int, repeats: int
-) -> tuple[float, float]:
+def time_pair(run: Callable[[], None], nbytes: int, repeats: int) -> tuple[float, float]:
     """Median seconds of ``run`` and of a memcpy of ``nbytes``, interleaved."""
     a = np.ones(nbytes, np.uint8)
     b = np.empty_like(a)

@@ -131,8 +131,18 @@ class Plan:
     call with the same views: it holds no buffers and is safe to run from many threads.
     """
 
-    __slots__ = ("_dst_dtype", "_dst_shape", "_kernel", "_src_dtype", "_src_shape", "dst_info",
-                 "nest", "quant", "rule", "src_info")
+    __slots__ = (
+        "_dst_dtype",
+        "_dst_shape",
+        "_kernel",
+        "_src_dtype",
+        "_src_shape",
+        "dst_info",
+        "nest",
+        "quant",
+        "rule",
+        "src_info",
+    )
 
     def __init__(
         self, src_info: NpuTensorInfo, dst_info: NpuTensorInfo, quant: QuantParameters | None
@@ -187,13 +197,14 @@ class Plan:
         ``size_in_bytes`` long, ``dst`` writable, the two not overlapping. Raises
         :class:`LayoutError` otherwise.
         """
-        if isinstance(src, np.ndarray) and src.shape != self._src_shape:
+        # A numpy array of another shape/dtype must be raw bytes, never reinterpreted.
+        if isinstance(src, np.ndarray) and (
+            src.shape != self._src_shape or src.dtype != self._src_dtype
+        ):
             _check_raw(src, self.src_info)
-        elif isinstance(src, np.ndarray) and src.dtype != self._src_dtype:
-            _check_raw(src, self.src_info)
-        if isinstance(dst, np.ndarray) and dst.shape != self._dst_shape:
-            _check_raw(dst, self.dst_info)
-        elif isinstance(dst, np.ndarray) and dst.dtype != self._dst_dtype:
+        if isinstance(dst, np.ndarray) and (
+            dst.shape != self._dst_shape or dst.dtype != self._dst_dtype
+        ):
             _check_raw(dst, self.dst_info)
         try:
             self._kernel.run(src, dst)
@@ -201,7 +212,9 @@ class Plan:
             raise _fail(self.src_info, self.dst_info, str(exc)) from exc
 
     def __repr__(self) -> str:
-        dims = ", ".join(f"{d.extent}:{d.src_stride}/{d.dst_stride}{d.role}" for d in self.nest.dims)
+        dims = ", ".join(
+            f"{d.extent}:{d.src_stride}/{d.dst_stride}{d.role}" for d in self.nest.dims
+        )
         return (
             f"<Plan {self.src_info.describe()} -> {self.dst_info.describe()} "
             f"{self.rule.op.name} [{dims}] pad={self.nest.pad_mode.name} {self.kernel}>"
