@@ -244,13 +244,33 @@ def probe(model: onnx.ModelProto, extra: tuple[str, ...] = ()) -> dict[str, Prob
     except ORT_ERRORS as exc:
         raise UnsupportedError(f"onnxruntime cannot load the model: {exc}") from exc
     out: dict[str, Probed] = {}
+    ranks: dict[str, int | None] | None = None
     for arg in sess.get_outputs():
         dtype = _ORT_TYPES.get(arg.type)
         if dtype is None:
             raise UnsupportedError(f"tensor {arg.name!r} has type {arg.type}, not supported")
         dims = tuple(d if isinstance(d, int) and d >= 0 else None for d in (arg.shape or []))
+        if not dims:
+            # onnxruntime says [] for scalars and for unknown ranks alike: ask onnx's inference
+            ranks = _onnx_ranks(work) if ranks is None else ranks
+            if ranks.get(arg.name) is None:
+                dims = (None,)  # unknown rank: recorded as a dynamic rank-1 tensor
         out[arg.name] = Probed(dtype, dims)
     return out
+
+
+def _onnx_ranks(model: onnx.ModelProto) -> dict[str, int | None]:
+    """Rank of every graph output per onnx's own shape inference (None: unknown)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except (onnx.shape_inference.InferenceError, *PARSE_ERRORS):
+        return {}
+    return {
+        vi.name: len(vi.type.tensor_type.shape.dim)
+        if vi.type.tensor_type.HasField("shape")
+        else None
+        for vi in inferred.graph.output
+    }
 
 
 def output_infos(
@@ -260,9 +280,6 @@ def output_infos(
     infos, unknown = [], {}
     for vi in model.graph.output:
         p = probed[vi.name]
-        if vi.type.tensor_type.HasField("shape") is False and not p.dims:
-            # onnxruntime gives no rank at all: record a rank-1 dynamic tensor
-            p = Probed(p.dtype, (None,))
         infos.append(
             NpuTensorInfo(
                 vi.name,
