@@ -15,19 +15,20 @@ Layout (little endian)::
                the manifest's ``partitions[i].blob`` holds ``{offset, size, crc32}``
     last       the manifest (UTF-8 JSON, see :mod:`.manifest`)
 
-The loader memory-maps the file, checks every length against the real file size before
-reading (a huge declared length fails at once instead of allocating), verifies the
-checksums, and copies each blob once out of the map into ``Partition.onnx_bytes``.
+The loader reads the file with ``pread`` (no map: a file truncated under a map raises
+SIGBUS), checks every length against the real file size before reading (a huge declared
+length fails at once instead of allocating), verifies the checksums, and reads each blob
+once, straight into ``Partition.onnx_bytes``.
 """
 
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import struct
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +81,14 @@ def write_archive(model: CompiledModel, path: Path) -> Path:
 
 
 def read_archive(path: Path) -> CompiledModel:
-    """Load a ``.rai`` file; ModelLoadError naming what is wrong for any bad file."""
+    """Load a ``.rai`` file; ModelLoadError naming what is wrong for any bad file.
+
+    The file is read with ``pread`` (not memory-mapped): a file truncated or rewritten
+    while it loads gives a short read and ModelLoadError, where a map would die of SIGBUS.
+    """
     where = str(path)
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below, after the map
+        f = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise ModelLoadError(f"{where}: cannot open: {exc.strerror or exc}") from exc
     with f:
@@ -94,23 +99,34 @@ def read_archive(path: Path) -> CompiledModel:
             raise ModelLoadError(
                 f"{where}: truncated: {size} bytes, smaller than the {HEADER_SIZE}-byte header"
             )
-        try:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError) as exc:
-            raise ModelLoadError(f"{where}: cannot map: {exc}") from exc
-    with mm, memoryview(mm) as view:
-        manifest = _read_manifest(view, size, where)
+        read = _reader(f.fileno(), where)
+        manifest = _read_manifest(read, size, where)
 
         def read_blob(i: int, blob: Any) -> bytes:
-            return _blob(view, size, i, blob, where)
+            return _blob(read, size, i, blob, where)
 
         return model_from_manifest(manifest, read_blob, where)
 
 
-def _read_manifest(view: memoryview, size: int, where: str) -> Any:
-    with view[: _HEADER.size] as head:
-        magic, version, header, declared, man_off, man_size, man_crc, hdr_crc = _HEADER.unpack(head)
-        head_crc = zlib.crc32(head[:-4])
+def _reader(fd: int, where: str) -> Callable[[int, int], bytes]:
+    """``read(offset, length)``: exactly those bytes (one copy), or ModelLoadError."""
+
+    def read(offset: int, length: int) -> bytes:
+        try:
+            data = os.pread(fd, length, offset)
+        except (OSError, OverflowError) as exc:
+            raise ModelLoadError(f"{where}: cannot read {length} bytes at {offset}: {exc}") from exc
+        if len(data) != length:
+            raise ModelLoadError(f"{where}: file changed while loading (short read at {offset})")
+        return data
+
+    return read
+
+
+def _read_manifest(read: Callable[[int, int], bytes], size: int, where: str) -> Any:
+    head = read(0, _HEADER.size)
+    magic, version, header, declared, man_off, man_size, man_crc, hdr_crc = _HEADER.unpack(head)
+    head_crc = zlib.crc32(head[:-4])
     if magic != MAGIC:
         raise ModelLoadError(f"{where}: not a copyless .rai file (magic {bytes(magic)!r})")
     if version > VERSION:
@@ -132,10 +148,9 @@ def _read_manifest(view: memoryview, size: int, where: str) -> Any:
         raise ModelLoadError(
             f"{where}: manifest at {man_off}+{man_size} lies outside the {size}-byte file"
         )
-    with view[man_off : man_off + man_size] as raw:
-        if zlib.crc32(raw) != man_crc:
-            raise ModelLoadError(f"{where}: corrupted manifest (checksum mismatch)")
-        text = bytes(raw)
+    text = read(man_off, man_size)
+    if zlib.crc32(text) != man_crc:
+        raise ModelLoadError(f"{where}: corrupted manifest (checksum mismatch)")
     try:
         return json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -147,7 +162,7 @@ def _uint(value: Any) -> int | None:
     return value if ok else None
 
 
-def _blob(view: memoryview, size: int, index: int, blob: Any, where: str) -> bytes:
+def _blob(read: Callable[[int, int], bytes], size: int, index: int, blob: Any, where: str) -> bytes:
     if not isinstance(blob, dict):
         raise ModelLoadError(f"{where}: partition {index} has no blob entry")
     offset, length, crc = (_uint(blob.get(key)) for key in ("offset", "size", "crc32"))
@@ -158,10 +173,7 @@ def _blob(view: memoryview, size: int, index: int, blob: Any, where: str) -> byt
             f"{where}: partition {index} blob at {offset}+{length} is misaligned or lies "
             f"outside the {size}-byte file"
         )
-    # Slices are released before returning so the map can always be closed.
-    with view[offset : offset + length] as data:
-        if zlib.crc32(data) != crc:
-            raise ModelLoadError(
-                f"{where}: partition {index} blob is corrupted (checksum mismatch)"
-            )
-        return bytes(data)
+    data = read(offset, length)
+    if zlib.crc32(data) != crc:
+        raise ModelLoadError(f"{where}: partition {index} blob is corrupted (checksum mismatch)")
+    return data
