@@ -133,10 +133,13 @@ def from_hw(
 ) -> np.ndarray:
     """HW view array -> CPU array (float32 when dequantizing)."""
     layout = info.memory_layout
-    y = y.astype(np.float32) if quant is None else (y.astype(np.float32) - quant.zero_point) * quant.scale
+    y = (
+        y.astype(np.float32)
+        if quant is None
+        else (y.astype(np.float32) - quant.zero_point) * quant.scale
+    )
     if layout in GROUP:
         n, c, h, w = cpu.shape
-        g = GROUP[layout]
         if layout in (MemoryLayout.NHWC4, MemoryLayout.NHWC8):
             return y.transpose(0, 3, 1, 2)[:, :c]
         blocked = layout in (MemoryLayout.NC4HW4, MemoryLayout.NC8HW8)

@@ -49,7 +49,7 @@ def test_directory_holding_one_rai_loads(rai: bytes, tmp_path: Path) -> None:
     _write(tmp_path, rai)
     assert load_model(tmp_path, cache_path=str(tmp_path / "unused")).name == "convnet"
     (tmp_path / "second.rai").write_bytes(rai)
-    with pytest.raises(ModelLoadError, match="2 .rai files"):
+    with pytest.raises(ModelLoadError, match=r"2 \.rai files"):
         load_model(tmp_path)
 
 
@@ -77,7 +77,9 @@ def _reseal(data: bytes, manifest: dict) -> bytes:  # type: ignore[type-arg]
     man_off = struct.unpack_from("<Q", data, 24)[0]
     text = json.dumps(manifest).encode()
     total = man_off + len(text)
-    head = struct.pack("<8sIIQQQI", MAGIC, 1, HEADER_SIZE, total, man_off, len(text), zlib.crc32(text))
+    head = struct.pack(
+        "<8sIIQQQI", MAGIC, 1, HEADER_SIZE, total, man_off, len(text), zlib.crc32(text)
+    )
     head += struct.pack("<I", zlib.crc32(head))
     return head.ljust(HEADER_SIZE, b"\0") + data[HEADER_SIZE:man_off] + text
 
@@ -110,9 +112,13 @@ def test_inconsistent_manifest(rai: bytes, edit, message: str, tmp_path: Path) -
         load_model(_write(tmp_path, _reseal(rai, manifest)))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
-def test_any_byte_damage_gives_model_load_error(rai: bytes, tmp_path: Path, data: st.DataObject) -> None:
+def test_any_byte_damage_gives_model_load_error(
+    rai: bytes, tmp_path: Path, data: st.DataObject
+) -> None:
     blob = bytearray(rai)
     cut = data.draw(st.integers(0, len(blob)), label="cut")
     for _ in range(data.draw(st.integers(1, 8), label="flips")):
@@ -149,7 +155,7 @@ def test_damaged_directories(directory: Path, tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="corrupted"):
         load_model(directory)
     graph.unlink()
-    with pytest.raises(ModelLoadError, match="cannot read par_1/model.onnx"):
+    with pytest.raises(ModelLoadError, match=r"cannot read par_1/model\.onnx"):
         load_model(directory)
     (directory / "manifest.json").write_text("{not json")
     with pytest.raises(ModelLoadError, match="not valid JSON"):

@@ -37,7 +37,9 @@ def effnet() -> Path:
 
 
 @pytest.fixture(scope="module")
-def effnet_int8(effnet: Path, photos: Path, tmp_path_factory: pytest.TempPathFactory) -> CompiledModel:
+def effnet_int8(
+    effnet: Path, photos: Path, tmp_path_factory: pytest.TempPathFactory
+) -> CompiledModel:
     out = tmp_path_factory.mktemp("int8") / "effnet_int8.rai"
     compile_model(effnet, out, input_format="rgbx", mean=(127, 127, 127), std=(128, 128, 128),
                   quantize="int8", calibration=photos)  # fmt: skip
@@ -77,8 +79,9 @@ def test_int8_top1_agrees_with_float(
 
 def test_int8_input_view_on_a_float_input(photos: Path, tmp_path: Path) -> None:
     model = conv_net(size=32)
-    compiled = load_model(compile_model(model, tmp_path / "q", quantize="int8", calibration=photos,
-                                        mean=(128,) * 3, std=(64,) * 3, input_layout="NHWC"))  # fmt: skip
+    options = {"mean": (128,) * 3, "std": (64,) * 3, "input_layout": "NHWC"}
+    out = compile_model(model, tmp_path / "q", quantize="int8", calibration=photos, **options)
+    compiled = load_model(out)
     x, feat, probs = compiled.inputs[0], *compiled.outputs
     assert x.hw.data_type is DataType.INT8 and x.hw.memory_layout is MemoryLayout.NHWC
     assert x.quant is not None and feat.quant is not None and probs.quant is not None

@@ -32,7 +32,9 @@ def test_partitioned_model_matches_source(
     form: str, option: dict[str, Any], on_cpu: set[str], tmp_path: Path
 ) -> None:
     model = conv_net()
-    out = compile_model(model, tmp_path / ("m.rai" if form == "rai" else "m"), batch_size=2, **option)
+    out = compile_model(
+        model, tmp_path / ("m.rai" if form == "rai" else "m"), batch_size=2, **option
+    )
     compiled = load_model(out)
     par0, par1 = compiled.partitions
     assert (par0.name, par0.target, par1.name, par1.target) == ("par_0", "npu", "par_1", "cpu")
@@ -53,10 +55,16 @@ def test_partition_with_folded_views(tmp_path: Path) -> None:
     """Folding and partitioning compose: the output layout nodes follow their output."""
     model = conv_net()
     compiled = load_model(
-        compile_model(model, tmp_path / "m.rai", input_layout="NHWC", input_dtype="fp16",
-                      output_layout={"features": "NC4HW4"}, cpu_tail=True)  # fmt: skip
+        compile_model(
+            model,
+            tmp_path / "m.rai",
+            input_layout="NHWC",
+            input_dtype="fp16",
+            output_layout={"features": "NC4HW4"},
+            cpu_tail=True,
+        )
     )
-    x_spec, feat, probs = compiled.inputs[0], *compiled.outputs
+    x_spec, feat = compiled.inputs[0], compiled.outputs[0]
     x = np.random.default_rng(2).normal(size=(1, 3, 16, 16)).astype(np.float32)
     hw_in = to_hw(x, x_spec.hw)
     got = run_compiled(compiled, {"x": hw_in})
@@ -70,7 +78,9 @@ def test_model_input_needed_on_cpu_is_forwarded_through_par0() -> None:
     """A CPU node reading the model input gets it as an intermediate, not as a model input."""
     model = conv_net()
     graph = model.graph
-    graph.node.append(onnx.helper.make_node("ReduceMax", ["x"], ["xmax"], name="xmax", axes=[2, 3], keepdims=0))
+    graph.node.append(
+        onnx.helper.make_node("ReduceMax", ["x"], ["xmax"], name="xmax", axes=[2, 3], keepdims=0)
+    )
     graph.node.append(onnx.helper.make_node("Softmax", ["xmax"], ["xsoft"], name="xsoft"))
     graph.output.append(onnx.helper.make_tensor_value_info("xsoft", onnx.TensorProto.FLOAT, None))
     from copyless.model import compile_to_memory
