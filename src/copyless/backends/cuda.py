@@ -23,6 +23,8 @@ outputs are complete when ``run`` returns.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -58,6 +60,22 @@ def check_available(device: str) -> None:
         )
 
 
+def _preload_cuda_libraries() -> None:
+    """Let onnxruntime-gpu load CUDA/cuDNN from the ``nvidia-*`` wheels where installed
+    (``ort.preload_dlls``, 1.21+); what it prints goes to the debug log, failures are logged."""
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:
+        return
+    text = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(text):
+            preload()
+    except (RuntimeError, OSError) as exc:  # the session then reports what is missing
+        logger.warning("onnxruntime.preload_dlls failed: %s", exc)
+    if text.getvalue().strip():
+        logger.debug("onnxruntime.preload_dlls: %s", text.getvalue().strip())
+
+
 class CudaBackend:
     """ONNX Runtime's CUDA or TensorRT provider on one GPU and one stream."""
 
@@ -77,9 +95,7 @@ class CudaBackend:
         self._driver = driver()
         self._driver.use(self._options.device_id)
         self._stream = OwnedStream(self._driver, self._options.device_id, self._options.stream)
-        preload = getattr(ort, "preload_dlls", None)
-        if preload is not None:  # CUDA/cuDNN from the nvidia-* wheels, where installed
-            preload()
+        _preload_cuda_libraries()
 
     @property
     def device(self) -> str:

@@ -41,7 +41,7 @@ from ..backends._cuda_driver import CudaDriver
 from ..backends._cuda_options import parse_cuda_options
 from ..backends.cuda import CudaBackend, CudaEngine, check_available
 from ..memory.device import DeviceArray, as_device_array, device_pointer
-from ..model import CompiledModel
+from ..model import CompiledModel, compile_to_memory, load_model
 from ..types import (
     ModelLoadError,
     NpuTensorInfo,
@@ -326,11 +326,7 @@ def _load(source: Path | CompiledModel, compile_options: dict[str, Any]) -> Comp
     if isinstance(source, CompiledModel):
         return source
     if source.suffix == ".onnx":
-        from ..model.compiler import compile_to_memory
-
         return compile_to_memory(source, **compile_options)
-    from ..model.loader import load_model
-
     return load_model(source)
 
 
