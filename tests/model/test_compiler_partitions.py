@@ -107,3 +107,23 @@ def test_model_input_needed_on_cpu_is_forwarded_through_par0() -> None:
 def test_bad_partition_options(option: dict[str, Any], message: str, tmp_path: Path) -> None:
     with pytest.raises(OptionError, match=message):
         compile_model(conv_net(), tmp_path / "m.rai", **option)
+
+
+def test_constant_nodes_are_copied_not_crossed() -> None:
+    """Exporters that emit weights as Constant nodes: the CPU side gets its own copy."""
+    model = conv_net()
+    graph = model.graph
+    wf = next(t for t in graph.initializer if t.name == "wf")
+    graph.initializer.remove(wf)
+    graph.node.insert(0, onnx.helper.make_node("Constant", [], ["wf"], name="wf_const", value=wf))
+    from copyless.model import compile_to_memory
+
+    compiled = compile_to_memory(model, cpu_partition_after="flatten")
+    par0, par1 = compiled.partitions
+    assert par1.inputs == ("flat",) and [m.name for m in compiled.intermediates] == ["flat"]
+    assert "wf_const" in _node_names(par1.onnx_bytes)
+    assert "wf_const" not in _node_names(par0.onnx_bytes)
+    x = np.random.default_rng(4).normal(size=(1, 3, 16, 16)).astype(np.float32)
+    got, want = run_compiled(compiled, {"x": x}), run_source(model, {"x": x})
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6)

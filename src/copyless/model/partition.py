@@ -9,7 +9,9 @@ therefore closed under its own inputs and runs first. Seeds are chosen by one op
   of that name, stays on ``par_0`` and everything reading its outputs goes to CPU;
 * ``cpu_tail=True``: as ``cpu_partition_after`` the last ``Conv`` node of the graph.
 
-Tensors crossing the cut become intermediates (produced by ``par_0``, read by ``par_1``,
+``Constant`` nodes the CPU side reads are copied into ``par_1`` rather than crossing the cut
+(exporters such as Paddle's emit every weight as one). Tensors crossing the cut become
+intermediates (produced by ``par_0``, read by ``par_1``,
 allocated once by the runner). Model inputs are only ever read by ``par_0``: a model input
 the CPU side needs is forwarded through an ``Identity`` in ``par_0``, and so is a model
 output of ``par_0`` that ``par_1`` also reads, so intermediates never alias boundary tensors.
@@ -31,10 +33,12 @@ from .options import CompileOptions
 
 @dataclass(frozen=True, slots=True)
 class Cut:
-    """Where the graph splits: node indices on the CPU side and the crossing tensors."""
+    """Where the graph splits: node indices on the CPU side, the crossing tensors, and the
+    ``Constant`` nodes (indices) both sides get a copy of."""
 
     cpu_nodes: frozenset[int]
     crossing: tuple[str, ...]
+    shared: frozenset[int] = frozenset()
 
 
 def find_cut(graph: onnx.GraphProto, options: CompileOptions) -> Cut:
@@ -56,12 +60,17 @@ def find_cut(graph: onnx.GraphProto, options: CompileOptions) -> Cut:
     if len(cpu) == len(graph.node):
         raise OptionError(f"{_describe(options)} puts the whole model on the CPU partition")
     crossing: list[str] = []
+    shared: set[int] = set()
     for i in sorted(cpu):
         for name in node_reads(graph.node[i]):
             j = producer.get(name)
-            if (j is None or j not in cpu) and name not in crossing and not _is_const(graph, name):
+            if (j is not None and j in cpu) or name in crossing or _is_const(graph, name):
+                continue
+            if j is not None and graph.node[j].op_type == "Constant" and not graph.node[j].input:
+                shared.add(j)
+            else:
                 crossing.append(name)
-    return Cut(frozenset(cpu), tuple(crossing))
+    return Cut(frozenset(cpu), tuple(crossing), frozenset(shared))
 
 
 def _describe(options: CompileOptions) -> str:
@@ -144,7 +153,9 @@ def forward_boundaries(model: onnx.ModelProto, cut: Cut) -> Cut:
     del graph.node[:]
     graph.node.extend(n for n, _ in ordered)
     cpu = frozenset(i for i, (_, on_cpu) in enumerate(ordered) if on_cpu)
-    return Cut(cpu, tuple(crossing))
+    old_index = {id(n): i for i, n in enumerate(nodes)}
+    shared = frozenset(i for i, (n, _) in enumerate(ordered) if old_index[id(n)] in cut.shared)
+    return Cut(cpu, tuple(crossing), shared)
 
 
 def split(model: onnx.ModelProto, cut: Cut, infos: dict[str, onnx.ValueInfoProto]) -> list[Part]:
@@ -152,7 +163,13 @@ def split(model: onnx.ModelProto, cut: Cut, infos: dict[str, onnx.ValueInfoProto
     boundary and crossing tensor."""
     graph = model.graph
     npu_nodes = [n for i, n in enumerate(graph.node) if i not in cut.cpu_nodes]
-    cpu_nodes = [n for i, n in enumerate(graph.node) if i in cut.cpu_nodes]
+    npu_reads = {r for n in npu_nodes for r in node_reads(n)} | {vi.name for vi in graph.output}
+    npu_nodes = [  # a Constant copied to par_1 stays on par_0 only if par_0 reads it
+        n
+        for i, n in enumerate(graph.node)
+        if i not in cut.cpu_nodes and (i not in cut.shared or n.output[0] in npu_reads)
+    ]
+    cpu_nodes = [n for i, n in enumerate(graph.node) if i in cut.cpu_nodes or i in cut.shared]
     made_by_cpu = {out for n in cpu_nodes for out in n.output}
     model_inputs = tuple(vi.name for vi in graph_inputs(graph))
     outs0 = tuple(vi.name for vi in graph.output if vi.name not in made_by_cpu)

@@ -259,11 +259,14 @@ def probe(model: onnx.ModelProto, extra: tuple[str, ...] = ()) -> dict[str, Prob
     return out
 
 
+_INFER_ERRORS: tuple[type[Exception], ...] = (onnx.shape_inference.InferenceError, *PARSE_ERRORS)
+
+
 def _onnx_ranks(model: onnx.ModelProto) -> dict[str, int | None]:
     """Rank of every graph output per onnx's own shape inference (None: unknown)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
-    except (onnx.shape_inference.InferenceError, *PARSE_ERRORS):
+    except _INFER_ERRORS:
         return {}
     return {
         vi.name: len(vi.type.tensor_type.shape.dim)
