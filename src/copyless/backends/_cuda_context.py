@@ -11,7 +11,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from ..types import DataType, UnsupportedError
-from ._cuda_driver import CudaDriver, OwnedStream
+from ._cuda_driver import CudaDriver
 from .onnxruntime import ONNX_TYPE
 
 # A staged tensor: (host address, device buffer, bytes).
@@ -22,12 +22,12 @@ class CudaContext:
     """An IOBinding on the GPU plus the staging buffers of host-memory tensors."""
 
     def __init__(
-        self, session: ort.InferenceSession, drv: CudaDriver, device_id: int, stream: OwnedStream
+        self, session: ort.InferenceSession, drv: CudaDriver, device_id: int, stream: int
     ) -> None:
         self._session = session
         self._driver = drv
         self._device_id = device_id
-        self._stream = stream  # keeps the stream alive while the context is
+        self._stream = stream
         self._binding = session.io_binding()
         self._raw_session: Any = getattr(session, "_sess", None)
         self._raw_binding: Any = getattr(self._binding, "_iobinding", None)
@@ -40,7 +40,7 @@ class CudaContext:
 
     @property
     def stream(self) -> int:
-        return self._stream.handle
+        return self._stream
 
     @property
     def staged(self) -> tuple[str, ...]:
@@ -109,7 +109,7 @@ class CudaContext:
         ptr, capacity = self._buffers.get(name, (0, 0))
         if capacity < nbytes:
             if ptr:
-                self._driver.synchronize(self._stream.handle)  # a run may still read it
+                self._driver.synchronize(self._stream)  # a run may still read it
                 self._driver.free(ptr)
             ptr, capacity = self._driver.alloc(nbytes), nbytes
             self._buffers[name] = (ptr, capacity)
@@ -130,7 +130,7 @@ class CudaContext:
         """Uploads, the graph and downloads, in that order on the engine's stream.
 
         Returns when outputs (device and staged host ones) are complete."""
-        drv, stream = self._driver, self._stream.handle
+        drv, stream = self._driver, self._stream
         drv.use(self._device_id)
         while self._waits:
             drv.order(stream, self._waits.pop())

@@ -16,7 +16,6 @@ import ctypes
 import ctypes.util
 import logging
 import threading
-import weakref
 from typing import Any
 
 from ..types import CopylessError, OutOfMemoryError, UnsupportedError
@@ -104,6 +103,7 @@ class CudaDriver:
         self._call("cuDeviceGetCount", ctypes.byref(count))
         self.device_count = count.value
         self._contexts: dict[int, int] = {}
+        self._streams: dict[int, int] = {}
 
     # -- errors -------------------------------------------------------------------------
     def _name(self, code: int) -> str:
@@ -142,6 +142,18 @@ class CudaDriver:
         handle = _void_p()
         self._call("cuStreamCreate", ctypes.byref(handle), _STREAM_NON_BLOCKING)
         return int(handle.value or 0)
+
+    def shared_stream(self, device_id: int) -> int:
+        """copyless's stream on ``device_id``: created once, used by every engine that was
+        given no stream of its own, and kept for the process's life (an ONNX Runtime
+        session may use its stream until its very last release, which Python does not
+        order against ours; the driver frees it at exit)."""
+        with _lock:
+            stream = self._streams.get(device_id)
+            if stream is None:
+                self.use(device_id)
+                stream = self._streams.setdefault(device_id, self.create_stream())
+        return stream
 
     def destroy_stream(self, stream: int) -> None:
         self._call("cuStreamDestroy_v2", _void_p(stream))
@@ -204,22 +216,3 @@ class CudaDriver:
         self._call("cuPointerGetAttribute", ctypes.byref(ordinal), _ATTR_DEVICE_ORDINAL, _u64(ptr))
         return int(ordinal.value)
 
-
-class OwnedStream:
-    """A CUDA stream handle; destroyed with its last owner when the backend created it."""
-
-    __slots__ = ("__weakref__", "handle")
-
-    def __init__(self, drv: CudaDriver, device_id: int, handle: int | None) -> None:
-        if handle is not None:
-            self.handle = handle  # the caller's: never destroyed here
-            return
-        drv.use(device_id)
-        self.handle = drv.create_stream()
-        weakref.finalize(self, _destroy_stream, drv, device_id, self.handle)
-
-
-def _destroy_stream(drv: CudaDriver, device_id: int, handle: int) -> None:
-    drv.use(device_id)
-    drv.synchronize(handle)
-    drv.destroy_stream(handle)

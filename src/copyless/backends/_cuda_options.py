@@ -4,8 +4,9 @@
 key                      default    effect
 =======================  =========  ===================================================
 device_id                0          the GPU (CUDA ordinal)
-stream                   None       a CUDA stream handle (int > 2) to run on; None: the
-                                    backend creates a non-blocking stream of its own.
+stream                   None       a CUDA stream handle (int > 2) to run on, kept
+                                    alive by the caller while any session uses it;
+                                    None: copyless's shared stream of the device.
                                     ONNX Runtime cannot run on the legacy/per-thread
                                     default streams (0, 1, 2): refused, not ignored
 cudnn_conv_algo_search   HEURISTIC  EXHAUSTIVE | HEURISTIC | DEFAULT

@@ -58,9 +58,11 @@ def host_tensor(address: int, data_type: DataType, shape: tuple[int, ...]) -> An
     The tensor does not own the memory: the caller keeps it alive while the tensor is bound
     (the runner's call plan holds the NpuTensors)."""
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(data_type.to_numpy()).itemsize
+    if nbytes == 0 or address == 0:  # nothing to share (an empty tensor may have no address)
+        return ov.Tensor(OV_TYPE[data_type], list(shape))
     pointer = ctypes.cast(address, ctypes.POINTER(ctypes.c_uint8))
-    raw = np.ctypeslib.as_array(pointer, (max(nbytes, 1),))
-    return ov.Tensor(raw[:nbytes], list(shape), OV_TYPE[data_type])
+    # ov.Tensor(array, shape, type) wraps the array's memory and does not keep it alive.
+    return ov.Tensor(np.ctypeslib.as_array(pointer, (nbytes,)), list(shape), OV_TYPE[data_type])
 
 
 def owned_tensor(port: Any) -> Any:

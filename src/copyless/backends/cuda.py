@@ -14,7 +14,9 @@ Binding (``IOBinding`` with ``device_type="cuda"``):
   pageable memory goes through the driver's bounce buffer.
 
 Stream rule: each engine runs on one CUDA stream, given to both providers as
-``user_compute_stream``. Work queued on that stream before ``run`` (our uploads, or a
+``user_compute_stream``: the ``stream`` option, else copyless's shared stream of the device
+(one per device, kept for the process's life; engines of different runners then serialise on
+it: pass your own streams to overlap them). Work queued on that stream before ``run`` (our uploads, or a
 producer's writes) is ordered before the engine's kernels. A producer that wrote on another
 stream is ordered with :meth:`CudaContext.order_after` (an event recorded on its stream, waited
 on by ours: no host wait). ONNX Runtime synchronizes the stream at the end of ``Run``, so
@@ -34,7 +36,7 @@ import onnxruntime as ort
 from ..model import Partition
 from ..types import ModelLoadError, OptionError, UnsupportedError
 from ._cuda_context import CudaContext
-from ._cuda_driver import CudaDriver, OwnedStream, driver
+from ._cuda_driver import CudaDriver, driver
 from ._cuda_options import PROVIDERS, CudaOptions, parse_cuda_options, provider_list
 from .onnxruntime import session_options
 
@@ -94,7 +96,8 @@ class CudaBackend:
         self._device = device
         self._driver = driver()
         self._driver.use(self._options.device_id)
-        self._stream = OwnedStream(self._driver, self._options.device_id, self._options.stream)
+        given = self._options.stream
+        self._stream = given if given is not None else self._driver.shared_stream(self.device_id)
         _preload_cuda_libraries()
 
     @property
@@ -108,7 +111,7 @@ class CudaBackend:
     @property
     def stream(self) -> int:
         """The CUDA stream handle every engine of this backend runs on."""
-        return self._stream.handle
+        return self._stream
 
     @property
     def driver(self) -> CudaDriver:
@@ -123,7 +126,7 @@ class CudaBackend:
         sess_options = session_options(num_threads)
         if self._options.strict:
             sess_options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-        providers = provider_list(self._device, self._options, self._stream.handle)
+        providers = provider_list(self._device, self._options, self._stream)
         try:
             session = ort.InferenceSession(
                 bytes(partition.onnx_bytes), sess_options=sess_options, providers=providers
@@ -146,7 +149,7 @@ class CudaEngine:
     """One partition in an ONNX Runtime session on the GPU."""
 
     def __init__(
-        self, session: ort.InferenceSession, drv: CudaDriver, device_id: int, stream: OwnedStream
+        self, session: ort.InferenceSession, drv: CudaDriver, device_id: int, stream: int
     ) -> None:
         self._session = session
         self._driver = drv
@@ -169,11 +172,11 @@ class CudaEngine:
 
     @property
     def stream(self) -> int:
-        return self._stream.handle
+        return self._stream
 
     def new_context(self) -> CudaContext:
         return CudaContext(self._session, self._driver, self._device_id, self._stream)
 
     def close(self) -> None:
-        # The session goes first: it must never outlive the stream it runs on.
+        # Dropping the last reference frees the C++ session (its stream outlives it).
         self._session = None  # type: ignore[assignment,unused-ignore]

@@ -12,6 +12,11 @@ Runner options read here (see runner/options.py):
   else LATENCY).
 * ``num_threads`` (``options.engine_threads()``): ``INFERENCE_NUM_THREADS`` on the CPU plugin.
 
+Precision is OpenVINO's own choice: float32 graphs run in f32, except on CPUs with AMX or
+AVX512-BF16, where OpenVINO's default inference precision is bf16 (faster; results then
+differ from ONNX Runtime's around 1e-2). QDQ (INT8) graphs run on OpenVINO's int8 kernels
+(see :meth:`OvEngine.runtime_precisions`).
+
 Zero-copy: a context wraps the caller's memory in an ``openvino.Tensor`` that shares it (no
 copy) and sets it with ``set_input_tensor``/``set_output_tensor``; inference reads the inputs
 and writes the outputs in place. Wrapping happens only when an address or shape changes.
