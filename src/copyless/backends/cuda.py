@@ -15,12 +15,12 @@ Binding (``IOBinding`` with ``device_type="cuda"``):
 
 Stream rule: each engine runs on one CUDA stream, given to both providers as
 ``user_compute_stream``: the ``stream`` option, else copyless's shared stream of the device
-(one per device, kept for the process's life; engines of different runners then serialise on
-it: pass your own streams to overlap them). Work queued on that stream before ``run`` (our uploads, or a
-producer's writes) is ordered before the engine's kernels. A producer that wrote on another
-stream is ordered with :meth:`CudaContext.order_after` (an event recorded on its stream, waited
-on by ours: no host wait). ONNX Runtime synchronizes the stream at the end of ``Run``, so
-outputs are complete when ``run`` returns.
+(one per device, kept for the process's life; engines of different runners then serialise
+on it: pass your own streams to overlap them). Work queued on that stream before ``run``
+(our uploads, or a producer's writes) is ordered before the engine's kernels. A producer
+that wrote on another stream is ordered with :meth:`CudaContext.order_after` (an event
+recorded on its stream, waited on by ours: no host wait). ONNX Runtime synchronizes the
+stream at the end of ``Run``, so outputs are complete when ``run`` returns.
 """
 
 from __future__ import annotations
