@@ -81,6 +81,11 @@ def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:
         return _optional_backend("openvino", "OpenVinoBackend", options)
     if options.device == "cpu":
         return OrtCpuBackend()
+    if options.device not in ("cuda", "tensorrt"):
+        raise OptionError(
+            f"option 'device': {options.device!r} is an OpenVINO device; use "
+            "runner_type=RunnerType.OPENVINO, or device 'cpu', 'cuda' or 'tensorrt'"
+        )
     return _optional_backend("cuda", "CudaBackend", options)
 
 
