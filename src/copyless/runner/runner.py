@@ -246,9 +246,11 @@ class Runner:
             if not self._closed:
                 status = self._run(plan, job.job_id)
         finally:
+            # finish() runs callbacks; the future stays listed until they return, so close()
+            # sees (and bounds its wait for) a callback that blocks.
+            self._jobs.finish(job, status)
             with self._lock:
                 self._futures.pop(job.job_id, None)
-            self._jobs.finish(job, status)
 
     def _run(self, plan: CallPlan, job_id: int) -> StatusCode:
         slot = self._acquire_slot()
@@ -325,8 +327,10 @@ class Runner:
     def close(self) -> None:
         """Finish or cancel in-flight jobs (bounded time), release engines and threads.
 
-        Jobs not yet started end with FAILURE; their callbacks still run. Later execution
-        calls return FAILURE; queries and allocation raise RunnerClosedError.
+        Jobs not yet started end with FAILURE; their callbacks still run. A job or callback
+        still running after ``CLOSE_TIMEOUT_S`` is left to finish on its worker thread (close
+        returns; that thread and the engines end when it does). Later execution calls return
+        FAILURE; queries and allocation raise RunnerClosedError.
         """
         with self._lock:
             if self._closed:
@@ -347,7 +351,15 @@ class Runner:
         if path:
             logger.info("profiling trace written to %s", path)
         self._plans.clear()
-        self._finalizer()
+        if not_done:
+            # A job (or its callback) is still running: releasing the engines and slots it
+            # uses would pull memory from under it, and joining its thread would make close()
+            # unbounded. Its thread ends when it returns; the engines go with the last
+            # reference to them.
+            self._finalizer.detach()
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        else:
+            self._finalizer()
 
     def __enter__(self) -> Runner:
         return self
