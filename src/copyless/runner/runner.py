@@ -253,7 +253,14 @@ class Runner:
                 self._futures.pop(job.job_id, None)
 
     def _run(self, plan: CallPlan, job_id: int) -> StatusCode:
-        slot = self._acquire_slot()
+        try:
+            slot = self._acquire_slot()  # a new slot allocates its intermediates
+        except MemoryError:
+            logger.exception("job %d: out of memory for a new execution slot", job_id)
+            return StatusCode.OUT_OF_MEMORY
+        except Exception as exc:  # noqa: BLE001 - execution never raises
+            logger.error("job %d: cannot create an execution slot: %s", job_id, exc)
+            return StatusCode.RUNTIME_ERROR
         try:
             # Host tensors are cache-coherent (sync_buffer is a no-op): only tensors whose
             # sync does real work are listed in plan.synced.
