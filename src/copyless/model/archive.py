@@ -99,13 +99,34 @@ def read_archive(path: Path) -> CompiledModel:
             raise ModelLoadError(
                 f"{where}: truncated: {size} bytes, smaller than the {HEADER_SIZE}-byte header"
             )
-        read = _reader(f.fileno(), where)
+        raw_read = _reader(f.fileno(), where)
+        covered: list[tuple[int, int]] = []
+
+        def read(offset: int, length: int) -> bytes:
+            covered.append((offset, offset + length))
+            return raw_read(offset, length)
+
         manifest = _read_manifest(read, size, where)
 
         def read_blob(i: int, blob: Any) -> bytes:
             return _blob(read, size, i, blob, where)
 
-        return model_from_manifest(manifest, read_blob, where)
+        model = model_from_manifest(manifest, read_blob, where)
+        _check_padding(raw_read, covered, size, where)
+        return model
+
+
+def _check_padding(
+    read: Callable[[int, int], bytes], covered: list[tuple[int, int]], size: int, where: str
+) -> None:
+    """Bytes no checksum covers (alignment padding) must be zero: else the file is damaged."""
+    position = 0
+    for start, end in sorted(covered):
+        if start > position and any(read(position, start - position)):
+            raise ModelLoadError(f"{where}: corrupted padding at bytes {position}..{start}")
+        position = max(position, end)
+    if position < size and any(read(position, size - position)):
+        raise ModelLoadError(f"{where}: corrupted padding at bytes {position}..{size}")
 
 
 def _reader(fd: int, where: str) -> Callable[[int, int], bytes]:
@@ -136,6 +157,10 @@ def _read_manifest(read: Callable[[int, int], bytes], size: int, where: str) -> 
         )
     if head_crc != hdr_crc or header != HEADER_SIZE or version < 1:
         raise ModelLoadError(f"{where}: corrupted header (checksum mismatch)")
+    if any(read(_HEADER.size, HEADER_SIZE - _HEADER.size)):
+        # Reserved for later versions: a version-1 file has zeros there, so anything else is
+        # damage (and would otherwise go unnoticed by every checksum).
+        raise ModelLoadError(f"{where}: corrupted header (reserved bytes are not zero)")
     if declared > size:
         raise ModelLoadError(
             f"{where}: truncated: header declares {declared} bytes, file has {size}"
