@@ -338,3 +338,10 @@ class HostMemory:
 def _check_size(nbytes: int) -> None:
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
         raise TensorError(f"allocation size must be an int >= 0, got {nbytes!r}")
+    # A sparse memfd and an overcommitted map accept any size and fail later, when touched
+    # (SIGBUS or the OOM killer); refuse what this machine cannot hold at all, up front.
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if nbytes > physical:
+        raise OutOfMemoryError(
+            nbytes, f"more than this machine's {physical} bytes of physical memory"
+        )
