@@ -151,7 +151,7 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--seed-corpus":
         write_seeds(Path(sys.argv[2]))
         return
-    import atheris  # type: ignore[import-not-found,unused-ignore]
+    import atheris  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     logging.disable(logging.CRITICAL)
     atheris.instrument_all()
