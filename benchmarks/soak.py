@@ -7,6 +7,12 @@ returned SUCCESS and every result is right. Exits 1 when a check fails.
     .venv/bin/python benchmarks/soak.py                       # 100,000 sync + 20,000 async
     .venv/bin/python benchmarks/soak.py --sync 5000 --async-jobs 2000 --threads 4
     .venv/bin/python benchmarks/soak.py --size 64 --callback-order completion
+
+Measured on the 2-core dev machine: 100,000 sync runs +0.9 MiB RSS (1,000,000: +0.9 MiB),
+fds and objects flat. The async path with 8 threads grows RSS ~17 MiB over the first
+~250,000 jobs and then levels off (about 5 MiB of it is the job table's bounded list of
+the last 65,536 reported job ids; the rest is allocator growth across threads, with
+Python objects flat): raise ``--rss-slack-mib`` for runs of more than ~100,000 async jobs.
 """
 
 from __future__ import annotations

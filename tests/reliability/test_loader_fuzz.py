@@ -32,7 +32,7 @@ from reliability_helpers import LoadChild, pack_rai, parse_rai, write_par_dir
 
 ACCEPTABLE = {"rejected", "loaded", "runner-refused"}
 FUZZ = settings(
-    max_examples=120,
+    max_examples=250,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
