@@ -21,7 +21,8 @@ from typing import Any, Protocol
 from ..memory import NpuTensor
 from ..types import MemoryType, NpuTensorInfo, TensorError
 from ._peers import Peer
-from .errors import IpcError, PeerClosedError
+from .control import DONE, FILLED, RELEASE, Request, encode_grants, parse_requests
+from .errors import IpcError
 from .producer import ProducerTarget, producer_main
 from .transport import encode_tensors
 from .wire import close_fds, recv_message, send_message
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 _FREE = -1
 _CONSUMER = -2
 _PEERCRED = struct.Struct("3i")
+_RECV_BYTES = 1 << 16
 
 
 class SlotAllocator(Protocol):
@@ -257,6 +259,9 @@ class SlotPool:
             logger.warning("refused a producer connection: %s", exc)
             conn.close()
             return
+        # Control records are read as they come (never blocking the loop on a producer
+        # that stalls mid-record) and grants never fill the buffer (<= num_slots pending).
+        conn.setblocking(False)
         peer.sock = conn
         self._state.selector.register(conn, selectors.EVENT_READ, ("msg", peer.producer_id))
         logger.debug("producer %d (pid %d) connected", peer.producer_id, peer.pid)
@@ -272,72 +277,102 @@ class SlotPool:
             raise IpcError(f"producer {peer.producer_id} connected from an unexpected process")
         return peer
 
-    def _serve(self, producer_id: int) -> None:
+    def _serve(self, producer_id: int) -> bool:
+        """Read what a producer sent and act on every complete record (False: nothing new)."""
         peer = self._state.peers[producer_id]
         if peer.sock is None:
-            return
+            return False
         try:
-            header, fds = recv_message(peer.sock)
-        except PeerClosedError:
-            self._disconnect(peer, "closed its connection")
-            return
-        except (IpcError, TimeoutError) as exc:
-            self._disconnect(peer, f"sent a bad message ({exc})")
-            return
-        close_fds(fds)
+            data = peer.sock.recv(_RECV_BYTES)
+        except BlockingIOError:
+            return False
+        except ConnectionResetError:
+            data = b""
+        except OSError as exc:
+            self._disconnect(peer, f"cannot be read ({exc})")
+            return True
+        if not data:
+            cut = f" mid-record ({len(peer.inbox)} bytes)" if peer.inbox else ""
+            self._disconnect(peer, f"closed its connection{cut}")
+            return True
+        peer.inbox += data
         try:
-            self._handle(peer, header)
-        except (IpcError, TypeError, ValueError) as exc:
+            for request in parse_requests(peer.inbox):
+                self._handle(peer, request)
+                if peer.sock is None:
+                    break  # done: whatever follows is ignored
+        except IpcError as exc:
             self._disconnect(peer, f"broke the protocol ({exc})")
+        return True
 
-    def _handle(self, peer: Peer, header: dict[str, Any]) -> None:
-        op, index = header.get("op"), header.get("slot")
-        if op in ("filled", "release"):
-            if not isinstance(index, int) or not 0 <= index < len(self._owner):
-                raise IpcError(f"slot {index!r} out of range")
+    def _handle(self, peer: Peer, request: Request) -> None:
+        op, index = request.op, request.slot
+        if op in (FILLED, RELEASE):
+            if not 0 <= index < len(self._owner):
+                raise IpcError(f"slot {index} out of range")
             if self._owner[index] != peer.producer_id:
                 raise IpcError(f"slot {index} is not granted to producer {peer.producer_id}")
-            if op == "filled":
+            if op == FILLED:
                 self._owner[index] = _CONSUMER
                 self._filled.append(
-                    FilledSlot(index, peer.producer_id, header.get("tag"), self._slots[index])
+                    FilledSlot(index, peer.producer_id, request.tag, self._slots[index])
                 )
             else:
                 self._owner[index] = _FREE
                 self._free.append(index)
-        elif op == "done":
+        elif op == DONE:
             self._disconnect(peer, "finished")
             return
-        elif op != "want":
-            raise IpcError(f"unknown operation {op!r}")
-        want = header.get("want", 0)
-        if not isinstance(want, int) or not 0 <= want <= len(self._owner):
-            raise IpcError(f"bad slot request {want!r}")
-        self._waiting.extend([peer.producer_id] * want)
+        if request.want > len(self._owner):
+            raise IpcError(f"bad slot request {request.want}")
+        self._waiting.extend([peer.producer_id] * request.want)
 
     def _grant(self) -> None:
+        """Grant free slots to waiting producers, first come first served; one send each."""
         peers = self._state.peers
+        batches: dict[int, list[int]] = {}
         while self._free and self._waiting:
-            peer = peers[self._waiting.popleft()]
-            if peer.sock is None:
+            producer_id = self._waiting.popleft()
+            if peers[producer_id].sock is None:
                 continue
             index = self._free.popleft()
-            self._owner[index] = peer.producer_id
-            try:
-                send_message(peer.sock, {"op": "grant", "slot": index})
-            except PeerClosedError:
-                # Usually a producer that asked ahead and then finished: read its goodbye.
-                while peer.sock is not None:
-                    self._serve(peer.producer_id)
-            except IpcError as exc:
-                self._disconnect(peer, f"cannot be reached ({exc})")
+            self._owner[index] = producer_id
+            batches.setdefault(producer_id, []).append(index)
+        lost = False
+        for producer_id, indices in batches.items():
+            peer = peers[producer_id]
+            if peer.sock is not None:
+                lost |= not self._send_grants(peer, indices)
+        if lost and self._free and self._waiting:
+            self._grant()  # slots of a producer that went away: to the others
+
+    def _send_grants(self, peer: Peer, indices: list[int]) -> bool:
+        data = encode_grants(indices)
+        try:
+            sent = peer.sock.send(data) if peer.sock is not None else 0
+        except (BrokenPipeError, ConnectionResetError):
+            # Usually a producer that asked ahead and then finished: read its goodbye.
+            while self._serve(peer.producer_id):
+                pass
+            if peer.sock is not None:
+                self._disconnect(peer, "closed its connection")
+            return False
+        except OSError as exc:  # BlockingIOError included: it stopped reading
+            self._disconnect(peer, f"cannot be reached ({exc})")
+            return False
+        if sent != len(data):
+            self._disconnect(peer, "does not read its grants")
+            return False
+        return True
 
     def _on_exit(self, producer_id: int) -> None:
         peer = self._state.peers[producer_id]
         self._state.selector.unregister(peer.sentinel)
         # Whatever the process wrote before it ended is still queued: take it first.
-        while peer.sock is not None:
-            self._serve(producer_id)
+        while self._serve(producer_id):
+            pass
+        if peer.sock is not None:  # its socket outlived it (shared with another process)
+            self._disconnect(peer, "exited")
         peer.reap(self._io_timeout)
         if peer.exitcode:
             logger.warning("producer %d exited with code %s", producer_id, peer.exitcode)
@@ -346,6 +381,7 @@ class SlotPool:
         if peer.sock is not None:
             self._state.selector.unregister(peer.sock)
             peer.close_connection()
+        peer.inbox.clear()
         reclaimed = [i for i, owner in enumerate(self._owner) if owner == peer.producer_id]
         for index in reclaimed:
             self._owner[index] = _FREE

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..memory import NpuTensor
+from .control import DONE, FILLED, NO_SLOT, RELEASE, WANT, encode_request, parse_grants
 from .errors import IpcError, PeerClosedError
 from .transport import decode_tensors
 from .wire import recv_message, send_message
@@ -53,7 +54,16 @@ class Producer:
     Raises :class:`~copyless.ipc.PeerClosedError` when the consumer has gone.
     """
 
-    __slots__ = ("_granted", "_prefetch", "_producer_id", "_slots", "_sock", "_wanted")
+    __slots__ = (
+        "_granted",
+        "_inbox",
+        "_prefetch",
+        "_producer_id",
+        "_slots",
+        "_sock",
+        "_timeout",
+        "_wanted",
+    )
 
     def __init__(
         self, sock: socket.socket, producer_id: int, slots: Sequence[Slot], prefetch: int
@@ -64,6 +74,8 @@ class Producer:
         self._prefetch = max(1, prefetch)
         self._granted: deque[int] = deque()
         self._wanted = 0
+        self._inbox = bytearray()
+        self._timeout: float | None = sock.gettimeout()
 
     @classmethod
     def connect(cls, address: str, token: str, producer_id: int) -> Producer:
@@ -101,23 +113,25 @@ class Producer:
         """
         sock = self._live()
         if not self._granted and self._wanted == 0:
-            self._request(sock, {"op": "want"})
-        sock.settimeout(timeout)
-        while not self._granted:
-            header, fds = recv_message(sock)
-            if fds or header.get("op") != "grant" or not self._valid(header.get("slot")):
-                raise IpcError(f"unexpected message from the consumer: {header.get('op')!r}")
-            self._granted.append(header["slot"])
-            self._wanted -= 1
+            self._request(sock, WANT)
+        if not self._granted:
+            if timeout != self._timeout:
+                sock.settimeout(timeout)
+                self._timeout = timeout
+            while not self._granted:
+                self._receive(sock)
         return self._slots[self._granted.popleft()]
 
     def submit(self, slot: Slot, tag: Any = None) -> None:
-        """Hand a written slot to the consumer; ``tag`` (JSON-able) comes back with it."""
-        self._request(self._live(), {"op": "filled", "slot": slot.index, "tag": tag})
+        """Hand a written slot to the consumer; ``tag`` (JSON-able) comes back with it.
+
+        An ``int`` or ``None`` tag travels as a fixed binary field; others as JSON.
+        """
+        self._request(self._live(), FILLED, slot.index, tag)
 
     def release(self, slot: Slot) -> None:
         """Give back a slot without submitting it (e.g. a frame that failed to decode)."""
-        self._request(self._live(), {"op": "release", "slot": slot.index})
+        self._request(self._live(), RELEASE, slot.index)
 
     def close(self) -> None:
         """Tell the consumer this producer is done and disconnect (idempotent)."""
@@ -125,7 +139,7 @@ class Producer:
         if sock is None:
             return
         try:
-            send_message(sock, {"op": "done"})
+            self._send(sock, encode_request(DONE))
         except IpcError:
             pass  # the consumer has gone already; nothing to tell
         finally:
@@ -138,11 +152,39 @@ class Producer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _request(self, sock: socket.socket, header: dict[str, Any]) -> None:
+    def _request(self, sock: socket.socket, op: int, slot: int = NO_SLOT, tag: Any = None) -> None:
         # Keep `prefetch` slots asked for, so the next grant is on its way while we decode.
         want = max(0, self._prefetch - len(self._granted) - self._wanted)
-        send_message(sock, {**header, "want": want})
+        self._send(sock, encode_request(op, slot, want, tag))
         self._wanted += want
+
+    @staticmethod
+    def _send(sock: socket.socket, record: bytes) -> None:
+        try:
+            sock.sendall(record)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise PeerClosedError("the consumer closed the connection") from exc
+        except OSError as exc:  # TimeoutError included: a consumer that stopped reading
+            raise IpcError(f"send to the consumer failed: {exc}") from exc
+
+    def _receive(self, sock: socket.socket) -> None:
+        """Block for at least one byte of grants; take every complete grant that came."""
+        try:
+            data = sock.recv(4096)
+        except TimeoutError:
+            raise  # nothing consumed: the caller may try again
+        except ConnectionResetError as exc:
+            raise PeerClosedError("the consumer reset the connection") from exc
+        except OSError as exc:
+            raise IpcError(f"receive from the consumer failed: {exc}") from exc
+        if not data:
+            raise PeerClosedError("the consumer closed the connection")
+        self._inbox += data
+        for index in parse_grants(self._inbox):
+            if not self._valid(index) or self._wanted <= 0:
+                raise IpcError(f"unexpected grant of slot {index} from the consumer")
+            self._granted.append(index)
+            self._wanted -= 1
 
     def _valid(self, index: Any) -> bool:
         return isinstance(index, int) and 0 <= index < len(self._slots)
