@@ -14,6 +14,7 @@ FLAGS = ["-O3", "-std=c11", "-fno-strict-aliasing", "-Wall", "-Wno-unused-functi
 KERNELS = [
     ("copyless.layout._kernels", "src/copyless/layout/_kernels.c"),
     ("copyless.vision._kernels", "src/copyless/vision/_kernels.c"),
+    ("copyless.runner._fast", "src/copyless/runner/_fast.c"),
 ]
 
 setup(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..types import JobHandle, StatusCode
+from ._fast import FastPath
 from .plan import overlaps
 
 logger = logging.getLogger(__name__)
@@ -42,8 +43,11 @@ class Job:
 class JobTable:
     """Thread-safe registry of jobs; one per runner."""
 
-    def __init__(self, max_in_flight: int, callback_order: str) -> None:
+    def __init__(self, max_in_flight: int, callback_order: str, fast: FastPath) -> None:
         self._lock = threading.Lock()
+        # Sync calls replayed by the fast path hold memory too: every Python-path holder is
+        # counted by it (enter/leave), and checked against the call it may be running.
+        self._fast = fast
         self._max_in_flight = max_in_flight
         self._in_submission_order = callback_order == "submission"
         self._next_id = 1
@@ -56,7 +60,7 @@ class JobTable:
         self._async_in_flight = 0
         self._order: collections.deque[Job] = collections.deque()
         self._dispatching = False
-        self._uncollected: collections.deque[int] = collections.deque()
+        self._uncollected: dict[int, None] = {}  # reported, not yet collected, oldest first
         self.jobs_run = 0
         self.callback_errors = 0
 
@@ -64,7 +68,23 @@ class JobTable:
     def _conflict(
         self, in_ranges: tuple[tuple[int, int], ...], out_ranges: tuple[tuple[int, int], ...]
     ) -> StatusCode | None:
-        for key, (other_in, other_out) in self._active.items():
+        """Why this call must not run now, or None. Call with the lock held, after enter()."""
+        running = self._fast.enter()
+        refused = self._conflict_with(in_ranges, out_ranges, running)
+        if refused is not None:
+            self._fast.leave()
+        return refused
+
+    def _conflict_with(
+        self,
+        in_ranges: tuple[tuple[int, int], ...],
+        out_ranges: tuple[tuple[int, int], ...],
+        running: Any,
+    ) -> StatusCode | None:
+        holders = list(self._active.items())
+        if running is not None:
+            holders.append((0, running))  # the fast path's call (key 0: no job id)
+        for key, (other_in, other_out) in holders:
             if overlaps(out_ranges, other_out) or overlaps(out_ranges, other_in):
                 logger.error("output memory is bound to job %d still in flight", key)
                 return StatusCode.INVALID_OUTPUT
@@ -78,10 +98,9 @@ class JobTable:
     ) -> int | StatusCode:
         """Register a synchronous call's memory; returns its key, or why it must not run."""
         with self._lock:
-            if self._active:
-                refused = self._conflict(in_ranges, out_ranges)
-                if refused is not None:
-                    return refused
+            refused = self._conflict(in_ranges, out_ranges)
+            if refused is not None:
+                return refused
             self._sync_key -= 1  # negative keys: sync calls are not jobs
             self._active[self._sync_key] = (in_ranges, out_ranges)
             return self._sync_key
@@ -90,6 +109,7 @@ class JobTable:
         with self._lock:
             del self._active[key]
             self.jobs_run += 1
+            self._fast.leave()
 
     def admit(
         self,
@@ -124,6 +144,7 @@ class JobTable:
             self._active.pop(job.job_id, None)
             self._async_in_flight -= 1
             self.jobs_run += 1
+            self._fast.leave()
         if self._in_submission_order:
             self._dispatch_in_order()
         else:
@@ -153,9 +174,11 @@ class JobTable:
                     self.callback_errors += 1
                 logger.error("callback of job %d raised", job.job_id, exc_info=exc)
         with self._lock:
-            self._uncollected.append(job.job_id)
+            self._uncollected[job.job_id] = None
             while len(self._uncollected) > MAX_UNCOLLECTED:
-                self._jobs.pop(self._uncollected.popleft(), None)
+                oldest = next(iter(self._uncollected))
+                del self._uncollected[oldest]
+                self._jobs.pop(oldest, None)
         job.reported.set()
 
     # -- waiting ------------------------------------------------------------------------
@@ -174,6 +197,7 @@ class JobTable:
         with self._lock:
             if self._jobs.pop(job_id, None) is None:
                 return StatusCode.INVALID_JOB_ID  # another thread collected it first
+            self._uncollected.pop(job_id, None)
         if job.callback_error is not None and job.status is StatusCode.SUCCESS:
             return StatusCode.FAILURE
         return job.status

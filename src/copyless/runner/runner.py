@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from ..types import (
     TensorType,
     UnknownTensorError,
 )
+from ._fast import FastPath
 from .jobs import Callback, Job, JobTable
 from .options import RunnerOptions
 from .plan import CallPlan, PlanError, build_plan
@@ -45,6 +47,7 @@ logger = logging.getLogger(__name__)
 #: How long close() waits for running jobs before giving up on them.
 CLOSE_TIMEOUT_S = 10.0
 _PLAN_CACHE_SIZE = 64
+_FAST_ENTRIES = 4  # MAX_ENTRIES in _fast.c
 
 
 class Runner:
@@ -67,7 +70,11 @@ class Runner:
         self._engines = list(engines)
         self._closed = False
         self._lock = threading.Lock()
-        self._jobs = JobTable(options.max_concurrent_runs, options.callback_order)
+        # Repeated sync calls on the same, already bound tensors are replayed in C (_fast.c).
+        self._fast = FastPath(StatusCode.SUCCESS)
+        self._fast_slots: list[Slot | None] = [None] * _FAST_ENTRIES
+        self._fast_enabled = not (options.ai_analyzer_profiling or options.debug)
+        self._jobs = JobTable(options.max_concurrent_runs, options.callback_order, self._fast)
         self._trace = Trace(options.ai_analyzer_profiling, options.profile_path)
         self._plans: dict[tuple[int, ...], tuple[CallPlan, Any, Any]] = {}
         self._free_slots: list[Slot] = []
@@ -130,7 +137,8 @@ class Runner:
             "model": self._model.name,
             "batch_size": self._model.batch_size,
             "partitions": [p.name for p in self._model.partitions],
-            "jobs_run": self._jobs.jobs_run,
+            "jobs_run": self._jobs.jobs_run + self._fast.count,
+            "fast_calls": self._fast.count,
             "jobs_in_flight": self._jobs.in_flight,
             "bytes_converted": self._bytes_converted,
             "callback_errors": self._jobs.callback_errors,
@@ -183,12 +191,26 @@ class Runner:
 
     # -- execution ----------------------------------------------------------------------
     def execute(self, inputs: Any, outputs: Any) -> StatusCode:
-        """Run one batch and block until it is done. Never raises."""
+        """Run one batch and block until it is done. Never raises.
+
+        A call with the same tensor objects as an earlier one whose tensors were all bound in
+        place (nothing converted) is replayed by the C fast path: an identity check, a
+        closed check per tensor, and the engine call.
+        """
+        try:
+            status = self._fast(inputs, outputs)
+        except Exception as exc:  # noqa: BLE001 - the engine failed in a replayed call
+            return self._engine_failed(0, exc)
+        if status is not None:
+            return status  # type: ignore[no-any-return]
+        return self._execute_planned(inputs, outputs)
+
+    def _execute_planned(self, inputs: Any, outputs: Any) -> StatusCode:
         if self._closed:
             logger.error("execute on a closed runner")
             return StatusCode.FAILURE
         try:
-            plan = self._plan(inputs, outputs)
+            plan, cached = self._plan(inputs, outputs)
         except PlanError as exc:
             logger.error("execute: %s", exc)
             return exc.status
@@ -196,9 +218,51 @@ class Runner:
         if isinstance(key, StatusCode):
             return key
         try:
-            return self._run(plan, 0)
+            status = self._run(plan, 0)
         finally:
             self._jobs.leave_sync(key)
+        if cached and status is StatusCode.SUCCESS and self._fast_enabled:
+            self._install_fast(plan, inputs, outputs)
+        return status
+
+    def _install_fast(self, plan: CallPlan, inputs: Any, outputs: Any) -> None:
+        """Give a plan that binds everything in place its own slot, replayed by _fast.c."""
+        if plan.staged_inputs or plan.staged_outputs or plan.synced or self._closed:
+            return
+        rows_in, rows_out = len(inputs), len(outputs)
+        tensors = tuple(t for row in inputs for t in row) + tuple(t for row in outputs for t in row)
+        if len(tensors) != len(plan.tensors):  # pragma: no cover - the plan validated rows
+            return
+        try:
+            slot = self._acquire_slot()
+        except Exception:  # noqa: BLE001 - no fast path then; the Python path still works
+            return
+        try:
+            slot.prepare(plan)
+            calls = tuple(_call_target(context) for context in slot.contexts)
+            index = self._fast.install(
+                tensors,
+                (rows_in, len(inputs[0])),
+                (rows_out, len(outputs[0])),
+                calls,
+                (plan.in_ranges, plan.out_ranges),
+            )
+        except Exception as exc:  # noqa: BLE001
+            logger.debug("fast path not installed: %s", exc)
+            index = -1
+        if index < 0:
+            self._free_slots.append(slot)
+            return
+        previous, self._fast_slots[index] = self._fast_slots[index], slot
+        if previous is not None:
+            self._free_slots.append(previous)
+
+    def _engine_failed(self, job_id: int, exc: Exception) -> StatusCode:
+        if self._closed:
+            logger.warning("job %d cancelled by close(): %s", job_id, exc)
+            return StatusCode.FAILURE
+        logger.error("job %d: engine failed: %s", job_id, exc)
+        return StatusCode.RUNTIME_ERROR
 
     def execute_async(
         self, inputs: Any, outputs: Any, callback: Callback | None = None
@@ -211,7 +275,7 @@ class Runner:
             logger.error("execute_async: callback is not callable")
             return JobHandle(StatusCode.INVALID_INPUT, 0)
         try:
-            plan = self._plan(inputs, outputs)
+            plan, _cached = self._plan(inputs, outputs)
         except PlanError as exc:
             logger.error("execute_async: %s", exc)
             return JobHandle(exc.status, 0)
@@ -280,17 +344,14 @@ class Runner:
             logger.exception("job %d: out of memory", job_id)
             return StatusCode.OUT_OF_MEMORY
         except Exception as exc:  # noqa: BLE001 - execution never raises
-            if self._closed:
-                logger.warning("job %d cancelled by close(): %s", job_id, exc)
-                return StatusCode.FAILURE
-            logger.error("job %d: engine failed: %s", job_id, exc)
-            return StatusCode.RUNTIME_ERROR
+            return self._engine_failed(job_id, exc)
         finally:
             self._free_slots.append(slot)
         self._bytes_converted += plan.converted_bytes
         return StatusCode.SUCCESS
 
-    def _plan(self, inputs: Any, outputs: Any) -> CallPlan:
+    def _plan(self, inputs: Any, outputs: Any) -> tuple[CallPlan, bool]:
+        """The call's plan, and whether it came from the cache (a repeated call)."""
         try:
             key = (
                 *[id(t) for row in inputs for t in row],
@@ -304,7 +365,7 @@ class Runner:
             plan = cached[0]
             # A closed tensor's memory may be gone: its cached binding must not be reused.
             if not any(t.closed for t in plan.tensors):
-                return plan
+                return plan, True
             del self._plans[key]
         try:
             plan = build_plan(
@@ -319,7 +380,7 @@ class Runner:
                 self._plans.clear()
             # The plan holds the tensors, so their ids cannot be reused while cached.
             self._plans[key] = (plan, inputs, outputs)
-        return plan
+        return plan, False
 
     def _acquire_slot(self) -> Slot:
         try:
@@ -343,7 +404,11 @@ class Runner:
             if self._closed:
                 return
             self._closed = True
+            self._fast.close()
             futures = dict(self._futures)
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        while self._fast.busy and time.monotonic() < deadline:
+            time.sleep(0.001)  # a replayed call is running: let it return first
         for future in futures.values():
             future.cancel()  # queued jobs see _closed and finish as FAILURE
         _done, not_done = concurrent.futures.wait(list(futures.values()), timeout=CLOSE_TIMEOUT_S)
@@ -358,7 +423,8 @@ class Runner:
         if path:
             logger.info("profiling trace written to %s", path)
         self._plans.clear()
-        if not_done:
+        self._fast.reset()
+        if not_done or self._fast.busy:
             # A job (or its callback) is still running: releasing the engines and slots it
             # uses would pull memory from under it, and joining its thread would make close()
             # unbounded. Its thread ends when it returns; the engines go with the last
@@ -400,6 +466,16 @@ class Runner:
             else self._options.output_tensor_type
         )
         return TensorType[option]
+
+
+def _call_target(context: Any) -> tuple[Any, tuple[Any, ...]]:
+    """What the fast path calls to run one partition: the backend's own raw call if it has
+    one (no Python frame in between), else the context's ``run``."""
+    target = getattr(context, "call_target", None)
+    if target is not None:
+        pair: tuple[Any, tuple[Any, ...]] = target()
+        return pair
+    return (context.run, ())
 
 
 def _shutdown(

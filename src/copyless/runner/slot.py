@@ -56,7 +56,7 @@ class Slot:
             self._run_traced(plan, trace, job_id)
             return
         if self._prepared is not plan:
-            self._prepare(plan)
+            self.prepare(plan)
         for bind in plan.staged_inputs:
             self._stage_input(bind)
         for context in self._contexts:
@@ -67,7 +67,7 @@ class Slot:
     def _run_traced(self, plan: CallPlan, trace: Trace, job_id: int) -> None:
         t0 = trace.now()
         if self._prepared is not plan:
-            self._prepare(plan)
+            self.prepare(plan)
         for bind in plan.staged_inputs:
             self._stage_input(bind)
         trace.add("convert_in", t0, trace.now(), job_id, bytes=plan.converted_bytes)
@@ -80,7 +80,7 @@ class Slot:
             self._unstage_output(bind)
         trace.add("convert_out", t2, trace.now(), job_id)
 
-    def _prepare(self, plan: CallPlan) -> None:
+    def prepare(self, plan: CallPlan) -> None:
         """Bind every partition's inputs and outputs for ``plan`` (cached by the contexts)."""
         locations = self._locations
         for bind in plan.inputs:
