@@ -1,0 +1,277 @@
+"""copyless-bench: copyless against the pipelines users write, per frame, on a real photo.
+
+For each model / precision / batch: decode the photo once, then time preprocess + infer +
+postprocess per frame for the plain onnxruntime pipeline, ORT IOBinding, OpenVINO's own
+pipeline (sync and AsyncInferQueue) and copyless (zero-copy and CPU view on each backend,
+async with 2 and 4 slots). Every pipeline must first agree with the plain one on the photo
+(else WRONG, not timed). Pipelines are interleaved round by round; the table (stdout), the
+JSON and the PNG give median ms/frame and the speed-up vs plain (plain ms / ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from ...model import zoo
+from ...types import CopylessError
+from ...vision import decode
+from . import contenders, peers
+from .gate import disagreement
+from .measure import batches_per_round, interleaved
+from .models import MODELS, PRECISIONS, Config, copyless_model, peer_model
+from .pipeline import PLAIN, Pipeline
+from .report import FAILED, OK, UNAVAILABLE, WRONG, Row, table, write_json, write_png
+from .tasks import Outcome, Task
+
+logger = logging.getLogger(__name__)
+
+EXIT_USAGE = 2
+#: Rough ms per frame of the plain pipeline on a 2-core machine, for the up-front estimate.
+_GUESS_MS = {"efficientnet-lite0": 10.0, "resnet50": 60.0, "ppocr-det": 300.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Assets:
+    """Everything a pipeline factory needs for one configuration (photo decoded once)."""
+
+    config: Config
+    peer_model: Path
+    copyless_model: Path
+    image: npt.NDArray[np.uint8]
+    pil: Image.Image
+    task: Task
+
+
+Factory = Callable[[Assets], Pipeline]
+
+
+def _cl_sync(backend: str, zero_copy: bool) -> Factory:
+    return lambda a: contenders.sync(
+        a.copyless_model, a.task, a.image, a.config.batch, backend, zero_copy
+    )
+
+
+def _cl_async(backend: str, slots: int) -> Factory:
+    return lambda a: contenders.pipelined(
+        a.copyless_model, a.task, a.image, a.config.batch, backend, slots
+    )
+
+
+FACTORIES: dict[str, Factory] = {
+    PLAIN: lambda a: peers.plain(a.peer_model, a.task, a.pil, a.config.batch),
+    "ort-iobinding": lambda a: peers.iobinding(a.peer_model, a.task, a.pil, a.config.batch),
+    "openvino-sync": lambda a: peers.openvino_sync(a.peer_model, a.task, a.image, a.config.batch),
+    "openvino-async": lambda a: peers.openvino_async(
+        a.peer_model, a.task, a.image, a.config.batch
+    ),
+    "copyless-ort-zc": _cl_sync("ort", True),
+    "copyless-ort-cpu": _cl_sync("ort", False),
+    "copyless-ov-zc": _cl_sync("ov", True),
+    "copyless-ov-cpu": _cl_sync("ov", False),
+    "copyless-ort-async2": _cl_async("ort", 2),
+    "copyless-ort-async4": _cl_async("ort", 4),
+    "copyless-ov-async2": _cl_async("ov", 2),
+    "copyless-ov-async4": _cl_async("ov", 4),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    frames: int
+    rounds: int
+    pipelines: tuple[str, ...]
+    photo: str | None
+
+
+def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
+        items = [kind(item.strip()) for item in text.split(",") if item.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("empty list")
+        return items
+
+    return parse
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="copyless-bench", description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=[*MODELS, "all"], default="efficientnet-lite0")
+    p.add_argument("--photo", help="zoo photo (default chelsea.jpg; page for ppocr-det)")
+    p.add_argument("--batch", type=_csv(int), help="batch sizes (default 1,8; 1,4 ppocr-det)")
+    p.add_argument("--precision", type=_csv(str), default=list(PRECISIONS), help="fp32,int8")
+    p.add_argument("--frames", type=int, help="frames per pipeline per round (default 32)")
+    p.add_argument("--rounds", type=int, help="interleaved rounds (default 5)")
+    p.add_argument("--only", type=_csv(str), help=f"pipelines: {','.join(FACTORIES)}")
+    p.add_argument("--json", type=Path, default=Path("copyless_bench.json"))
+    p.add_argument("--png", type=Path, default=Path("copyless_bench.png"))
+    p.add_argument("--quick", action="store_true", help="tiny counts (4 frames, 1 round)")
+    args = p.parse_args(argv)
+    args.frames = args.frames if args.frames is not None else (4 if args.quick else 32)
+    args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
+    if args.frames < 1 or args.rounds < 1:
+        p.error("--frames and --rounds must be >= 1")
+    if args.batch is not None and any(b < 1 for b in args.batch):
+        p.error("--batch sizes must be >= 1")
+    bad = sorted(set(args.precision) - set(PRECISIONS))
+    if bad:
+        p.error(f"unknown --precision {bad}; choose from {', '.join(PRECISIONS)}")
+    bad = sorted(set(args.only or ()) - set(FACTORIES))
+    if bad:
+        p.error(f"unknown pipeline(s) in --only {bad}; choose from {', '.join(FACTORIES)}")
+    if args.photo is not None:
+        try:
+            zoo.photo_path(args.photo)
+        except CopylessError as exc:
+            p.error(str(exc))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = list(MODELS) if args.model == "all" else [args.model]
+    configs = [
+        Config(name, precision, batch)
+        for name in names
+        for precision in args.precision
+        for batch in (args.batch or [1, MODELS[name].big_batch])
+    ]
+    chosen = [n for n in FACTORIES if n == PLAIN or args.only is None or n in args.only]
+    settings = Settings(args.frames, args.rounds, tuple(chosen), args.photo)
+    guess = sum(_GUESS_MS[c.model] for c in configs) * len(chosen) * args.frames
+    _say(f"{len(configs)} configuration(s) x {len(chosen)} pipelines, {args.rounds} rounds of "
+         f"{args.frames} frames: roughly {guess * (args.rounds + 1) / 1e3:.0f} s of timing")  # fmt: skip
+    rows: list[Row] = []
+    for config in configs:
+        rows.extend(run_config(config, settings))
+    print(table(rows))
+    write_json(args.json, rows, {**asdict(settings), "configs": [c.label for c in configs]})
+    write_png(args.png, rows)
+    _say(f"wrote {args.json} and {args.png}")
+    return 1 if any(r.status in (WRONG, FAILED) for r in rows) else 0
+
+
+def _say(text: str) -> None:
+    print(f"[copyless-bench] {text}", file=sys.stderr, flush=True)
+
+
+def prepare(config: Config, photo: str | None) -> Assets:
+    """Build/compile the models (cached) and decode the photo once."""
+    path = zoo.photo_path(photo or config.spec.photo)
+    image = decode(path)
+    with Image.open(path) as opened:
+        pil = opened.convert("RGB")  # decoded now, outside the timing
+    return Assets(config, peer_model(config), copyless_model(config), image, pil,
+                  Task(config.spec, *image.shape[:2]))  # fmt: skip
+
+
+def run_config(
+    config: Config, settings: Settings, extra: Sequence[Callable[[Assets], Pipeline]] = ()
+) -> list[Row]:
+    """Gate, then time every pipeline of ``config``; ``extra`` adds pipelines (tests)."""
+    _say(f"{config.label}: preparing models")
+    rows: dict[str, Row] = {}
+    base = {"model": config.model, "precision": config.precision, "batch": config.batch}
+    try:
+        assets = prepare(config, settings.photo)
+    except (CopylessError, OSError, ValueError) as exc:
+        return [Row(**base, pipeline=n, family="", mode="", status=UNAVAILABLE, note=str(exc))
+                for n in settings.pipelines]  # fmt: skip
+    built: list[Pipeline] = []
+    factories = [FACTORIES[n] for n in settings.pipelines] + list(extra)
+    names = [*settings.pipelines, *(f"extra{i}" for i in range(len(extra)))]
+    for name, factory in zip(names, factories, strict=True):
+        try:
+            built.append(factory(assets))
+        except Exception as exc:  # noqa: BLE001 - a peer that cannot load is a table row
+            logger.debug("pipeline %s unavailable", name, exc_info=True)
+            rows[name] = Row(**base, pipeline=name, family="", mode="", status=UNAVAILABLE,
+                             note=f"unavailable: {_short(exc)}")  # fmt: skip
+    try:
+        timed = _gate(built, config, rows, base, settings)
+        samples = interleaved(timed, settings.frames, config.batch, settings.rounds,
+                              lambda p, e: _fail(rows, base, p, e))  # fmt: skip
+    finally:
+        for pipeline in built:
+            pipeline.close()
+    plain_ms = _median(samples.get(PLAIN, []))
+    for pipeline in timed:
+        if pipeline.name in rows:
+            continue
+        rounds_ms = tuple(s * 1e3 for s in samples[pipeline.name])
+        ms = _median(samples[pipeline.name]) * 1e3
+        speedup = plain_ms * 1e3 / ms if plain_ms and ms else None
+        rows[pipeline.name] = Row(**base, **_kind(pipeline), status=OK, ms_per_frame=ms,
+                                  fps=1e3 / ms if ms else None, speedup=speedup,
+                                  rounds_ms=rounds_ms, note=pipeline.note)  # fmt: skip
+    order = {name: i for i, name in enumerate(names)}
+    return sorted(rows.values(), key=lambda r: order.get(r.pipeline, len(order)))
+
+
+def _gate(built: list[Pipeline], config: Config, rows: dict[str, Row],
+          base: dict[str, Any], settings: Settings) -> list[Pipeline]:  # fmt: skip
+    """Run each pipeline once; keep those that agree with plain. Prints a time estimate."""
+    reference: Outcome | None = None
+    timed, estimate = [], 0.0
+    for pipeline in built:
+        start = time.perf_counter()
+        try:
+            outcome = pipeline.run(1)
+        except Exception as exc:  # noqa: BLE001 - reported as a failed row
+            _fail(rows, base, pipeline, exc)
+            continue
+        once = time.perf_counter() - start
+        if pipeline.name == PLAIN:
+            reference = outcome
+        why = None if reference is None else disagreement(reference, outcome, config.precision)
+        if why is not None:
+            rows[pipeline.name] = Row(**base, **_kind(pipeline), status=WRONG,
+                                      note=f"WRONG: {why}")  # fmt: skip
+            _say(f"{config.label}: {pipeline.name} WRONG ({why}; plain {reference})")
+            continue
+        timed.append(pipeline)
+        estimate += once * batches_per_round(pipeline, settings.frames, config.batch)
+    if reference is None:
+        _say(f"{config.label}: no plain reference: nothing is gated or timed")
+        for pipeline in timed:
+            rows.setdefault(pipeline.name, Row(**base, **_kind(pipeline), status=UNAVAILABLE,
+                                               note="no plain reference"))  # fmt: skip
+        return []
+    _say(f"{config.label}: timing {len(timed)} pipelines, about "
+         f"{estimate * (settings.rounds + 1):.0f} s")  # fmt: skip
+    return timed
+
+
+def _fail(rows: dict[str, Row], base: dict[str, Any], pipeline: Pipeline, exc: Exception) -> None:
+    logger.debug("pipeline %s failed", pipeline.name, exc_info=exc)
+    _say(f"{pipeline.name} failed: {_short(exc)}")
+    rows[pipeline.name] = Row(**base, **_kind(pipeline), status=FAILED,
+                              note=f"failed: {_short(exc)}")  # fmt: skip
+
+
+def _kind(pipeline: Pipeline) -> dict[str, str]:
+    mode = "async" if pipeline.asynchronous else "sync"
+    return {"pipeline": pipeline.name, "family": pipeline.family, "mode": mode}
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0

@@ -1,0 +1,124 @@
+"""The copyless pipelines: the same compiled RGBx model on each backend, sync and async.
+
+* ``copyless-<backend>-zc`` (zero-copy): tensors in the HW view, allocated by the runner.
+  ``copyless.vision`` preprocesses each frame in one fused pass straight into the packed
+  RGBx uint8 input; the engine reads that memory and writes the output tensor in place;
+  ``softmax_topk`` / ``text_boxes`` read the output in place. No copy of a frame anywhere.
+* ``copyless-<backend>-cpu`` (non-zero-copy): the same model with tensors in the CPU view
+  (float32 NCHW pixels in, float out): preprocess writes planar float and the runner
+  converts it into the HW view inside ``execute`` (one conversion copy per input and
+  output).
+* ``copyless-<backend>-async<S>``: the zero-copy pipeline with ``max_concurrent_runs=S``
+  job slots, pipelined: while the oldest job runs, the next frame is preprocessed into the
+  next slot's input; a slot's output is postprocessed after ``wait`` on its job.
+
+``<backend>`` is ``ort`` (RunnerType.ONNXRUNTIME) or ``ov`` (RunnerType.OPENVINO).
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ...memory import NpuTensor
+from ...runner import Runner, RunnerFactory
+from ...types import (
+    CopylessError,
+    JobHandle,
+    QuantParameters,
+    RunnerType,
+    StatusCode,
+    TensorDirection,
+    TensorType,
+)
+from .pipeline import FAMILY_COPYLESS, Pipeline
+from .tasks import Outcome, Task
+
+BACKENDS = {"ort": RunnerType.ONNXRUNTIME, "ov": RunnerType.OPENVINO}
+
+
+class _Slot:
+    """One job slot's tensors: the input, the output and where the frames landed."""
+
+    def __init__(self, runner: Runner, view: TensorType) -> None:
+        (in_info,) = runner.get_tensors_info(TensorDirection.INPUT, view)
+        (out_info,) = runner.get_tensors_info(TensorDirection.OUTPUT, view)
+        self.x: NpuTensor = runner.allocate_npu_tensor(in_info)
+        self.y: NpuTensor = runner.allocate_npu_tensor(out_info)
+        integer = np.issubdtype(out_info.numpy_dtype, np.integer)
+        self.quant: QuantParameters | None = (
+            runner.get_quant_parameters(out_info.name) if integer else None
+        )
+        self.inputs, self.outputs = [[self.x]], [[self.y]]
+        self.placements: list[Any] = []
+
+    def preprocess(self, task: Task, image: npt.NDArray[np.uint8], batch: int) -> None:
+        self.placements = [task.copyless_preprocess(image, self.x, i) for i in range(batch)]
+
+    def postprocess(self, task: Task, batch: int) -> Outcome:
+        outcomes = [
+            task.copyless_postprocess(self.y, self.quant, self.placements[i], i)
+            for i in range(batch)
+        ]
+        return outcomes[0]
+
+
+def _runner(model: Path, backend: str, view: str, slots: int) -> Runner:
+    options = {"input_tensor_type": view, "output_tensor_type": view, "max_concurrent_runs": slots}
+    return RunnerFactory.create_runner(model, options, BACKENDS[backend])
+
+
+def sync(model: Path, task: Task, image: npt.NDArray[np.uint8], batch: int,
+         backend: str, zero_copy: bool) -> Pipeline:  # fmt: skip
+    view = TensorType.HW if zero_copy else TensorType.CPU
+    runner = _runner(model, backend, view.name, 1)
+    slot = _Slot(runner, view)
+
+    def run(batches: int) -> Outcome:
+        outcome = Outcome()
+        for _ in range(batches):
+            slot.preprocess(task, image, batch)
+            status = runner.execute(slot.inputs, slot.outputs)
+            if status is not StatusCode.SUCCESS:
+                raise CopylessError(f"execute returned {status.name}")
+            outcome = slot.postprocess(task, batch)
+        return outcome
+
+    name = f"copyless-{backend}-{'zc' if zero_copy else 'cpu'}"
+    return Pipeline(name, FAMILY_COPYLESS, False, run, runner.close)
+
+
+def pipelined(model: Path, task: Task, image: npt.NDArray[np.uint8], batch: int,
+              backend: str, slots: int) -> Pipeline:  # fmt: skip
+    runner = _runner(model, backend, "HW", slots)
+    ring = [_Slot(runner, TensorType.HW) for _ in range(slots)]
+
+    def run(batches: int) -> Outcome:
+        in_flight: collections.deque[tuple[_Slot, JobHandle]] = collections.deque()
+        outcome = Outcome()
+        for index in range(batches):
+            slot = ring[index % slots]
+            if len(in_flight) == slots:  # steady state: the oldest job frees this slot
+                outcome = _collect(runner, task, batch, *in_flight.popleft())
+            slot.preprocess(task, image, batch)  # overlaps the jobs still running
+            handle = runner.execute_async(slot.inputs, slot.outputs)
+            if handle.status is not StatusCode.SUCCESS:
+                raise CopylessError(f"execute_async returned {handle.status.name}")
+            in_flight.append((slot, handle))
+        while in_flight:  # drain
+            outcome = _collect(runner, task, batch, *in_flight.popleft())
+        return outcome
+
+    name = f"copyless-{backend}-async{slots}"
+    return Pipeline(name, FAMILY_COPYLESS, True, run, runner.close)
+
+
+def _collect(runner: Runner, task: Task, batch: int, slot: _Slot, handle: JobHandle) -> Outcome:
+    status = runner.wait(handle, -1)
+    if status is not StatusCode.SUCCESS:
+        raise CopylessError(f"job {handle.job_id} ended with {status.name}")
+    return slot.postprocess(task, batch)

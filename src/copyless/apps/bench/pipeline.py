@@ -1,0 +1,34 @@
+"""What every measured pipeline is: a name, a family, a mode and ``run(batches)``.
+
+``run(n)`` processes ``n`` batches of the photo end to end (preprocess every frame, infer,
+postprocess every frame) and returns the :class:`~.tasks.Outcome` of frame 0 of the last
+batch. A sync pipeline is timed call by call with ``run(1)``; an async one over ``run(n)``
+(prime, steady state, drain), so the time per frame is wall / (n * batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .tasks import Outcome
+
+PLAIN = "plain"
+FAMILY_PLAIN, FAMILY_PEER, FAMILY_COPYLESS = "plain", "peer", "copyless"
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(slots=True)
+class Pipeline:
+    """One way of running the model on the photo (see the module docstring)."""
+
+    name: str
+    family: str
+    asynchronous: bool
+    run: Callable[[int], Outcome]
+    close: Callable[[], None] = field(default=_nothing)
+    note: str = ""
+
