@@ -139,7 +139,8 @@ def async_vs_sync(name: str, path: Path, jobs: int) -> None:
         runner = cl.RunnerFactory.from_compiled(
             compiled, {"max_concurrent_runs": 2, "num_threads": threads}
         )
-        runner.execute([[slots[0][0]]], [[slots[0][1]]])
+        # warm-up: the first execute_async loads the async engines (auto threads)
+        runner.wait(runner.execute_async([[slots[0][0]]], [[slots[0][1]]]), -1)
         t = time.perf_counter()
         pending = []
         for i in range(jobs):

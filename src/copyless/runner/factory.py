@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -11,7 +12,7 @@ from typing import Any
 from ..backends.base import Backend, Engine
 from ..backends.onnxruntime import OrtCpuBackend
 from ..model import CompiledModel
-from ..types import CopylessError, ModelLoadError, OptionError, RunnerType, UnsupportedError
+from ..types import ModelLoadError, OptionError, RunnerType, UnsupportedError
 from .options import RunnerOptions, parse_options
 from .runner import Runner
 
@@ -56,15 +57,26 @@ class RunnerFactory:
         backend = _backend_for(runner_type, parsed)
         cpu_backend: Backend = OrtCpuBackend()
         threads = parsed.engine_threads()
-        engines: list[Engine] = []
-        try:
-            for partition in model.partitions:
-                chosen = cpu_backend if partition.target == "cpu" else backend
-                engines.append(chosen.load(partition, threads))
-        except CopylessError:
-            for engine in engines:
-                engine.close()
-            raise
+
+        def load(num_threads: int) -> list[Engine]:
+            engines: list[Engine] = []
+            try:
+                for partition in model.partitions:
+                    chosen = cpu_backend if partition.target == "cpu" else backend
+                    engines.append(chosen.load(partition, num_threads))
+            except BaseException:
+                for engine in engines:
+                    engine.close()
+                raise
+            return engines
+
+        engines = load(threads)
+        # onnxruntime's intra-op threads belong to a session: concurrent jobs on one session
+        # would each take every core. Async jobs get sessions sized cores / concurrent runs.
+        async_threads = parsed.async_engine_threads()
+        async_loader = None
+        if isinstance(backend, OrtCpuBackend) and async_threads != threads:
+            async_loader = functools.partial(load, async_threads)
         logger.debug(
             "runner for %r on %s/%s: %d partition(s), %d engine thread(s)",
             model.name,
@@ -73,7 +85,7 @@ class RunnerFactory:
             len(engines),
             threads,
         )
-        return Runner(model, parsed, backend, engines)
+        return Runner(model, parsed, backend, engines, async_loader)
 
 
 def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:

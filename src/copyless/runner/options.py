@@ -26,7 +26,9 @@ device                 "cpu"                "cpu" | "cuda" | "tensorrt" (ONNX Ru
 performance_hint       "LATENCY"            OpenVINO only: "LATENCY" | "THROUGHPUT" | "AUTO"
                                             (THROUGHPUT when max_concurrent_runs > 1)
 num_threads            0 (auto)             engine threads per run; auto = all cores for
-                                            one slot, cores / slots when several run at once
+                                            execute, cores / max_concurrent_runs for each
+                                            execute_async job (onnxruntime: the async jobs
+                                            get engines of their own, loaded on first use)
 profile_path           None                 trace file (default ./copyless_trace_<pid>_<n>.json)
 =====================  ===================  =================================================
 """
@@ -74,11 +76,22 @@ class RunnerOptions:
     performance_hint: str = "LATENCY"
 
     def engine_threads(self) -> int:
-        """Engine threads per run: explicit, or all cores shared by the slots that overlap."""
+        """Engine threads of a synchronous run: explicit, or every core."""
         if self.num_threads > 0:
             return self.num_threads
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-        return max(1, cores)
+        return _cores()
+
+    def async_engine_threads(self) -> int:
+        """Engine threads of each async job: explicit, or the cores shared by the
+        ``max_concurrent_runs`` jobs that run at once (at least one)."""
+        if self.num_threads > 0:
+            return self.num_threads
+        return max(1, _cores() // self.max_concurrent_runs)
+
+
+def _cores() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)
 
 
 def _choice(values: tuple[str, ...]) -> Callable[[str, Any], Any]:

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..backends.base import Backend, Engine
@@ -63,11 +63,19 @@ class Runner:
         options: RunnerOptions,
         backend: Backend,
         engines: Sequence[Engine],
+        async_loader: Callable[[], list[Engine]] | None = None,
     ) -> None:
         self._model = model
         self._options = options
         self._backend = backend
-        self._engines = list(engines)
+        self._engines = list(engines)  # every engine, closed at shutdown
+        self._sync_engines = list(engines)
+        # Async jobs run on engines of their own when the backend's threads are per run
+        # (onnxruntime): cores / max_concurrent_runs threads each, loaded on the first
+        # execute_async, so sync-only users keep every core and pay nothing.
+        self._async_loader = async_loader
+        self._async_engines: list[Engine] | None = None
+        self._load_lock = threading.Lock()
         self._closed = False
         self._lock = threading.Lock()
         # Repeated sync calls on the same, already bound tensors are replayed in C (_fast.c).
@@ -78,6 +86,7 @@ class Runner:
         self._trace = Trace(options.ai_analyzer_profiling, options.profile_path)
         self._plans: dict[tuple[int, ...], tuple[CallPlan, Any, Any]] = {}
         self._free_slots: list[Slot] = []
+        self._free_async_slots: list[Slot] = []
         self._all_slots: list[Slot] = []
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=options.async_threadpool_depth, thread_name_prefix="copyless-job"
@@ -129,7 +138,8 @@ class Runner:
 
     def get_property(self, key: str) -> Any:
         """Backend facts and live counters: backend, device, model, batch_size, partitions,
-        jobs_run, jobs_in_flight, bytes_converted, callback_errors, trace_path, or any option."""
+        jobs_run, fast_calls, jobs_in_flight, bytes_converted, callback_errors,
+        engine_threads, async_engine_threads, engines_loaded, trace_events, or any option."""
         self._check_open()
         props: dict[str, Any] = {
             "backend": self._backend.name,
@@ -143,7 +153,13 @@ class Runner:
             "bytes_converted": self._bytes_converted,
             "callback_errors": self._jobs.callback_errors,
             "engine_threads": self._options.engine_threads(),
+            "async_engine_threads": (
+                self._options.async_engine_threads()
+                if self._async_loader is not None
+                else self._options.engine_threads()
+            ),
             "trace_events": len(self._trace.events),
+            "engines_loaded": len(self._engines),
         }
         if key in props:
             return props[key]
@@ -279,6 +295,10 @@ class Runner:
         except PlanError as exc:
             logger.error("execute_async: %s", exc)
             return JobHandle(exc.status, 0)
+        if self._async_loader is not None and self._async_engines is None:
+            refused = self._load_async_engines()
+            if refused is not None:
+                return JobHandle(refused, 0)
         with self._lock:
             if self._closed:
                 return JobHandle(StatusCode.FAILURE, 0)
@@ -316,9 +336,33 @@ class Runner:
             with self._lock:
                 self._futures.pop(job.job_id, None)
 
+    def _load_async_engines(self) -> StatusCode | None:
+        """Load the async jobs' engines once; the status to refuse the job with on failure."""
+        loader = self._async_loader
+        with self._load_lock:
+            if self._async_engines is not None or loader is None:
+                return None
+            try:
+                engines = loader()
+            except MemoryError:
+                logger.exception("execute_async: out of memory loading the async engines")
+                return StatusCode.OUT_OF_MEMORY
+            except Exception as exc:  # noqa: BLE001 - execution never raises
+                logger.error("execute_async: cannot load the async engines: %s", exc)
+                return StatusCode.RUNTIME_ERROR
+            with self._lock:
+                if self._closed:
+                    for engine in engines:
+                        engine.close()
+                    return StatusCode.FAILURE
+                self._engines.extend(engines)
+                self._async_engines = engines
+            return None
+
     def _run(self, plan: CallPlan, job_id: int) -> StatusCode:
+        run_async = job_id != 0 and self._async_engines is not None
         try:
-            slot = self._acquire_slot()  # a new slot allocates its intermediates
+            slot = self._acquire_slot(run_async)  # a new slot allocates its intermediates
         except MemoryError:
             logger.exception("job %d: out of memory for a new execution slot", job_id)
             return StatusCode.OUT_OF_MEMORY
@@ -346,7 +390,7 @@ class Runner:
         except Exception as exc:  # noqa: BLE001 - execution never raises
             return self._engine_failed(job_id, exc)
         finally:
-            self._free_slots.append(slot)
+            (self._free_async_slots if run_async else self._free_slots).append(slot)
         self._bytes_converted += plan.converted_bytes
         return StatusCode.SUCCESS
 
@@ -382,11 +426,13 @@ class Runner:
             self._plans[key] = (plan, inputs, outputs)
         return plan, False
 
-    def _acquire_slot(self) -> Slot:
+    def _acquire_slot(self, run_async: bool = False) -> Slot:
+        pool = self._free_async_slots if run_async else self._free_slots
         try:
-            return self._free_slots.pop()
+            return pool.pop()
         except IndexError:
-            slot = Slot(self._model, self._engines)
+            engines = self._async_engines if run_async else self._sync_engines
+            slot = Slot(self._model, engines or self._sync_engines)
             with self._lock:
                 self._all_slots.append(slot)
             return slot

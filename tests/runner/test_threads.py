@@ -1,0 +1,80 @@
+"""Engine threads: every core for execute, cores / max_concurrent_runs for async jobs.
+
+onnxruntime's intra-op threads belong to a session, so async jobs get sessions of their own,
+loaded on the first execute_async; sync-only users never load them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from runner_helpers import reference, tensors
+
+import copyless as cl
+from copyless.model import CompiledModel
+from copyless.runner import options as runner_options
+from copyless.runner.options import parse_options
+
+HW = cl.TensorType.HW
+OK = cl.StatusCode.SUCCESS
+
+
+@pytest.fixture
+def four_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner_options, "_cores", lambda: 4)
+
+
+@pytest.mark.usefixtures("four_cores")
+def test_auto_threads_split_the_cores_between_concurrent_jobs() -> None:
+    assert parse_options({}).engine_threads() == 4
+    assert parse_options({}).async_engine_threads() == 2  # default max_concurrent_runs 2
+    assert parse_options({"max_concurrent_runs": 4}).async_engine_threads() == 1
+    assert parse_options({"max_concurrent_runs": 8}).async_engine_threads() == 1
+    explicit = parse_options({"num_threads": 3, "max_concurrent_runs": 4})
+    assert (explicit.engine_threads(), explicit.async_engine_threads()) == (3, 3)
+
+
+@pytest.mark.usefixtures("four_cores")
+def test_async_engines_load_on_first_execute_async_and_compute_the_same(
+    tiny: tuple[onnx.ModelProto, CompiledModel],
+) -> None:
+    model, compiled = tiny
+    with cl.RunnerFactory.from_compiled(compiled) as runner:
+        assert runner.get_property("engine_threads") == 4
+        assert runner.get_property("async_engine_threads") == 2
+        x, y = tensors(runner, HW)
+        data = np.random.default_rng(0).standard_normal(x.info.shape).astype(np.float32)
+        x.numpy()[...] = data
+        expected = reference(model, {"input": data})[0]
+        assert runner.execute([[x]], [[y]]) is OK
+        assert runner.get_property("engines_loaded") == 1  # sync only: nothing more
+        y.numpy()[...] = 0
+        jobs = [runner.execute_async([[x]], [[y]])]
+        assert jobs[0].status is OK
+        assert runner.wait(jobs[0], 10_000) is OK
+        np.testing.assert_allclose(y.numpy(), expected, rtol=1e-4, atol=1e-5)
+        assert runner.get_property("engines_loaded") == 2
+        for _ in range(3):  # later jobs reuse them
+            job = runner.execute_async([[x]], [[y]])
+            assert runner.wait(job, 10_000) is OK
+        assert runner.get_property("engines_loaded") == 2
+        assert runner.execute([[x]], [[y]]) is OK  # sync still on the full-width engine
+        np.testing.assert_allclose(y.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.usefixtures("four_cores")
+def test_explicit_threads_and_openvino_share_one_engine(
+    tiny: tuple[onnx.ModelProto, CompiledModel],
+) -> None:
+    _, compiled = tiny
+    cases = [
+        ({"num_threads": 2}, cl.RunnerType.ONNXRUNTIME),
+        ({}, cl.RunnerType.OPENVINO),  # OpenVINO streams serve concurrent requests
+    ]
+    for options, runner_type in cases:
+        with cl.RunnerFactory.from_compiled(compiled, options, runner_type) as runner:
+            x, y = tensors(runner, HW)
+            job = runner.execute_async([[x]], [[y]])
+            assert runner.wait(job, 10_000) is OK
+            assert runner.get_property("engines_loaded") == 1, (options, runner_type)
