@@ -24,49 +24,21 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
-import onnx.helper as oh
-import onnx.numpy_helper as onh
 import onnxruntime as ort
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import copyless as cl
 from copyless.model import compile_to_memory
 from copyless.runner import Runner, RunnerFactory
+from model_helpers import conv_net
 
 S = cl.StatusCode
 HW = cl.TensorType.HW
-
-
-def conv_net(size: int) -> onnx.ModelProto:
-    """Conv(3->8) + Relu + GlobalAveragePool + Flatten + Gemm(8->10), input [1,3,size,size]."""
-    rng = np.random.default_rng(0)
-    inits = [
-        onh.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w"),
-        onh.from_array(rng.standard_normal(8).astype(np.float32), "b"),
-        onh.from_array(rng.standard_normal((10, 8)).astype(np.float32), "fc"),
-        onh.from_array(rng.standard_normal(10).astype(np.float32), "fcb"),
-    ]
-    nodes = [
-        oh.make_node("Conv", ["input", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
-        oh.make_node("Relu", ["c"], ["r"]),
-        oh.make_node("GlobalAveragePool", ["r"], ["p"]),
-        oh.make_node("Flatten", ["p"], ["f"]),
-        oh.make_node("Gemm", ["f", "fc", "fcb"], ["logits"], transB=1),
-    ]
-    graph = oh.make_graph(
-        nodes,
-        "soak_net",
-        [oh.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [1, 3, size, size])],
-        [oh.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, [1, 10])],
-        inits,
-    )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    model.ir_version = 10
-    return model
 
 
 def footprint() -> tuple[int, int, int]:
@@ -137,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-slack-mib", type=float, default=16.0)
     args = parser.parse_args(argv)
 
-    model = conv_net(args.size)
+    model = conv_net(size=args.size)
     compiled = compile_to_memory(model)
     options = {"max_concurrent_runs": args.threads, "async_threadpool_depth": args.threads,
                "callback_order": args.callback_order}  # fmt: skip

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnx.helper as oh
-import onnx.numpy_helper as onh
 import onnxruntime as ort
 import pytest
 
@@ -30,6 +28,7 @@ from copyless.backends.cuda import CudaBackend, check_available
 from copyless.model import CompiledModel, compile_model, compile_to_memory
 from copyless.runner import RunnerFactory
 from copyless.runner.options import RunnerOptions
+from model_helpers import conv_net
 
 
 def _cuda_missing() -> str | None:
@@ -47,32 +46,9 @@ CUDA_MISSING = _cuda_missing()
 requires_cuda = pytest.mark.skipif(CUDA_MISSING is not None, reason=f"needs CUDA: {CUDA_MISSING}")
 
 
-def small_net(batch: int = 2, size: int = 16) -> onnx.ModelProto:
-    """Conv(3->8) + Relu + GlobalAveragePool + Flatten + Gemm(8->10), fixed weights."""
-    rng = np.random.default_rng(7)
-    inits = [
-        onh.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w"),
-        onh.from_array(rng.standard_normal(8).astype(np.float32), "b"),
-        onh.from_array(rng.standard_normal((10, 8)).astype(np.float32), "fc"),
-        onh.from_array(rng.standard_normal(10).astype(np.float32), "fcb"),
-    ]
-    nodes = [
-        oh.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
-        oh.make_node("Relu", ["c"], ["r"]),
-        oh.make_node("GlobalAveragePool", ["r"], ["p"]),
-        oh.make_node("Flatten", ["p"], ["f"]),
-        oh.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1),
-    ]
-    graph = oh.make_graph(
-        nodes,
-        "small_net",
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [batch, 3, size, size])],
-        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [batch, 10])],
-        inits,
-    )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    model.ir_version = 10
-    return model
+def small_net() -> onnx.ModelProto:
+    """The shared conv net with batch 2: input [2,3,16,16], logits [2,10]."""
+    return conv_net(batch=2)
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +159,7 @@ def test_provider_list_runs_both_providers_on_one_stream(tmp_path: Path) -> None
 # -- on a GPU ---------------------------------------------------------------------------
 def _cpu_reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    result: np.ndarray = session.run(None, {"x": x})[0]
+    result: np.ndarray = session.run(None, {"input": x})[0]
     return result
 
 
@@ -224,13 +200,13 @@ def test_cuda_context_binds_device_memory_in_place_and_stages_host_memory(compil
     x = np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype(np.float32)
     d_x = cupy.asarray(x)
     y = np.zeros((2, 10), np.float32)
-    context.bind_input("x", int(d_x.data.ptr), cl.DataType.FLOAT32, (2, 3, 16, 16))
-    context.bind_output("y", int(y.ctypes.data), cl.DataType.FLOAT32, (2, 10))
-    assert context.staged == ("y",)  # device input in place, host output staged
+    context.bind_input("input", int(d_x.data.ptr), cl.DataType.FLOAT32, (2, 3, 16, 16))
+    context.bind_output("logits", int(y.ctypes.data), cl.DataType.FLOAT32, (2, 10))
+    assert context.staged == ("logits",)  # device input in place, host output staged
     context.run()
     np.testing.assert_allclose(y, _cpu_reference(small_net(), x), rtol=1e-3, atol=1e-3)
     with pytest.raises(cl.UnsupportedError, match="host memory"):
-        context.bind_device("x", int(x.ctypes.data), cl.DataType.FLOAT32, x.shape, output=False)
+        context.bind_device("input", int(x.ctypes.data), cl.DataType.FLOAT32, x.shape, output=False)
     context.close()
     engine.close()
 

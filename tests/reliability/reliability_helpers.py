@@ -1,4 +1,4 @@
-"""Reliability helpers: a small real conv net, .rai packing with lies, a crash-safe load child.
+"""Reliability helpers: the shared conv net at 8x8, .rai packing with lies, a crash-safe load child.
 
 ``pack_rai`` writes the ``.rai`` container itself (not through ``write_archive``) so a test
 can seal mutated blobs and manifests with *valid* checksums: a mutation then gets past the
@@ -19,43 +19,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
-import onnx.helper as oh
-import onnx.numpy_helper as onh
 
 from copyless.model.archive import ALIGN, HEADER_SIZE, MAGIC, VERSION
+
+# Child processes import this module with only this folder on sys.path (they run in it);
+# the shared model is one folder up (under pytest it is already there: the rootdir conftest).
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+from model_helpers import conv_net
 
 _HEADER = struct.Struct("<8sIIQQQII")
 WORKER = Path(__file__).with_name("load_worker.py")
 
 
 def small_net(batch: int | str = 1, size: int = 8) -> onnx.ModelProto:
-    """Conv(3->4) + Relu + GlobalAveragePool + Flatten + Gemm(4->5): real, and fast to run."""
-    rng = np.random.default_rng(1)
-    inits = [
-        onh.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
-        onh.from_array(rng.standard_normal(4).astype(np.float32), "b"),
-        onh.from_array(rng.standard_normal((5, 4)).astype(np.float32), "fc"),
-        onh.from_array(rng.standard_normal(5).astype(np.float32), "fcb"),
-    ]
-    nodes = [
-        oh.make_node("Conv", ["input", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
-        oh.make_node("Relu", ["c"], ["r"]),
-        oh.make_node("GlobalAveragePool", ["r"], ["p"]),
-        oh.make_node("Flatten", ["p"], ["f"]),
-        oh.make_node("Gemm", ["f", "fc", "fcb"], ["logits"], transB=1),
-    ]
-    graph = oh.make_graph(
-        nodes,
-        "small_net",
-        [oh.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [batch, 3, size, size])],
-        [oh.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, [batch, 5])],
-        inits,
-    )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    model.ir_version = 10
-    return model
+    """The shared conv net (model_helpers.conv_net) at 8x8: real, and fast to run."""
+    return conv_net(batch, size)
 
 
 # -- the .rai container, written by hand ------------------------------------------------

@@ -1,0 +1,44 @@
+"""The small real conv net the runner, backend and reliability tests (and the runner and soak
+benchmarks) run: one definition, imported by basename.
+
+Under pytest this folder is on ``sys.path`` (the rootdir conftest lives here); scripts and
+child processes started elsewhere add it themselves (see runner_helpers, reliability_helpers
+and benchmarks/soak.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper as onh
+
+
+def conv_net(batch: int | str = 1, size: int = 16, channels: int = 3) -> onnx.ModelProto:
+    """Conv(channels->8) + Relu + GlobalAveragePool + Flatten + Gemm(8->10), fixed weights.
+
+    Input ``input`` [batch, channels, size, size] float32, output ``logits`` [batch, 10];
+    ``batch`` may be a symbolic name ("N"). IR version 10, opset 17 (onnxruntime 1.31 loads it).
+    """
+    rng = np.random.default_rng(0)
+    weights = onh.from_array(rng.standard_normal((8, channels, 3, 3)).astype(np.float32), "w")
+    bias = onh.from_array(rng.standard_normal(8).astype(np.float32), "b")
+    fc = onh.from_array(rng.standard_normal((10, 8)).astype(np.float32), "fc")
+    fcb = onh.from_array(rng.standard_normal(10).astype(np.float32), "fcb")
+    nodes = [
+        oh.make_node("Conv", ["input", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        oh.make_node("Relu", ["c"], ["r"]),
+        oh.make_node("GlobalAveragePool", ["r"], ["p"]),
+        oh.make_node("Flatten", ["p"], ["f"]),
+        oh.make_node("Gemm", ["f", "fc", "fcb"], ["logits"], transB=1),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "conv_net",
+        [oh.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [batch, channels, size, size])],
+        [oh.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, [batch, 10])],
+        [weights, bias, fc, fcb],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
