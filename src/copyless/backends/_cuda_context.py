@@ -4,34 +4,32 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import onnxruntime as ort
 
 from ..types import DataType, UnsupportedError
 from ._cuda_driver import CudaDriver
-from .onnxruntime import ONNX_TYPE
+from .onnxruntime import ONNX_TYPE, OrtContext
 
 # A staged tensor: (host address, device buffer, bytes).
 _Staged = tuple[int, int, int]
 
 
-class CudaContext:
-    """An IOBinding on the GPU plus the staging buffers of host-memory tensors."""
+class CudaContext(OrtContext):
+    """An IOBinding on the GPU plus the staging buffers of host-memory tensors.
+
+    The ONNX Runtime context with ``device="cuda"``: dynamic outputs are engine-allocated on
+    the GPU, so :meth:`dynamic_output` copies them to host memory (a D2H copy)."""
+
+    __slots__ = ("__weakref__", "_buffers", "_downloads", "_driver", "_finalizer", "_stream",
+                 "_uploads", "_waits")  # fmt: skip
 
     def __init__(
         self, session: ort.InferenceSession, drv: CudaDriver, device_id: int, stream: int
     ) -> None:
-        self._session = session
+        super().__init__(session, "cuda", device_id)
         self._driver = drv
-        self._device_id = device_id
         self._stream = stream
-        self._binding = session.io_binding()
-        self._raw_session: Any = getattr(session, "_sess", None)
-        self._raw_binding: Any = getattr(self._binding, "_iobinding", None)
-        self._bound: dict[str, tuple[int, tuple[int, ...]]] = {}
         self._uploads: dict[str, _Staged] = {}
         self._downloads: dict[str, _Staged] = {}
         self._buffers: dict[str, tuple[int, int]] = {}  # name -> (device ptr, capacity)
@@ -102,7 +100,7 @@ class CudaContext:
         else:
             ptr = address
         bind = self._binding.bind_output if output else self._binding.bind_input
-        bind(name, "cuda", self._device_id, ONNX_TYPE[data_type], list(shape), ptr)
+        bind(name, self._device, self._device_id, ONNX_TYPE[data_type], list(shape), ptr)
         self._bound[name] = key
 
     def _buffer(self, name: str, nbytes: int) -> int:
@@ -114,12 +112,6 @@ class CudaContext:
             ptr, capacity = self._driver.alloc(nbytes), nbytes
             self._buffers[name] = (ptr, capacity)
         return ptr
-
-    def bind_output_dynamic(self, name: str) -> None:
-        if self._bound.get(name) == (0, ()):
-            return
-        self._binding.bind_output(name, "cuda", self._device_id)
-        self._bound[name] = (0, ())
 
     def order_after(self, producer_stream: int) -> None:
         """Before the next run, make the engine's stream wait for work queued on
@@ -136,26 +128,14 @@ class CudaContext:
             drv.order(stream, self._waits.pop())
         for host, device, nbytes in self._uploads.values():
             drv.copy_htod(device, host, nbytes, stream)
-        if self._raw_session is not None and self._raw_binding is not None:
-            self._raw_session.run_with_iobinding(self._raw_binding, None)
-        else:  # pragma: no cover - wrappers without the private attributes
-            self._session.run_with_iobinding(self._binding)
+        super().run()
         if self._downloads:
             for host, device, nbytes in self._downloads.values():
                 drv.copy_dtoh(host, device, nbytes, stream)
             drv.synchronize(stream)
 
-    def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:
-        """The engine-allocated output copied to host memory (a D2H copy)."""
-        names = [o.name for o in self._session.get_outputs()]
-        value = self._binding.get_outputs()[names.index(name)]
-        result: npt.NDArray[np.generic] = value.numpy()
-        return result
-
     def close(self) -> None:
-        self._binding.clear_binding_inputs()
-        self._binding.clear_binding_outputs()
-        self._bound.clear()
+        super().close()
         self._uploads.clear()
         self._downloads.clear()
         self._finalizer()

@@ -34,11 +34,11 @@ from typing import Any
 import onnxruntime as ort
 
 from ..model import Partition
-from ..types import ModelLoadError, OptionError, UnsupportedError
+from ..types import OptionError, UnsupportedError
 from ._cuda_context import CudaContext
 from ._cuda_driver import CudaDriver, driver
 from ._cuda_options import PROVIDERS, CudaOptions, parse_cuda_options, provider_list
-from .onnxruntime import session_options
+from .onnxruntime import OrtEngine, create_session
 
 logger = logging.getLogger(__name__)
 
@@ -123,18 +123,9 @@ class CudaBackend:
         return self._options
 
     def load(self, partition: Partition, num_threads: int) -> CudaEngine:
-        sess_options = session_options(num_threads)
-        if self._options.strict:
-            sess_options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        strict = {"session.disable_cpu_ep_fallback": "1"} if self._options.strict else None
         providers = provider_list(self._device, self._options, self._stream)
-        try:
-            session = ort.InferenceSession(
-                bytes(partition.onnx_bytes), sess_options=sess_options, providers=providers
-            )
-        except ort.capi.onnxruntime_pybind11_state.NotImplemented as exc:
-            raise UnsupportedError(f"{partition.name}: onnxruntime cannot run it: {exc}") from exc
-        except Exception as exc:  # onnxruntime raises bare RuntimeErrors
-            raise ModelLoadError(f"{partition.name}: onnxruntime refused the graph: {exc}") from exc
+        session = create_session(partition, num_threads, providers, strict)
         wanted = PROVIDERS[self._device]
         if wanted not in session.get_providers():
             raise UnsupportedError(
@@ -145,30 +136,19 @@ class CudaBackend:
         return CudaEngine(session, self._driver, self._options.device_id, self._stream)
 
 
-class CudaEngine:
-    """One partition in an ONNX Runtime session on the GPU."""
+class CudaEngine(OrtEngine):
+    """One partition in an ONNX Runtime session on the GPU; its contexts stage host memory.
+
+    Closing drops the session; the engine's stream outlives it (it belongs to the caller or
+    to the driver's per-device shared streams)."""
 
     def __init__(
         self, session: ort.InferenceSession, drv: CudaDriver, device_id: int, stream: int
     ) -> None:
-        self._session = session
+        super().__init__(session, "cuda")
         self._driver = drv
         self._device_id = device_id
         self._stream = stream
-        self._inputs = tuple(i.name for i in session.get_inputs())
-        self._outputs = tuple(o.name for o in session.get_outputs())
-
-    @property
-    def input_names(self) -> tuple[str, ...]:
-        return self._inputs
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        return self._outputs
-
-    @property
-    def session(self) -> ort.InferenceSession:
-        return self._session
 
     @property
     def stream(self) -> int:
@@ -176,7 +156,3 @@ class CudaEngine:
 
     def new_context(self) -> CudaContext:
         return CudaContext(self._session, self._driver, self._device_id, self._stream)
-
-    def close(self) -> None:
-        # Dropping the last reference frees the C++ session (its stream outlives it).
-        self._session = None  # type: ignore[assignment,unused-ignore]

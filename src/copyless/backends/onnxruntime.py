@@ -13,6 +13,7 @@ off, so idle engine threads do not steal the CPU from Python pre/post-processing
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -53,13 +54,26 @@ def session_options(num_threads: int) -> ort.SessionOptions:
 
 
 class OrtContext:
-    """An IOBinding plus the addresses it holds, for one execution slot."""
+    """An IOBinding plus the addresses it holds, for one execution slot.
 
-    __slots__ = ("_binding", "_bound", "_device", "_raw_binding", "_raw_session", "_session")
+    ``device``/``device_id`` name where bound memory lives, as IOBinding takes them ("cpu", 0
+    here; the CUDA context binds "cuda" memory through the same object, see _cuda_context.py).
+    """
 
-    def __init__(self, session: ort.InferenceSession, device: str) -> None:
+    __slots__ = (
+        "_binding",
+        "_bound",
+        "_device",
+        "_device_id",
+        "_raw_binding",
+        "_raw_session",
+        "_session",
+    )
+
+    def __init__(self, session: ort.InferenceSession, device: str, device_id: int = 0) -> None:
         self._session = session
         self._device = device
+        self._device_id = device_id
         self._binding = session.io_binding()
         # The C++ objects behind the wrappers: the per-call fast path.
         self._raw_session: Any = getattr(session, "_sess", None)
@@ -72,7 +86,9 @@ class OrtContext:
         key = (address, shape)
         if self._bound.get(name) == key:
             return
-        self._binding.bind_input(name, self._device, 0, ONNX_TYPE[data_type], list(shape), address)
+        self._binding.bind_input(
+            name, self._device, self._device_id, ONNX_TYPE[data_type], list(shape), address
+        )
         self._bound[name] = key
 
     def bind_output(
@@ -81,14 +97,23 @@ class OrtContext:
         key = (address, shape)
         if self._bound.get(name) == key:
             return
-        self._binding.bind_output(name, self._device, 0, ONNX_TYPE[data_type], list(shape), address)
+        self._binding.bind_output(
+            name, self._device, self._device_id, ONNX_TYPE[data_type], list(shape), address
+        )
         self._bound[name] = key
 
     def bind_output_dynamic(self, name: str) -> None:
         if self._bound.get(name) == (0, ()):
             return
-        self._binding.bind_output(name, self._device)
+        self._binding.bind_output(name, self._device, self._device_id)
         self._bound[name] = (0, ())
+
+    def call_target(self) -> tuple[Any, tuple[Any, ...]]:
+        """(callable, args) running the bound graph: the C++ call the runner's fast path
+        replays without a Python frame in between."""
+        if self._raw_session is not None and self._raw_binding is not None:
+            return (self._raw_session.run_with_iobinding, (self._raw_binding, None))
+        return (self.run, ())  # pragma: no cover - wrappers without the private attributes
 
     def run(self) -> None:
         if self._raw_session is not None and self._raw_binding is not None:
@@ -150,16 +175,22 @@ class OrtCpuBackend:
 
 
 def create_session(
-    partition: Partition, num_threads: int, providers: list[Any]
+    partition: Partition,
+    num_threads: int,
+    providers: list[Any],
+    config: Mapping[str, str] | None = None,
 ) -> ort.InferenceSession:
-    """An InferenceSession of ``partition``'s graph; engine errors become ModelLoadError."""
+    """An InferenceSession of ``partition``'s graph (one copy of the graph bytes, which the
+    session parses), with ``config`` added as session config entries. Engine errors become
+    ModelLoadError (UnsupportedError where onnxruntime has no kernel for the graph)."""
+    options = session_options(num_threads)
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
     try:
         return ort.InferenceSession(
-            bytes(partition.onnx_bytes),
-            sess_options=session_options(num_threads),
-            providers=providers,
+            bytes(partition.onnx_bytes), sess_options=options, providers=providers
         )
     except ort.capi.onnxruntime_pybind11_state.NotImplemented as exc:
         raise UnsupportedError(f"{partition.name}: onnxruntime cannot run it: {exc}") from exc
-    except Exception as exc:
+    except Exception as exc:  # onnxruntime raises bare RuntimeErrors
         raise ModelLoadError(f"{partition.name}: onnxruntime refused the graph: {exc}") from exc
