@@ -83,6 +83,16 @@ def tensor_view(tensor: Any, name: str) -> npt.NDArray[np.generic]:
     return view
 
 
+def raw_infer_call(request: Any) -> tuple[Callable[..., object], tuple[Any, ...]]:
+    """``(callable, args)`` that infers ``request`` with no Python frame in between where
+    this OpenVINO exposes the C++ ``InferRequest.infer`` (the runner's fast path calls it)."""
+    try:
+        from openvino._pyopenvino import InferRequest as RawRequest
+    except ImportError:  # pragma: no cover - module layout of other OpenVINO releases
+        return (request.infer, ({}, True))
+    return (RawRequest.infer, (request, {}, True, False))
+
+
 def raw_infer() -> Callable[[Any], object]:
     """``run(request)``: the C++ ``InferRequest.infer`` where this OpenVINO exposes it, which
     skips the Python wrapper's input dispatch; the GIL is released while it infers."""

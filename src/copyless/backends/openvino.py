@@ -51,6 +51,7 @@ from ._openvino_tensors import (
     ov,
     owned_tensor,
     raw_infer,
+    raw_infer_call,
     tensor_view,
 )
 
@@ -101,6 +102,10 @@ class OvContext:
 
     def run(self) -> None:
         _RUN(self._request)
+
+    def call_target(self) -> tuple[Any, tuple[Any, ...]]:
+        """(callable, args) the runner's fast path replays: the C++ infer of this request."""
+        return raw_infer_call(self._request)
 
     def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:
         """A view (no copy) of OpenVINO's output buffer, valid until the next :meth:`run`."""
