@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/runner.py [--quick]
 
 Prints medians (and ratios) of:
-  1. runner.execute vs raw onnxruntime run_with_iobinding on the same buffers, for a tiny
+  1. runner.execute vs raw onnxruntime run_with_iobinding (and vs OpenVINO InferRequest.infer
+     on the OpenVINO backend) on the same buffers, for a tiny
      model (Relu on 1x3x8x8: pure overhead) and a small conv net, and EfficientNet-Lite0;
   2. CPU-view vs HW-view execute (conversion inside the runner vs zero-copy binding);
   3. async (2 slots) vs sync throughput on EfficientNet-Lite0 and ResNet-50.
@@ -29,7 +30,7 @@ from runner_helpers import conv_net
 
 import copyless as cl
 from copyless.backends.onnxruntime import session_options
-from copyless.model import compile_to_memory, zoo
+from copyless.model import CompiledModel, compile_to_memory, zoo
 
 HW, CPU = cl.TensorType.HW, cl.TensorType.CPU
 IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT
@@ -88,6 +89,35 @@ def overhead(name: str, model: onnx.ModelProto, n: int, rounds: int, threads: in
     res = interleaved(fns, n, rounds)
     base = res["ort run_with_iobinding"]
     print(f"\n[{name}] median per call ({threads} engine thread(s))")
+    for key, value in res.items():
+        print(f"  {key:<28}{value:10.2f} us   {value / base:5.2f}x")
+    runner.close()
+    openvino_overhead(compiled, n, rounds, threads)
+
+
+def openvino_overhead(compiled: CompiledModel, n: int, rounds: int, threads: int) -> None:
+    """The same on OpenVINO: copyless execute vs the InferRequest it drives, same buffers."""
+    import openvino as ov
+
+    options = {"num_threads": threads}
+    runner = cl.RunnerFactory.from_compiled(compiled, options, cl.RunnerType.OPENVINO)
+    x = runner.allocate_npu_tensor(runner.get_tensors_info(IN, HW)[0])
+    y = runner.allocate_npu_tensor(runner.get_tensors_info(OUT, HW)[0])
+    core = ov.Core()
+    request = core.compile_model(
+        core.read_model(compiled.partitions[0].onnx_bytes, b""),
+        "CPU",
+        {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"},
+    ).create_infer_request()
+    request.set_input_tensor(ov.Tensor(x.numpy(), shared_memory=True))
+    request.set_output_tensor(ov.Tensor(y.numpy(), shared_memory=True))
+    inputs, outputs = [[x]], [[y]]
+    fns = {
+        "openvino request.infer": lambda: request.infer(share_outputs=True),
+        "copyless execute (openvino)": lambda: runner.execute(inputs, outputs),
+    }
+    res = interleaved(fns, n, rounds)
+    base = res["openvino request.infer"]
     for key, value in res.items():
         print(f"  {key:<28}{value:10.2f} us   {value / base:5.2f}x")
     runner.close()
