@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +28,7 @@ from ...model import zoo
 from ...types import CopylessError
 from ...vision import decode
 from . import contenders, peers
-from .gate import disagreement
+from .gate import detail, disagreement
 from .measure import batches_per_round, interleaved
 from .models import MODELS, PRECISIONS, Config, copyless_model, peer_model
 from .pipeline import PLAIN, Pipeline
@@ -72,9 +73,7 @@ FACTORIES: dict[str, Factory] = {
     PLAIN: lambda a: peers.plain(a.peer_model, a.task, a.pil, a.config.batch),
     "ort-iobinding": lambda a: peers.iobinding(a.peer_model, a.task, a.pil, a.config.batch),
     "openvino-sync": lambda a: peers.openvino_sync(a.peer_model, a.task, a.image, a.config.batch),
-    "openvino-async": lambda a: peers.openvino_async(
-        a.peer_model, a.task, a.image, a.config.batch
-    ),
+    "openvino-async": lambda a: peers.openvino_async(a.peer_model, a.task, a.image, a.config.batch),
     "copyless-ort-zc": _cl_sync("ort", True),
     "copyless-ort-cpu": _cl_sync("ort", False),
     "copyless-ov-zc": _cl_sync("ov", True),
@@ -149,8 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [n for n in FACTORIES if n == PLAIN or args.only is None or n in args.only]
     settings = Settings(args.frames, args.rounds, tuple(chosen), args.photo)
     guess = sum(_GUESS_MS[c.model] for c in configs) * len(chosen) * args.frames
-    _say(f"{len(configs)} configuration(s) x {len(chosen)} pipelines, {args.rounds} rounds of "
-         f"{args.frames} frames: roughly {guess * (args.rounds + 1) / 1e3:.0f} s of timing")  # fmt: skip
+    seconds = guess * (args.rounds + 1) / 1e3
+    _say(f"{len(configs)} configuration(s) x {len(chosen)} pipelines, {args.rounds} rounds "
+         f"of {args.frames} frames: roughly {seconds:.0f} s of timing")  # fmt: skip
     rows: list[Row] = []
     for config in configs:
         rows.extend(run_config(config, settings))
@@ -180,46 +180,47 @@ def run_config(
 ) -> list[Row]:
     """Gate, then time every pipeline of ``config``; ``extra`` adds pipelines (tests)."""
     _say(f"{config.label}: preparing models")
-    rows: dict[str, Row] = {}
-    base = {"model": config.model, "precision": config.precision, "batch": config.batch}
     try:
         assets = prepare(config, settings.photo)
     except (CopylessError, OSError, ValueError) as exc:
-        return [Row(**base, pipeline=n, family="", mode="", status=UNAVAILABLE, note=str(exc))
-                for n in settings.pipelines]  # fmt: skip
+        note = f"unavailable: {_short(exc)}"
+        return [_row(config, n, None, UNAVAILABLE, note) for n in settings.pipelines]
+    rows: dict[str, Row] = {}
     built: list[Pipeline] = []
     factories = [FACTORIES[n] for n in settings.pipelines] + list(extra)
     names = [*settings.pipelines, *(f"extra{i}" for i in range(len(extra)))]
     for name, factory in zip(names, factories, strict=True):
         try:
             built.append(factory(assets))
-        except Exception as exc:  # noqa: BLE001 - a peer that cannot load is a table row
+        except Exception as exc:  # a peer that cannot load (e.g. an OpenVINO bug) is a row
             logger.debug("pipeline %s unavailable", name, exc_info=True)
-            rows[name] = Row(**base, pipeline=name, family="", mode="", status=UNAVAILABLE,
-                             note=f"unavailable: {_short(exc)}")  # fmt: skip
+            rows[name] = _row(config, name, None, UNAVAILABLE, f"unavailable: {_short(exc)}")
     try:
-        timed = _gate(built, config, rows, base, settings)
-        samples = interleaved(timed, settings.frames, config.batch, settings.rounds,
-                              lambda p, e: _fail(rows, base, p, e))  # fmt: skip
+        timed = _gate(built, config, rows, settings)
+        samples = interleaved(
+            timed, settings.frames, config.batch, settings.rounds,
+            lambda p, e: _fail(rows, config, p, e),
+        )  # fmt: skip
     finally:
         for pipeline in built:
             pipeline.close()
-    plain_ms = _median(samples.get(PLAIN, []))
+    plain_ms = statistics.median(samples[PLAIN]) * 1e3 if samples.get(PLAIN) else None
     for pipeline in timed:
         if pipeline.name in rows:
             continue
-        rounds_ms = tuple(s * 1e3 for s in samples[pipeline.name])
-        ms = _median(samples[pipeline.name]) * 1e3
-        speedup = plain_ms * 1e3 / ms if plain_ms and ms else None
-        rows[pipeline.name] = Row(**base, **_kind(pipeline), status=OK, ms_per_frame=ms,
-                                  fps=1e3 / ms if ms else None, speedup=speedup,
-                                  rounds_ms=rounds_ms, note=pipeline.note)  # fmt: skip
-    order = {name: i for i, name in enumerate(names)}
-    return sorted(rows.values(), key=lambda r: order.get(r.pipeline, len(order)))
+        ms = statistics.median(samples[pipeline.name]) * 1e3
+        rows[pipeline.name] = _row(
+            config, pipeline.name, pipeline, OK, pipeline.note, ms_per_frame=ms, fps=1e3 / ms,
+            speedup=plain_ms / ms if plain_ms else None,
+            rounds_ms=tuple(s * 1e3 for s in samples[pipeline.name]),
+        )  # fmt: skip
+    order = {p.name: i for i, p in enumerate(built)}
+    return sorted(rows.values(), key=lambda r: order.get(r.pipeline, -1))
 
 
-def _gate(built: list[Pipeline], config: Config, rows: dict[str, Row],
-          base: dict[str, Any], settings: Settings) -> list[Pipeline]:  # fmt: skip
+def _gate(
+    built: list[Pipeline], config: Config, rows: dict[str, Row], settings: Settings
+) -> list[Pipeline]:
     """Run each pipeline once; keep those that agree with plain. Prints a time estimate."""
     reference: Outcome | None = None
     timed, estimate = [], 0.0
@@ -228,50 +229,48 @@ def _gate(built: list[Pipeline], config: Config, rows: dict[str, Row],
         try:
             outcome = pipeline.run(1)
         except Exception as exc:  # noqa: BLE001 - reported as a failed row
-            _fail(rows, base, pipeline, exc)
+            _fail(rows, config, pipeline, exc)
             continue
         once = time.perf_counter() - start
         if pipeline.name == PLAIN:
             reference = outcome
-        why = None if reference is None else disagreement(reference, outcome, config.precision)
-        if why is not None:
-            rows[pipeline.name] = Row(**base, **_kind(pipeline), status=WRONG,
-                                      note=f"WRONG: {why}")  # fmt: skip
-            _say(f"{config.label}: {pipeline.name} WRONG ({why}; plain {reference})")
-            continue
+        elif reference is not None:
+            why = disagreement(reference, outcome, config.precision)
+            if why is not None:
+                rows[pipeline.name] = _row(config, pipeline.name, pipeline, WRONG, f"WRONG: {why}")
+                _say(f"{config.label}: {pipeline.name} WRONG ({why}; got {outcome.describe()})")
+                continue
+            pipeline.note = "; ".join(n for n in (pipeline.note, detail(reference, outcome)) if n)
         timed.append(pipeline)
         estimate += once * batches_per_round(pipeline, settings.frames, config.batch)
     if reference is None:
         _say(f"{config.label}: no plain reference: nothing is gated or timed")
         for pipeline in timed:
-            rows.setdefault(pipeline.name, Row(**base, **_kind(pipeline), status=UNAVAILABLE,
-                                               note="no plain reference"))  # fmt: skip
+            rows[pipeline.name] = _row(
+                config, pipeline.name, pipeline, UNAVAILABLE, "no plain reference"
+            )
         return []
     _say(f"{config.label}: timing {len(timed)} pipelines, about "
          f"{estimate * (settings.rounds + 1):.0f} s")  # fmt: skip
     return timed
 
 
-def _fail(rows: dict[str, Row], base: dict[str, Any], pipeline: Pipeline, exc: Exception) -> None:
+def _row(
+    config: Config, name: str, pipeline: Pipeline | None, status: str, note: str = "",
+    **timing: Any,
+) -> Row:  # fmt: skip
+    family = pipeline.family if pipeline is not None else ""
+    mode = "" if pipeline is None else "async" if pipeline.asynchronous else "sync"
+    return Row(config.model, config.precision, config.batch, name, family, mode, status,
+               note=note, **timing)  # fmt: skip
+
+
+def _fail(rows: dict[str, Row], config: Config, pipeline: Pipeline, exc: Exception) -> None:
     logger.debug("pipeline %s failed", pipeline.name, exc_info=exc)
-    _say(f"{pipeline.name} failed: {_short(exc)}")
-    rows[pipeline.name] = Row(**base, **_kind(pipeline), status=FAILED,
-                              note=f"failed: {_short(exc)}")  # fmt: skip
-
-
-def _kind(pipeline: Pipeline) -> dict[str, str]:
-    mode = "async" if pipeline.asynchronous else "sync"
-    return {"pipeline": pipeline.name, "family": pipeline.family, "mode": mode}
+    _say(f"{config.label}: {pipeline.name} failed: {_short(exc)}")
+    rows[pipeline.name] = _row(config, pipeline.name, pipeline, FAILED, f"failed: {_short(exc)}")
 
 
 def _short(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0

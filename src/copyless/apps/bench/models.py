@@ -120,8 +120,10 @@ def copyless_model(config: Config) -> Path:
     """The ``.rai`` copyless runs: RGBx uint8 input, normalisation folded in."""
     source = zoo.build(config.model, progress=False)
     options = compile_options(config, rgbx=True)
-    target = bench_root() / f"{config.model}-{config.precision}-b{config.batch}-rgbx-" \
+    target = (
+        bench_root() / f"{config.model}-{config.precision}-b{config.batch}-rgbx-"
         f"{_key(source, options)}.rai"
+    )
 
     def write(tmp: Path) -> None:
         logger.info("compiling %s (rgbx) -> %s", config.label, target.name)
@@ -150,7 +152,9 @@ def peer_model(config: Config) -> Path:
     return _cached(target, write)
 
 
-def float_io_qdq(model: onnx.ModelProto, quant: dict[str, QuantParameters | None]) -> onnx.ModelProto:
+def float_io_qdq(
+    model: onnx.ModelProto, quant: dict[str, QuantParameters | None]
+) -> onnx.ModelProto:
     """``model`` with every INT8 graph input/output made float through Q/DQ at the boundary.
 
     An INT8 input ``t`` becomes a float input ``t`` feeding ``QuantizeLinear(t, scale, zp)``

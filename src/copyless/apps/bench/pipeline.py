@@ -31,4 +31,3 @@ class Pipeline:
     run: Callable[[int], Outcome]
     close: Callable[[], None] = field(default=_nothing)
     note: str = ""
-

@@ -22,8 +22,8 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image
 
-from ...model import zoo
 from ...memory import NpuTensor
+from ...model import zoo
 from ...types import QuantParameters
 from ...vision import classify_preprocess, letterbox, softmax_topk, text_boxes
 from .models import ModelSpec
@@ -167,7 +167,9 @@ def _no_boxes(plane: npt.NDArray[np.float32]) -> list[BoxTuple]:
 def _db_postprocess() -> Callable[[npt.NDArray[np.float32]], list[BoxTuple]]:
     """rapidocr's DBPostProcess (its config's values) -> canvas boxes; scipy as fallback."""
     try:
-        from rapidocr_onnxruntime.ch_ppocr_det.utils import DBPostProcess
+        from rapidocr_onnxruntime.ch_ppocr_det.utils import (  # type: ignore[import-untyped]
+            DBPostProcess,
+        )
     except ImportError as exc:  # rapidocr or OpenCV missing: label components with scipy
         logger.info("rapidocr DBPostProcess unavailable (%s): scipy.ndimage labels", exc)
         return _scipy_boxes
@@ -186,7 +188,7 @@ def _db_postprocess() -> Callable[[npt.NDArray[np.float32]], list[BoxTuple]]:
 def _scipy_boxes(plane: npt.NDArray[np.float32]) -> list[BoxTuple]:
     from scipy import ndimage
 
-    labels, count = ndimage.label(plane > THRESHOLD, structure=np.ones((3, 3)))
+    labels, _ = ndimage.label(plane > THRESHOLD, structure=np.ones((3, 3)))
     boxes = []
     for index, found in enumerate(ndimage.find_objects(labels), start=1):
         if found is None:

@@ -1,0 +1,124 @@
+"""copyless-bench on the real EfficientNet-Lite0 and photo: rows, ratios, JSON, PNG, gate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from copyless.apps.bench import cli
+from copyless.apps.bench.gate import disagreement
+from copyless.apps.bench.models import Config
+from copyless.apps.bench.peers import plain
+from copyless.apps.bench.pipeline import Pipeline
+from copyless.apps.bench.tasks import Outcome
+
+ONLY = ["ort-iobinding", "openvino-sync", "copyless-ort-zc", "copyless-ort-async2"]
+CAT = {281, 282, 285}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, Path]:
+    out = tmp_path_factory.mktemp("bench")
+    argv = ["--quick", "--batch", "1", "--precision", "fp32", "--only", ",".join(ONLY),
+            "--json", str(out / "b.json"), "--png", str(out / "b.png")]  # fmt: skip
+    code = cli.main(argv)
+    return code, json.loads((out / "b.json").read_text()), out / "b.png"
+
+
+def test_quick_run_rows_and_ratios(quick_run: tuple[int, dict, Path]) -> None:
+    code, data, _ = quick_run
+    assert code == 0
+    rows = {r["pipeline"]: r for r in data["rows"]}
+    assert set(rows) == {"plain", *ONLY}
+    for row in rows.values():
+        assert row["status"] == "ok", row  # every pipeline passed the correctness gate
+        assert (row["model"], row["precision"], row["batch"]) == ("efficientnet-lite0", "fp32", 1)
+        assert row["ms_per_frame"] > 0 and row["fps"] > 0
+        assert row["fps"] == pytest.approx(1000.0 / row["ms_per_frame"])
+        assert row["speedup"] == pytest.approx(rows["plain"]["ms_per_frame"] / row["ms_per_frame"])
+        assert len(row["rounds_ms"]) == 1 and all(t > 0 for t in row["rounds_ms"])
+    assert rows["plain"]["speedup"] == 1.0
+    assert rows["copyless-ort-async2"]["mode"] == "async"
+    assert rows["copyless-ort-zc"]["family"] == "copyless"
+    assert data["machine"]["cores"] >= 1 and data["machine"]["onnxruntime"]
+    assert data["settings"]["rounds"] == 1
+
+
+def test_quick_run_png(quick_run: tuple[int, dict, Path]) -> None:
+    _, _, png = quick_run
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_table_on_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    argv = ["--quick", "--batch", "1", "--precision", "fp32", "--only", "copyless-ort-cpu",
+            "--rounds", "1", "--frames", "1",
+            "--json", str(tmp_path / "t.json"), "--png", str(tmp_path / "t.png")]  # fmt: skip
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.out.splitlines() if "efficientnet-lite0 fp32 b1" in line]
+    assert [line.split()[3] for line in lines] == ["plain", "copyless-ort-cpu"]
+    assert "1.00x" in lines[0]
+    assert "efficientnet-lite0 fp32 b1" in captured.err  # progress goes to stderr
+
+
+def _zeros_pipeline(assets: cli.Assets) -> Pipeline:
+    """The plain pipeline fed zeros instead of the photo: a deliberately wrong pipeline."""
+    honest = plain(assets.peer_model, assets.task, assets.pil, assets.config.batch)
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(assets.peer_model), providers=["CPUExecutionProvider"])
+    x = np.zeros((1, 3, 224, 224), np.float32)
+
+    def run(batches: int) -> Outcome:
+        return assets.task.postprocess(session.run(None, {"input": x})[0][0])
+
+    assert honest.run(1).classes[0] in CAT
+    return Pipeline("zeros", "copyless", False, run)
+
+
+def test_wrong_pipeline_is_flagged_and_not_timed() -> None:
+    settings = cli.Settings(frames=1, rounds=1, pipelines=("plain",), photo=None)
+    rows = cli.run_config(Config("efficientnet-lite0", "fp32", 1), settings, [_zeros_pipeline])
+    by_name = {r.pipeline: r for r in rows}
+    assert by_name["plain"].status == "ok"
+    wrong = by_name["zeros"]
+    assert wrong.status == "WRONG" and wrong.ms_per_frame is None and wrong.speedup is None
+    assert "top-1" in wrong.note
+
+
+def test_gate_rules() -> None:
+    ref = Outcome(classes=(285, 281, 282, 287, 904))
+    assert disagreement(ref, ref, "fp32") is None
+    assert disagreement(ref, Outcome(classes=(285, 281, 1, 2, 3)), "fp32") is not None
+    assert disagreement(ref, Outcome(classes=(285, 281, 1, 2, 3)), "int8") is None
+    assert disagreement(ref, Outcome(classes=(281, 285, 282, 287, 904)), "int8") is not None
+    boxes = ((0.0, 0.0, 10.0, 5.0), (0.0, 10.0, 10.0, 15.0), (0.0, 20.0, 10.0, 25.0))
+    assert disagreement(Outcome(boxes=boxes), Outcome(boxes=boxes[:2]), "fp32") is None
+    assert disagreement(Outcome(boxes=boxes), Outcome(), "fp32") is not None
+    shifted = tuple((x0 + 8, y0, x1 + 8, y1) for x0, y0, x1, y1 in boxes)
+    assert disagreement(Outcome(boxes=boxes), Outcome(boxes=shifted), "fp32") is not None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "vgg"], "invalid choice"),
+        (["--batch", "0"], "--batch"),
+        (["--batch", "x"], "--batch"),
+        (["--precision", "fp8"], "--precision"),
+        (["--only", "copyless-turbo"], "--only"),
+        (["--frames", "0"], "--frames"),
+        (["--photo", "moon"], "moon"),
+    ],
+)
+def test_bad_arguments_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
