@@ -119,23 +119,27 @@ def produce_model_queue(queue: Any, producer_id: int, count: int) -> None:
 
 # -- timing -------------------------------------------------------------------------------
 class Clock:
-    """Frames per second from the moment every producer has delivered a frame."""
+    """Frames per second between the moment every producer has delivered a frame and the
+    last frame (process start-up and shutdown are not measured, on either side)."""
 
     def __init__(self, producers: int) -> None:
         self.waiting = set(range(producers))
-        self.start = 0.0
+        self.start = self.end = 0.0
         self.frames = 0
 
     def tick(self, producer: int) -> None:
         if self.waiting:
             self.waiting.discard(producer)
             if not self.waiting:
-                self.start = time.perf_counter()
+                self.start = self.end = time.perf_counter()
         else:
             self.frames += 1
+            self.end = time.perf_counter()
 
     def rate(self) -> float:
-        return self.frames / (time.perf_counter() - self.start)
+        if self.frames == 0 or self.end <= self.start:
+            raise RuntimeError("too few frames to time: raise --frames")
+        return self.frames / (self.end - self.start)
 
 
 def run_fd_shared(producers: int, frames: int, slots: int) -> float:

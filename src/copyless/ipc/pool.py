@@ -186,8 +186,10 @@ class SlotPool:
         """Serve producers for up to ``timeout`` seconds (None: until something happens).
 
         Returns the slots filled meanwhile (maybe none: a wake-up, a grant, an exit).
+        Slots released since the last call are granted first, one send per producer.
         """
         self._check_open()
+        self._grant()
         for key, _ in self._state.selector.select(timeout):
             kind, producer_id = key.data
             if kind == "accept":
@@ -212,12 +214,15 @@ class SlotPool:
                 return
 
     def release(self, index: int) -> None:
-        """Return a consumed slot to the free list (producers waiting get it)."""
+        """Return a consumed slot to the free list.
+
+        Waiting producers get it at the next :meth:`poll` (or :meth:`filled` step), which
+        sends the grants of every slot released meanwhile together.
+        """
         if not 0 <= index < len(self._owner) or self._owner[index] != _CONSUMER:
             raise TensorError(f"slot {index!r} is not held by the consumer")
         self._owner[index] = _FREE
         self._free.append(index)
-        self._grant()
 
     def wake(self) -> None:
         """Make a blocked :meth:`poll` return (thread-safe; e.g. from a job callback)."""
