@@ -12,65 +12,41 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from ..model import zoo
-from ..runner import Runner, RunnerFactory
-from ..types import CopylessError, MemoryLayout, RunnerType, StatusCode, TensorDirection, TensorType
-from ..vision import classify_preprocess, colour_format_for, decode, softmax_topk
-from ._bench import StageTimes, now
+from ..runner import Runner
+from ..types import CopylessError, MemoryLayout, TensorDirection
+from ..vision import classify_preprocess, colour_format_for, softmax_topk
 from ._models import builtin_classifier
-
-EXIT_USAGE = 2
+from ._setup import (
+    EXIT_USAGE,
+    image_parser,
+    parse_image_args,
+    run_image_app,
+    tensor_type,
+    timed_runs,
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="copyless-zerocopy", description="Zero-copy classification of one image."
-    )
-    parser.add_argument("-i", "--image", required=True, help="input image (JPEG or PNG)")
-    parser.add_argument(
-        "-m", "--model-dir", help="compiled model (default: built-in EfficientNet-Lite0, RGBx)"
-    )
-    parser.add_argument(
-        "-c", "--non-zero-copy", action="store_true", help="CPU tensor type (runner converts)"
-    )
-    parser.add_argument("-n", "--runs", type=int, default=1, help="timed iterations (default 1)")
-    parser.add_argument(
-        "--runner", choices=["onnxruntime", "openvino"], default="onnxruntime", help="engine"
+    parser = image_parser(
+        "copyless-zerocopy",
+        "Zero-copy classification of one image.",
+        "compiled model (default: built-in EfficientNet-Lite0, RGBx)",
     )
     parser.add_argument("-k", "--top", type=int, default=5, help="labels to print (default 5)")
-    args = parser.parse_args(argv)
-    if args.runs < 1:
-        parser.error("--runs must be >= 1")
-    return args
+    return parse_image_args(parser, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    image_path = Path(args.image)
-    if not image_path.is_file():
-        print(f"error: no image at {image_path}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.model_dir is not None and not Path(args.model_dir).exists():
-        print(f"error: no model at {args.model_dir}", file=sys.stderr)
-        return EXIT_USAGE
-    view = "CPU" if args.non_zero_copy else "HW"
-    options = {"input_tensor_type": view, "output_tensor_type": view}
-    runner_type = RunnerType.OPENVINO if args.runner == "openvino" else RunnerType.ONNXRUNTIME
-    try:
-        image = decode(image_path)
-        model = Path(args.model_dir) if args.model_dir else builtin_classifier()
-        with RunnerFactory.create_runner(model, options, runner_type) as runner:
-            return _classify(runner, image, args)
-    except (CopylessError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    return run_image_app(parse_args(argv), builtin_classifier, _classify)
 
 
-def _classify(runner: Runner, image: Any, args: argparse.Namespace) -> int:
-    view = TensorType.CPU if args.non_zero_copy else TensorType.HW
+def _classify(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespace) -> int:
+    view = tensor_type(args)
     in_infos = runner.get_tensors_info(TensorDirection.INPUT, view)
     out_infos = runner.get_tensors_info(TensorDirection.OUTPUT, view)
     if len(in_infos) != 1 or len(out_infos) != 1 or runner.get_batch_size() != 1:
@@ -91,23 +67,17 @@ def _classify(runner: Runner, image: Any, args: argparse.Namespace) -> int:
     x = runner.allocate_npu_tensor(in_info)
     y = runner.allocate_npu_tensor(out_info)
     quant = runner.get_quant_parameters(out_info.name)
-    times = StageTimes()
-    top: list[tuple[int, float]] = []
-    for run in range(args.runs + 1):  # one untimed warm-up
-        t0 = now()
-        classify_preprocess(image, x, resize_short=round(size * 256 / 224), crop=size)
-        t1 = now()
-        status = runner.execute([[x]], [[y]])
-        t2 = now()
-        if status is not StatusCode.SUCCESS:
-            print(f"error: execute returned {status.name}", file=sys.stderr)
-            return 1
-        top = softmax_topk(y, args.top, quant)
-        t3 = now()
-        if run:
-            times.preprocess.append(t1 - t0)
-            times.infer.append(t2 - t1)
-            times.postprocess.append(t3 - t2)
+    done = timed_runs(
+        runner,
+        x,
+        y,
+        args.runs,
+        lambda: classify_preprocess(image, x, resize_short=round(size * 256 / 224), crop=size),
+        lambda _: softmax_topk(y, args.top, quant),
+    )
+    if done is None:
+        return 1
+    top, times = done
     _print_top(top)
     for line in times.block():
         print(line)

@@ -1,0 +1,143 @@
+"""What the image apps (copyless-zerocopy, copyless-detect) share: their common arguments,
+the checks and runner they start from, and the timed preprocess / execute / postprocess loop.
+
+The image is decoded once, outside the timed loop (as in the VART-ML samples); the loop runs
+one untimed warm-up and then ``--runs`` timed iterations on the same two tensors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from ..memory import NpuTensor
+from ..runner import Runner, RunnerFactory
+from ..types import CopylessError, RunnerType, StatusCode, TensorType
+from ..vision import decode
+from ._bench import StageTimes, now
+
+EXIT_USAGE = 2
+
+#: What an app hands to :func:`run_image_app`: the open runner, the decoded RGB image and
+#: the parsed arguments in; the exit status out.
+ImageApp = Callable[[Runner, npt.NDArray[np.uint8], argparse.Namespace], int]
+
+_Prepared = TypeVar("_Prepared")
+_Result = TypeVar("_Result")
+
+
+def add_runner_argument(parser: argparse.ArgumentParser) -> None:
+    """``--runner onnxruntime|openvino`` (read back with :func:`runner_type`)."""
+    parser.add_argument(
+        "--runner", choices=["onnxruntime", "openvino"], default="onnxruntime", help="engine"
+    )
+
+
+def runner_type(args: argparse.Namespace) -> RunnerType:
+    """The engine ``--runner`` names."""
+    return RunnerType.OPENVINO if args.runner == "openvino" else RunnerType.ONNXRUNTIME
+
+
+def image_parser(prog: str, description: str, model_help: str) -> argparse.ArgumentParser:
+    """A parser with the image apps' arguments: ``-i/--image``, ``-m/--model-dir``
+    (``model_help``), ``-c/--non-zero-copy``, ``-n/--runs`` and ``--runner``. The app adds
+    its own and parses with :func:`parse_image_args`."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("-i", "--image", required=True, help="input image (JPEG or PNG)")
+    parser.add_argument("-m", "--model-dir", help=model_help)
+    parser.add_argument(
+        "-c", "--non-zero-copy", action="store_true", help="CPU tensor type (runner converts)"
+    )
+    parser.add_argument("-n", "--runs", type=int, default=1, help="timed iterations (default 1)")
+    add_runner_argument(parser)
+    return parser
+
+
+def parse_image_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; a usage error (``--runs`` below 1 included) exits with status 2."""
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be >= 1")
+    return args
+
+
+def tensor_type(args: argparse.Namespace) -> TensorType:
+    """HW (zero-copy), or CPU with ``-c`` (the runner converts inside ``execute``)."""
+    return TensorType.CPU if args.non_zero_copy else TensorType.HW
+
+
+def run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: ImageApp) -> int:
+    """Check the image and model paths, decode the image, open a runner on ``--model-dir``
+    (else ``builtin()``, compiled on first use) with both tensor types set to
+    :func:`tensor_type`, and return what ``app`` returns. A missing file, an undecodable
+    image or a model the runner refuses is printed and gives :data:`EXIT_USAGE`."""
+    if not Path(args.image).is_file():
+        print(f"error: no image at {args.image}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.model_dir is not None and not Path(args.model_dir).exists():
+        print(f"error: no model at {args.model_dir}", file=sys.stderr)
+        return EXIT_USAGE
+    view = tensor_type(args).name
+    options = {"input_tensor_type": view, "output_tensor_type": view}
+    try:
+        image = decode(Path(args.image))
+        model = Path(args.model_dir) if args.model_dir else builtin()
+        with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
+            return app(runner, image, args)
+    except (CopylessError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def timed_runs(
+    runner: Runner,
+    x: NpuTensor,
+    y: NpuTensor,
+    runs: int,
+    preprocess: Callable[[], _Prepared],
+    postprocess: Callable[[_Prepared], _Result],
+) -> tuple[_Result, StageTimes] | None:
+    """``preprocess()`` (writes ``x``), ``execute`` of ``x`` -> ``y``, ``postprocess`` of
+    what preprocess returned (reads ``y``): one untimed warm-up, then ``runs`` timed rounds.
+
+    Returns the last postprocess result and the per-stage times, or None (after printing
+    the status) when ``execute`` does not succeed."""
+    times = StageTimes()
+    warm_up = _round(runner, x, y, preprocess, postprocess)
+    if warm_up is None:
+        return None
+    result = warm_up[0]
+    for _ in range(runs):
+        timed = _round(runner, x, y, preprocess, postprocess)
+        if timed is None:
+            return None
+        result, (pre, infer, post) = timed
+        times.preprocess.append(pre)
+        times.infer.append(infer)
+        times.postprocess.append(post)
+    return result, times
+
+
+def _round(
+    runner: Runner,
+    x: NpuTensor,
+    y: NpuTensor,
+    preprocess: Callable[[], _Prepared],
+    postprocess: Callable[[_Prepared], _Result],
+) -> tuple[_Result, tuple[float, float, float]] | None:
+    t0 = now()
+    prepared = preprocess()
+    t1 = now()
+    status = runner.execute([[x]], [[y]])
+    t2 = now()
+    if status is not StatusCode.SUCCESS:
+        print(f"error: execute returned {status.name}", file=sys.stderr)
+        return None
+    result = postprocess(prepared)
+    return result, (t1 - t0, t2 - t1, now() - t2)
