@@ -5,6 +5,8 @@ Examples::
     copyless-compile model.onnx -o model.rai
     copyless-compile effnet.onnx -o effnet.rai --input-format rgbx \\
         --mean 127,127,127 --std 128,128,128
+    copyless-compile effnet.onnx -o effnet640.rai --input-format rgbx --input-size 640x640 \
+        --mean 127,127,127 --std 128,128,128
     copyless-compile effnet.onnx -o effnet_int8 --input-format rgbx --mean 127,127,127 \\
         --std 128,128,128 --quantize int8 --calibration photos/
     copyless-compile det.onnx -o det.rai --input-shape x=1x3x640x640 --input-layout HCWNC4 \\
@@ -33,7 +35,9 @@ Dtypes: fp32 fp16 bf16 (int8 with --quantize). Per-tensor values: NAME=VALUE (re
 --input-format rgbx: the input's HW view is UINT8 NHWC4 [N,H,W,4] packed RGBx pixels; the
 graph starts with Cast, Slice, Transpose and (x - mean)/std folded as Mul+Add, with --mean and
 --std in pixel units (0..255). The CPU view is then float32 NCHW pixels (0..255, not
-normalised) with quant scale 1, zero point 0.
+normalised) with quant scale 1, zero point 0. With --input-size HxW the HW view is the
+decoder's frame [N,H,W,4] of that size, resized in the graph (Resize, linear, antialiased
+when the model's opset allows 18) to the model's own size before the normalisation.
 
 --quantize int8 --calibration DIR: static QDQ INT8 (per tensor) calibrated on the images in
 DIR, resized to the input size and normalised with --mean/--std. Float inputs and outputs get
@@ -59,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1x...",
                    help="fix an input's shape (needed for symbolic non-batch dims)")  # fmt: skip
     p.add_argument("--input-format", choices=["rgbx"], help="packed RGBx uint8 pixel input")
+    p.add_argument("--input-size", metavar="HxW",
+                   help="frame size of the rgbx input (the graph resizes it)")  # fmt: skip
     p.add_argument("--mean", help="R,G,B mean in pixel units (rgbx / calibration)")
     p.add_argument("--std", help="R,G,B std in pixel units (rgbx / calibration)")
     for flag in ("input-layout", "input-dtype", "output-layout", "output-dtype"):
@@ -107,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch_size": args.batch_size,
             "input_shapes": dict(parse_shape(s) for s in args.input_shape) or None,
             "input_format": args.input_format,
+            "input_size": args.input_size,
             "mean": _triple(args.mean),
             "std": _triple(args.std),
             "input_layout": _per_tensor(args.input_layout),

@@ -17,6 +17,12 @@ parentheses; see ``copyless-compile --help``):
     (0..255; default 0 and 1). The CPU view becomes float32 NCHW ``[N, 3, H, W]`` in pixel
     units, *not* normalised, with ``quant = QuantParameters(1.0, 0)``: the runner's CPU->HW
     conversion is then round + saturate to uint8 + pad the 4th channel.
+``input_size=(H, W)`` (``--input-size HxW``), with ``input_format="rgbx"``
+    The HW view is the decoder's frame, ``[N, H, W, 4]`` RGBx uint8 of any size, and the
+    graph resizes it (``Resize`` linear, antialiased like PIL's bilinear when the model's
+    opset can be moved to 18) to the model's own H x W before the normalisation. The CPU
+    view is float32 ``[N, 3, H, W]`` pixels of the frame size. Aspect ratio is not kept:
+    crop before, or accept the stretch.
 ``input_layout`` / ``input_dtype`` / ``output_layout`` / ``output_dtype`` (``--input-layout`` ...)
     The HW view's layout (``NHWC``, ``NHWC4``, ``NC4HW4``, ``HCWNC4`` ...) and dtype (``bf16``,
     ``fp16``, ``fp32``; ``int8`` with ``quantize``); one value for every tensor or a
@@ -212,13 +218,17 @@ def _input_fold(cpu: NpuTensorInfo, opts: CompileOptions, q: Quantized | None) -
                 f"input_format='rgbx' needs a float [N,3,H,W] input; {cpu.describe()}"
             )
         pixels = dataclasses.replace(cpu, data_type=DataType.FLOAT32)
+        resize = None
+        if opts.input_size is not None and opts.input_size != cpu.shape[2:]:
+            resize = (cpu.shape[2], cpu.shape[3])
+            pixels = dataclasses.replace(pixels, shape=cpu.shape[:2] + opts.input_size)
         mean, std = opts.mean or (0.0, 0.0, 0.0), opts.std or (1.0, 1.0, 1.0)
         normalize = (
             tuple(1.0 / s for s in std),
             tuple(-m / s for m, s in zip(mean, std, strict=True)),
         )
         hw = hw_info_for(pixels, MemoryLayout.NHWC4, DataType.UINT8)
-        return Fold(pixels, hw, cpu.data_type, None, normalize)
+        return Fold(pixels, hw, cpu.data_type, None, normalize, resize)
     quant = q.inputs.get(cpu.name) if q else None
     dtype, quant = _dtype_and_quant(cpu, wanted, quant, "input_dtype")
     return Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)

@@ -3,15 +3,19 @@ the HW view of an output the graph output.
 
 For an input the graph starts with, in order: the dtype step (``Cast``, or
 ``DequantizeLinear`` for a quantized integer view), the layout step (``Slice`` of the channel
-padding, ``Transpose``/``Reshape`` back to the model's NCHW) and, for packed RGBx pixels, the
-normalisation ``(x - mean) / std`` as one ``Mul`` + ``Add``. For an output the graph ends with
+padding, ``Transpose``/``Reshape`` back to the model's NCHW), for frames of another size a
+linear ``Resize`` to the model's own H x W, and for packed RGBx pixels the normalisation
+``(x - mean) / std`` as one ``Mul`` + ``Add``. For an output the graph ends with
 the layout step (``Transpose``, ``Pad`` with zeros, ``Reshape``) then the dtype step (``Cast``
 or ``QuantizeLinear``, which maps the zero padding to the zero point).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -19,6 +23,8 @@ import onnx
 from ..layout import GROUP
 from ..types import DataType, MemoryLayout, NpuTensorInfo, QuantParameters, UnsupportedError
 from .graph import ELEM_OF, NameScope, NodeChain, default_opset, rename_reads
+
+_log = logging.getLogger(__name__)
 
 #: Oldest default-domain opset whose Slice/Pad/QuantizeLinear forms the folding emits.
 MIN_FOLD_OPSET = 11
@@ -31,7 +37,8 @@ class Fold:
     ``model_dtype`` is the dtype of the tensor inside the graph (the CPU view's dtype, except
     for RGBx inputs whose CPU view is float32 pixels). ``quant`` is folded as a
     Dequantize/QuantizeLinear; ``normalize`` is the per-channel ``(scale, bias)`` applied
-    after the layout step (RGBx only).
+    after the layout step (RGBx only). ``resize`` is the model's own ``(H, W)`` when the HW
+    view holds frames of another size (``cpu`` then describes the frames).
     """
 
     cpu: NpuTensorInfo
@@ -39,11 +46,13 @@ class Fold:
     model_dtype: DataType
     quant: QuantParameters | None = None
     normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    resize: tuple[int, int] | None = None
 
     @property
     def identity(self) -> bool:
         return (
-            self.hw.shape == self.cpu.shape
+            self.resize is None
+            and self.hw.shape == self.cpu.shape
             and self.hw.memory_layout in (self.cpu.memory_layout, MemoryLayout.GENERIC)
             and self.hw.data_type is self.model_dtype
             and self.quant is None
@@ -82,6 +91,8 @@ def fold_input(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
     elif hw.data_type is not fold.model_dtype:
         chain.op("Cast", to=ELEM_OF[fold.model_dtype])
     _to_logical(chain, hw, cpu)
+    if fold.resize is not None:
+        _resize(model, chain, cpu.shape[:2] + fold.resize)
     if fold.normalize is not None:
         scale, bias = fold.normalize
         chain.op("Mul", chain.const(np.reshape(scale, (1, -1, 1, 1)), np.float32, "scale"))
@@ -126,6 +137,58 @@ def fold_output(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
     graph.node.extend(chain.nodes)
     graph.initializer.extend(chain.initializers)
     _retype(next(vi for vi in graph.output if vi.name == name), hw)
+
+
+#: Default-domain opset whose Resize has ``antialias`` (a CPU resize's low-pass filter).
+ANTIALIAS_OPSET = 18
+
+
+def _resize(model: onnx.ModelProto, chain: NodeChain, sizes: tuple[int, ...]) -> None:
+    """Linear resize of the NCHW float frame to ``sizes``, filtered like PIL's bilinear.
+
+    Antialiasing needs Resize-18: a model of an older opset is moved to 18 when none of its
+    ops changed meaning since its own opset; otherwise the resize is plain linear (which
+    aliases when shrinking by more than 2x) and a warning says so.
+    """
+    antialias = _raise_opset(model, ANTIALIAS_OPSET)
+    if not antialias:
+        _log.warning(
+            "opset %d model: input Resize without antialiasing (needs opset %d)",
+            default_opset(model),
+            ANTIALIAS_OPSET,
+        )
+    attrs: dict[str, Any] = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
+    if antialias:
+        attrs["antialias"] = 1
+    chain.op("Resize", "", "", _i64(chain, list(sizes), "sizes"), **attrs)
+
+
+def _raise_opset(model: onnx.ModelProto, target: int) -> bool:
+    """Move the default domain to opset ``target`` if no op of the graph changes meaning."""
+    current = default_opset(model)
+    if current >= target:
+        return True
+    for node in _all_nodes(model.graph):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            since = onnx.defs.get_schema(node.op_type, target).since_version
+        except onnx.defs.SchemaError:
+            return False
+        if since > current:
+            return False
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            opset.version = target
+    return True
+
+
+def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            for sub in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
+                yield from _all_nodes(sub)
 
 
 def _retype(vi: onnx.ValueInfoProto, info: NpuTensorInfo) -> None:

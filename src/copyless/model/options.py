@@ -36,6 +36,7 @@ _KNOWN = frozenset(
         "batch_size",
         "input_shapes",
         "input_format",
+        "input_size",
         "mean",
         "std",
         "input_layout",
@@ -61,6 +62,7 @@ class CompileOptions:
     batch_size: int = 1
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     input_format: str | None = None  # None or "rgbx"
+    input_size: tuple[int, int] | None = None  # (H, W) of the frames (rgbx only)
     mean: tuple[float, float, float] | None = None
     std: tuple[float, float, float] | None = None
     input_layout: tuple[tuple[str, MemoryLayout], ...] = ()
@@ -91,6 +93,7 @@ class CompileOptions:
             "batch_size": self.batch_size,
             "input_shapes": {k: list(v) for k, v in self.input_shapes},
             "input_format": self.input_format,
+            "input_size": None if self.input_size is None else list(self.input_size),
             "mean": self.mean,
             "std": self.std,
             "input_layout": {k: v.name for k, v in self.input_layout},
@@ -116,6 +119,9 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
     fmt = raw.get("input_format")
     if fmt is not None and str(fmt).lower() != "rgbx":
         raise OptionError(f"input_format must be 'rgbx' or None, got {fmt!r}")
+    size = _input_size(raw.get("input_size"))
+    if size is not None and fmt is None:
+        raise OptionError("input_size needs input_format='rgbx' (it sizes the RGBx frame)")
     quantize = raw.get("quantize")
     if quantize is not None and str(quantize).lower() != "int8":
         raise OptionError(f"quantize must be 'int8' or None, got {quantize!r}")
@@ -134,6 +140,7 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         batch_size=batch,
         input_shapes=_input_shapes(raw.get("input_shapes")),
         input_format=None if fmt is None else "rgbx",
+        input_size=size,
         mean=_triple(raw.get("mean"), "mean", positive=False),
         std=_triple(raw.get("std"), "std", positive=True),
         input_layout=_per_tensor(raw.get("input_layout"), "input_layout", _layout),
@@ -146,6 +153,30 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         cpu_partition_after=None if after is None else str(after),
         cpu_tail=cpu_tail,
     )
+
+
+MAX_INPUT_SIDE = 1 << 14
+
+
+def _input_size(value: Any) -> tuple[int, int] | None:
+    """``(H, W)``, ``[H, W]`` or ``"HxW"`` -> ``(H, W)``, each side in 1..16384."""
+    if value is None:
+        return None
+    parts: Any = value.lower().split("x") if isinstance(value, str) else value
+    try:
+        sides = [int(p) if isinstance(value, str) else p for p in parts]
+    except (TypeError, ValueError):
+        sides = []
+    if (
+        not isinstance(sides, Sequence)
+        or len(sides) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in sides)
+        or not all(1 <= v <= MAX_INPUT_SIDE for v in sides)
+    ):
+        raise OptionError(
+            f"input_size must be (H, W) or 'HxW' with sides 1..{MAX_INPUT_SIDE}, got {value!r}"
+        )
+    return (sides[0], sides[1])
 
 
 def _layout(value: Any, key: str) -> MemoryLayout:
