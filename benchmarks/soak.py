@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import copyless as cl
 from copyless.model import compile_to_memory
 from copyless.runner import Runner, RunnerFactory
-from model_helpers import conv_net
+from model_helpers import conv_net, tensors
 
 S = cl.StatusCode
 HW = cl.TensorType.HW
@@ -45,12 +45,6 @@ def footprint() -> tuple[int, int, int]:
     gc.collect()
     rss = int(psutil.Process().memory_info().rss)
     return rss, len(os.listdir("/proc/self/fd")), len(gc.get_objects())
-
-
-def pair(runner: Runner) -> tuple[cl.NpuTensor, cl.NpuTensor]:
-    (i,) = runner.get_tensors_info(cl.TensorDirection.INPUT, HW)
-    (o,) = runner.get_tensors_info(cl.TensorDirection.OUTPUT, HW)
-    return runner.allocate_npu_tensor(i), runner.allocate_npu_tensor(o)
 
 
 def run_sync(runner: Runner, x: cl.NpuTensor, y: cl.NpuTensor, n: int) -> int:
@@ -119,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     expected = np.asarray(session.run(None, {"input": x0})[0])
     problems: list[str] = []
     with RunnerFactory.from_compiled(compiled, options) as runner:
-        x, y = pair(runner)
-        pairs = [pair(runner) for _ in range(args.threads)]
+        x, y = tensors(runner, HW)
+        pairs = [tensors(runner, HW) for _ in range(args.threads)]
         for tensor in [x] + [p[0] for p in pairs]:
             tensor.numpy()[...] = x0
         run_sync(runner, x, y, 500)

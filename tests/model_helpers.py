@@ -1,5 +1,5 @@
 """The small real conv net the runner, backend and reliability tests (and the runner and soak
-benchmarks) run: one definition, imported by basename.
+benchmarks) run, and a runner-allocated tensor pair: one definition, imported by basename.
 
 Under pytest this folder is on ``sys.path`` (the rootdir conftest lives here); scripts and
 child processes started elsewhere add it themselves (see runner_helpers, reliability_helpers
@@ -12,6 +12,9 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 import onnx.numpy_helper as onh
+
+import copyless as cl
+from copyless.runner import Runner
 
 
 def conv_net(batch: int | str = 1, size: int = 16, channels: int = 3) -> onnx.ModelProto:
@@ -42,3 +45,10 @@ def conv_net(batch: int | str = 1, size: int = 16, channels: int = 3) -> onnx.Mo
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
     model.ir_version = 10
     return model
+
+
+def tensors(runner: Runner, view: cl.TensorType) -> tuple[cl.NpuTensor, cl.NpuTensor]:
+    """One runner-allocated input and output tensor in ``view`` (single-input models)."""
+    (in_info,) = runner.get_tensors_info(cl.TensorDirection.INPUT, view)
+    (out_info,) = runner.get_tensors_info(cl.TensorDirection.OUTPUT, view)
+    return runner.allocate_npu_tensor(in_info), runner.allocate_npu_tensor(out_info)

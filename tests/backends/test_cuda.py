@@ -28,22 +28,8 @@ from copyless.backends.cuda import CudaBackend, check_available
 from copyless.model import CompiledModel, compile_model, compile_to_memory
 from copyless.runner import RunnerFactory
 from copyless.runner.options import RunnerOptions
+from cuda_helpers import requires_cuda
 from model_helpers import conv_net
-
-
-def _cuda_missing() -> str | None:
-    """Why the GPU tests cannot run here, or None when a CUDA provider and a device exist."""
-    if CUDA_PROVIDER not in ort.get_available_providers():
-        return f"onnxruntime {ort.__version__} has no {CUDA_PROVIDER}"
-    try:
-        count = _cuda_driver.driver().device_count
-    except cl.CopylessError as exc:
-        return str(exc)
-    return None if count > 0 else "no CUDA device"
-
-
-CUDA_MISSING = _cuda_missing()
-requires_cuda = pytest.mark.skipif(CUDA_MISSING is not None, reason=f"needs CUDA: {CUDA_MISSING}")
 
 
 def small_net() -> onnx.ModelProto:

@@ -17,13 +17,7 @@ from ..runner import Runner
 from ..types import TensorDirection
 from ..vision import draw_boxes, letterbox, text_boxes
 from ._models import DETECTOR_SIZE, builtin_detector
-from ._setup import (
-    image_parser,
-    parse_image_args,
-    run_image_app,
-    tensor_type,
-    timed_runs,
-)
+from ._setup import image_parser, parse_image_args, run_image_app, tensor_type, timed_runs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
