@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -68,8 +69,8 @@ WEIRD = st.one_of(
     st.text(max_size=12),
     st.lists(st.integers(-(1 << 63), 1 << 63), max_size=6),
     st.lists(st.sampled_from([-1, 0, 1, 3, 8, 2**20, 2**40]), max_size=6),
-    st.just([]),
-    st.just({}),
+    st.builds(list),  # a fresh object per example: st.just([]) shares one across examples
+    st.builds(dict),
     st.dictionaries(st.sampled_from(["name", "shape", "offset", "size", "path"]), st.integers()),
 )
 INTERESTING_KEYS = {"shape", "data_type", "memory_layout", "tensor_type", "direction", "strides",
@@ -105,7 +106,8 @@ def manifest_edits(manifest: dict[str, Any]) -> st.SearchStrategy[list[Op]]:
 
 def apply_manifest_edits(ops: list[Op]) -> Callable[[dict[str, Any]], None]:
     def edit(manifest: dict[str, Any]) -> None:
-        for action, path, value in ops:
+        for action, path, shared in ops:
+            value = copy.deepcopy(shared)  # never the same object twice (no self-containment)
             parent: Any = manifest
             try:
                 for key in path[:-1]:
