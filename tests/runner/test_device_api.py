@@ -21,25 +21,12 @@ import pytest
 from runner_helpers import conv_net
 
 import copyless as cl
-from copyless.backends import _cuda_driver
 from copyless.memory import device as dev
 from copyless.memory.device import DeviceArray, as_device_array, export_dlpack, import_dlpack
 from copyless.model import compile_to_memory
 from copyless.runner.device_api import DeviceSession, device_argument, host_array
+from cuda_helpers import requires_cuda
 
-
-def _cuda_missing() -> str | None:
-    if "CUDAExecutionProvider" not in ort.get_available_providers():
-        return f"onnxruntime {ort.__version__} has no CUDAExecutionProvider"
-    try:
-        count = _cuda_driver.driver().device_count
-    except cl.CopylessError as exc:
-        return str(exc)
-    return None if count > 0 else "no CUDA device"
-
-
-CUDA_MISSING = _cuda_missing()
-requires_cuda = pytest.mark.skipif(CUDA_MISSING is not None, reason=f"needs CUDA: {CUDA_MISSING}")
 SESSION_STREAM = 0x5000  # a made-up consumer stream handle: fakes only record it
 
 
