@@ -20,7 +20,8 @@ import numpy as np
 
 from ..memory import NpuTensor
 from ..runner import Runner, RunnerFactory
-from ..types import CopylessError, JobHandle, RunnerType, StatusCode, TensorDirection, TensorType
+from ..types import CopylessError, JobHandle, StatusCode, TensorDirection, TensorType
+from ._setup import add_runner_argument, runner_type
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
 NUM_CONCURRENT_JOBS = 2
@@ -39,9 +40,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "-n", "--num-iteration", type=int, default=1, help="submissions (default 1)"
     )
     parser.add_argument("--benchmark", action="store_true", help="also time a sync pass")
-    parser.add_argument(
-        "--runner", choices=["onnxruntime", "openvino"], default="onnxruntime", help="engine"
-    )
+    add_runner_argument(parser)
     args = parser.parse_args(argv)
     if args.num_iteration < 1:
         parser.error("--num-iteration must be >= 1")
@@ -50,13 +49,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    runner_type = RunnerType.OPENVINO if args.runner == "openvino" else RunnerType.ONNXRUNTIME
     if not Path(args.model_path).exists():
         print(f"error: no model at {args.model_path}", file=sys.stderr)
         return EXIT_USAGE
     try:
         options = {"max_concurrent_runs": NUM_CONCURRENT_JOBS}
-        with RunnerFactory.create_runner(args.model_path, options, runner_type) as runner:
+        with RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
             return _run(runner, args)
     except CopylessError as exc:
         print(f"error: {exc}", file=sys.stderr)
