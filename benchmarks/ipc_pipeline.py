@@ -8,12 +8,16 @@ mapped once; the queue producer writes into a fresh array that is pickled throug
 pipe and unpickled on the other side. Timing starts once every producer has delivered a
 frame (process start-up is not measured).
 
-With ``--model`` it also runs EfficientNet-Lite0 (built from the model zoo, compiled)
-behind both: producers preprocess a photo into the model input (the HW view of a
-runner-allocated slot, or an array sent through the queue and copied into a runner
-tensor), the consumer runs ``execute_async`` with two jobs in flight.
+With ``--model`` it also runs EfficientNet-Lite0 behind both, compiled so that its HW
+input is the decoder's frame (``input_format="rgbx", input_size=(640, 640)``: packed RGBx
+uint8, resized and normalised inside the graph). Producers "decode" the same photo (one
+copy of a pre-made RGBx frame) into a runner-allocated slot, or into a fresh array sent
+through the queue and copied into a runner tensor by the consumer; the consumer runs
+``execute_async`` with the same number of jobs in flight on both sides and checks every
+result is a cat. Model and transport runs are interleaved (fd, queue, fd, queue, ...) and
+the medians reported, with every run printed.
 
-Run: ``.venv/bin/python benchmarks/ipc_pipeline.py [--frames 3000] [--producers 2] [--model]``
+Run: ``.venv/bin/python benchmarks/ipc_pipeline.py [--frames 2000] [--repeats 5] [--model]``
 The last line is ``ipc: fd-shared N frames/s, pickled queue M frames/s, ratio R.RRx``.
 """
 
@@ -87,33 +91,30 @@ def produce_queue(queue: Any, producer_id: int, count: int) -> None:
     queue.put(None)
 
 
-def _photo_chw(name: str) -> np.ndarray[Any, Any]:
+def _photo_rgbx(size: tuple[int, int]) -> np.ndarray[Any, Any]:
+    """The cat photo as a decoder delivers it: packed RGBx uint8 at the stream's H x W."""
     from PIL import Image
     from skimage import data
 
-    image = Image.fromarray(getattr(data, name)()).resize((224, 224))
-    return np.asarray(image, np.uint8)
+    photo = getattr(data, "chelsea")()  # noqa: B009 (skimage.data is untyped)
+    rgb = np.asarray(Image.fromarray(photo).resize((size[1], size[0])), np.uint8)
+    return np.concatenate([rgb, np.zeros((*size, 1), np.uint8)], axis=-1)
 
 
-def _preprocess(rgb: np.ndarray[Any, Any], out: np.ndarray[Any, Any]) -> None:
-    np.subtract(rgb.transpose(2, 0, 1), 127.0, out=out, dtype=np.float32)
-    out *= 1.0 / 128.0
-
-
-def produce_model_slots(producer: Producer, count: int) -> None:
-    rgb = _photo_chw("chelsea")
+def produce_model_slots(producer: Producer, count: int, size: tuple[int, int]) -> None:
+    frame = _photo_rgbx(size)
     for i in range(count):
         slot = producer.acquire()
-        _preprocess(rgb, slot.tensors[0].numpy()[0])
+        np.copyto(slot.tensors[0].numpy()[0], frame)  # the "decode", into the HW view
         producer.submit(slot, i)
 
 
-def produce_model_queue(queue: Any, producer_id: int, count: int) -> None:
-    rgb = _photo_chw("chelsea")
+def produce_model_queue(queue: Any, producer_id: int, count: int, size: tuple[int, int]) -> None:
+    frame = _photo_rgbx(size)
     for i in range(count):
-        chw = np.empty((3, 224, 224), np.float32)
-        _preprocess(rgb, chw)
-        queue.put((producer_id, i, chw))
+        out = np.empty_like(frame)
+        np.copyto(out, frame)  # the same "decode", into a fresh array
+        queue.put((producer_id, i, out))
     queue.put(None)
 
 
@@ -147,8 +148,9 @@ def run_fd_shared(producers: int, frames: int, slots: int) -> float:
     with SlotPool(MemfdAllocator(), [FRAME], slots, prefetch=2) as pool:
         for _ in range(producers):
             pool.start_producer(produce_slots, frames // producers)
+        views = [tensors[0].numpy() for tensors in pool.slots]  # mapped once, reused
         for item in pool.filled():
-            _touch(item.tensors[0].numpy())
+            _touch(views[item.index])
             clock.tick(item.producer)
             pool.release(item.index)
         return clock.rate()
@@ -165,11 +167,11 @@ def _drain(queue: Any, producers: int) -> Iterator[tuple[int, int, np.ndarray[An
 
 
 def _with_queue(
-    target: Callable[..., None], producers: int, frames: int, slots: int
+    target: Callable[..., None], producers: int, frames: int, slots: int, *extra: Any
 ) -> tuple[Any, list[Any]]:
     queue = SPAWN.Queue(maxsize=slots)
     procs = [
-        SPAWN.Process(target=target, args=(queue, p, frames // producers), daemon=True)
+        SPAWN.Process(target=target, args=(queue, p, frames // producers, *extra), daemon=True)
         for p in range(producers)
     ]
     for proc in procs:
@@ -197,15 +199,26 @@ def run_queue(producers: int, frames: int, slots: int) -> float:
 
 
 # -- the model behind both ----------------------------------------------------------------
-def _runner() -> Any:
+CATS = {281, 282, 285}
+
+
+def _runner(size: tuple[int, int]) -> Any:
     from copyless.model.compiler import compile_model
     from copyless.model.zoo import build
     from copyless.runner import RunnerFactory
 
     rai = compile_model(
-        build("efficientnet-lite0", progress=False), "/tmp/copyless-bench-effnet.rai"
+        build("efficientnet-lite0", progress=False),
+        f"/tmp/copyless-bench-effnet-{size[0]}x{size[1]}.rai",
+        input_format="rgbx",
+        input_size=size,
+        mean=(127, 127, 127),
+        std=(128, 128, 128),
     )
-    return RunnerFactory.create_runner(rai)
+    return RunnerFactory.create_runner(rai, {"max_concurrent_runs": IN_FLIGHT})
+
+
+IN_FLIGHT = 2  # jobs in flight on both sides (the runner's max_concurrent_runs)
 
 
 def _infos(runner: Any) -> tuple[list[NpuTensorInfo], list[NpuTensorInfo]]:
@@ -215,20 +228,30 @@ def _infos(runner: Any) -> tuple[list[NpuTensorInfo], list[NpuTensorInfo]]:
     )
 
 
-def run_model_fd_shared(runner: Any, producers: int, frames: int, slots: int) -> float:
+def _check(status: StatusCode, logits: NpuTensor) -> None:
+    if status is not StatusCode.SUCCESS:
+        raise RuntimeError(f"job failed: {status.name}")
+    if int(np.argmax(logits.numpy())) not in CATS:
+        raise RuntimeError("the model did not see a cat: the frame was damaged")
+
+
+def run_model_fd_shared(
+    runner: Any, producers: int, frames: int, slots: int, size: tuple[int, int]
+) -> float:
     clock = Clock(producers)
     inputs, outputs = _infos(runner)
-    with Pipeline(runner, inputs, outputs, slots, max_in_flight=2, prefetch=2) as pipeline:
+    with Pipeline(runner, inputs, outputs, slots, max_in_flight=IN_FLIGHT, prefetch=2) as pipe:
         for _ in range(producers):
-            pipeline.start_producer(produce_model_slots, frames // producers)
-        for result in pipeline.results():
-            if result.status is not StatusCode.SUCCESS:
-                raise RuntimeError(f"job failed: {result.status.name}")
+            pipe.start_producer(produce_model_slots, frames // producers, size)
+        for result in pipe.results():
+            _check(result.status, result.outputs[0])
             clock.tick(result.producer)
     return clock.rate()
 
 
-def run_model_queue(runner: Any, producers: int, frames: int, slots: int) -> float:
+def run_model_queue(
+    runner: Any, producers: int, frames: int, slots: int, size: tuple[int, int]
+) -> float:
     clock = Clock(producers)
     in_infos, out_infos = _infos(runner)
     pairs = [
@@ -236,25 +259,23 @@ def run_model_queue(runner: Any, producers: int, frames: int, slots: int) -> flo
             [runner.allocate_npu_tensor(i) for i in in_infos],
             [runner.allocate_npu_tensor(o) for o in out_infos],
         )
-        for _ in range(2)  # two jobs in flight, as the fd-shared pipeline (and the runner)
+        for _ in range(IN_FLIGHT)
     ]
     free = deque(pairs)
     in_flight: deque[tuple[int, Any, Any]] = deque()
-    queue, procs = _with_queue(produce_model_queue, producers, frames, slots)
+    queue, procs = _with_queue(produce_model_queue, producers, frames, slots, size)
 
     def finish() -> None:
         producer, handle, pair = in_flight.popleft()
-        status = runner.wait(handle, 30_000)
-        if status is not StatusCode.SUCCESS:
-            raise RuntimeError(f"job failed: {status.name}")
+        _check(runner.wait(handle, 30_000), pair[1][0])
         free.append(pair)
         clock.tick(producer)
 
-    for producer, _, chw in _drain(queue, producers):
+    for producer, _, frame in _drain(queue, producers):
         if not free:
             finish()
         pair = free.popleft()
-        np.copyto(pair[0][0].numpy()[0], chw)  # the copy the fd-shared path avoids
+        np.copyto(pair[0][0].numpy()[0], frame)  # the copy the fd-shared path avoids
         handle = runner.execute_async([pair[0]], [pair[1]])
         in_flight.append((producer, handle, pair))
     while in_flight:
@@ -263,29 +284,57 @@ def run_model_queue(runner: Any, producers: int, frames: int, slots: int) -> flo
     return clock.rate()
 
 
+def _interleaved(
+    repeats: int, fd_run: Callable[[], float], queue_run: Callable[[], float]
+) -> tuple[list[float], list[float]]:
+    """fd, queue, fd, queue, ...: both sides see the same drift in machine load."""
+    fds: list[float] = []
+    queues: list[float] = []
+    for _ in range(repeats):
+        fds.append(fd_run())
+        queues.append(queue_run())
+    return fds, queues
+
+
+def _size(text: str) -> tuple[int, int]:
+    height, _, width = text.lower().partition("x")
+    return int(height), int(width)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=2000, help="frames per transport run")
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--slots", type=int, default=8, help="slots / queue depth")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per side (median)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per side (median)")
     parser.add_argument("--model", action="store_true", help="also run EfficientNet-Lite0")
-    parser.add_argument("--model-frames", type=int, default=300)
+    parser.add_argument("--model-frames", type=int, default=200, help="frames per model run")
+    parser.add_argument("--model-repeats", type=int, default=5, help="model runs per side")
+    parser.add_argument("--model-size", type=_size, default=(640, 640), metavar="HxW",
+                        help="frame size the model takes (resized in its graph)")  # fmt: skip
     args = parser.parse_args()
+    n, frames, slots = args.producers, args.frames, args.slots
 
     if args.model:
-        runner = _runner()
-        fd = run_model_fd_shared(runner, args.producers, args.model_frames, args.slots)
-        q = run_model_queue(runner, args.producers, args.model_frames, args.slots)
-        runner.close()
+        size = args.model_size
+        with _runner(size) as runner:
+            fds, queues = _interleaved(
+                args.model_repeats,
+                lambda: run_model_fd_shared(runner, n, args.model_frames, slots, size),
+                lambda: run_model_queue(runner, n, args.model_frames, slots, size),
+            )
+        fd, q = statistics.median(fds), statistics.median(queues)
+        print(f"model runs: fd-shared {[round(x, 1) for x in fds]}, queue "
+              f"{[round(x, 1) for x in queues]}")  # fmt: skip
         print(
-            f"model (EfficientNet-Lite0): fd-shared {fd:.1f} frames/s, "
-            f"pickled queue {q:.1f} frames/s, ratio {fd / q:.2f}x"
+            f"model (EfficientNet-Lite0, {size[0]}x{size[1]} RGBx frames): fd-shared "
+            f"{fd:.1f} frames/s, pickled queue {q:.1f} frames/s, ratio {fd / q:.2f}x"
         )
-    fds, queues = [], []
-    for _ in range(args.repeats):
-        fds.append(run_fd_shared(args.producers, args.frames, args.slots))
-        queues.append(run_queue(args.producers, args.frames, args.slots))
+    fds, queues = _interleaved(
+        args.repeats,
+        lambda: run_fd_shared(n, frames, slots),
+        lambda: run_queue(n, frames, slots),
+    )
     fd, q = statistics.median(fds), statistics.median(queues)
     print(
         f"transport runs: fd-shared {[round(x) for x in fds]}, queue {[round(x) for x in queues]}"
