@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 EXIT_USAGE = 2
 #: Rough ms per frame of the plain pipeline on a 2-core machine, for the up-front estimate.
-_GUESS_MS = {"efficientnet-lite0": 10.0, "resnet50": 60.0, "ppocr-det": 300.0}
+_GUESS_MS = {"efficientnet-lite0": 10.0, "resnet50": 60.0, "ppocr-det": 400.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ FACTORIES: dict[str, Factory] = {
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    frames: int
+    frames: int | None  # None: the model's default (ModelSpec.frames)
     rounds: int
     pipelines: tuple[str, ...]
     photo: str | None
@@ -109,16 +109,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--photo", help="zoo photo (default chelsea.jpg; page for ppocr-det)")
     p.add_argument("--batch", type=_csv(int), help="batch sizes (default 1,8; 1,4 ppocr-det)")
     p.add_argument("--precision", type=_csv(str), default=list(PRECISIONS), help="fp32,int8")
-    p.add_argument("--frames", type=int, help="frames per pipeline per round (default 32)")
-    p.add_argument("--rounds", type=int, help="interleaved rounds (default 5)")
+    p.add_argument(
+        "--frames",
+        type=int,
+        help="frames per pipeline per round (default 40; 16 resnet50; 8 ppocr-det)",
+    )
+    p.add_argument("--rounds", type=int, help="interleaved rounds (default 7)")
     p.add_argument("--only", type=_csv(str), help=f"pipelines: {','.join(FACTORIES)}")
     p.add_argument("--json", type=Path, default=Path("copyless_bench.json"))
     p.add_argument("--png", type=Path, default=Path("copyless_bench.png"))
     p.add_argument("--quick", action="store_true", help="tiny counts (4 frames, 1 round)")
     args = p.parse_args(argv)
-    args.frames = args.frames if args.frames is not None else (4 if args.quick else 32)
-    args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
-    if args.frames < 1 or args.rounds < 1:
+    args.frames = args.frames if args.frames is not None else (4 if args.quick else None)
+    args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 7)
+    if (args.frames is not None and args.frames < 1) or args.rounds < 1:
         p.error("--frames and --rounds must be >= 1")
     if args.batch is not None and any(b < 1 for b in args.batch):
         p.error("--batch sizes must be >= 1")
@@ -147,10 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     chosen = [n for n in FACTORIES if n == PLAIN or args.only is None or n in args.only]
     settings = Settings(args.frames, args.rounds, tuple(chosen), args.photo)
-    guess = sum(_GUESS_MS[c.model] for c in configs) * len(chosen) * args.frames
-    seconds = guess * (args.rounds + 1) / 1e3
-    _say(f"{len(configs)} configuration(s) x {len(chosen)} pipelines, {args.rounds} rounds "
-         f"of {args.frames} frames: roughly {seconds:.0f} s of timing")  # fmt: skip
+    guess = sum(_GUESS_MS[c.model] * (args.frames or c.spec.frames) for c in configs)
+    seconds = guess * len(chosen) * (args.rounds + 1) / 1e3
+    _say(f"{len(configs)} configuration(s) x {len(chosen)} pipelines, {args.rounds} rounds: "
+         f"roughly {seconds / 60:.1f} min of timing (this machine may differ)")  # fmt: skip
     rows: list[Row] = []
     for config in configs:
         rows.extend(run_config(config, settings))
@@ -197,8 +201,9 @@ def run_config(
             rows[name] = _row(config, name, None, UNAVAILABLE, f"unavailable: {_short(exc)}")
     try:
         timed = _gate(built, config, rows, settings)
+        frames = settings.frames or config.spec.frames
         samples = interleaved(
-            timed, settings.frames, config.batch, settings.rounds,
+            timed, frames, config.batch, settings.rounds,
             lambda p, e: _fail(rows, config, p, e),
         )  # fmt: skip
     finally:
@@ -242,7 +247,8 @@ def _gate(
                 continue
             pipeline.note = "; ".join(n for n in (pipeline.note, detail(reference, outcome)) if n)
         timed.append(pipeline)
-        estimate += once * batches_per_round(pipeline, settings.frames, config.batch)
+        frames = settings.frames or config.spec.frames
+        estimate += once * batches_per_round(pipeline, frames, config.batch)
     if reference is None:
         _say(f"{config.label}: no plain reference: nothing is gated or timed")
         for pipeline in timed:

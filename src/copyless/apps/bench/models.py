@@ -47,18 +47,25 @@ class ModelSpec:
     size: int
     big_batch: int
     calibration: tuple[str, ...]
+    frames: int  # default frames per pipeline per round
 
 
 MODELS: dict[str, ModelSpec] = {
     "efficientnet-lite0": ModelSpec(
-        "efficientnet-lite0", "classify", "chelsea.jpg", 224, 8, ("chelsea", "coffee", "astronaut")
+        "efficientnet-lite0",
+        "classify",
+        "chelsea.jpg",
+        224,
+        8,
+        ("chelsea", "coffee", "astronaut"),
+        40,
     ),
     "resnet50": ModelSpec(
-        "resnet50", "classify", "chelsea.jpg", 224, 8, ("chelsea", "coffee", "astronaut")
+        "resnet50", "classify", "chelsea.jpg", 224, 8, ("chelsea", "coffee", "astronaut"), 16
     ),
     # 640x640 costs about 10x a classifier frame: the larger batch is 4.
     "ppocr-det": ModelSpec(
-        "ppocr-det", "detect", "page", 640, 4, ("page", "chelsea", "coffee", "astronaut")
+        "ppocr-det", "detect", "page", 640, 4, ("page", "chelsea", "coffee", "astronaut"), 8
     ),
 }
 
