@@ -6,8 +6,11 @@ was (or was not) the one that ran, through the runner's ``fast_calls`` counter.
 
 from __future__ import annotations
 
+import gc
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -209,3 +212,31 @@ def test_async_jobs_in_flight_send_sync_calls_through_conflict_checks(
         assert runner.wait(job, 10_000) is OK
         assert runner.execute([[x]], [[y]]) is OK
         assert runner.get_property("fast_calls") == replayed + 1
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_released_tensors_are_not_kept_alive_by_the_runner(
+    tiny: tuple[onnx.ModelProto, CompiledModel], make_runner: Callable[..., Runner]
+) -> None:
+    """Neither the plan cache nor the fast path holds tensors: their memory and fds go."""
+    _, compiled = tiny
+    runner = make_runner(compiled)
+    fds = _open_fds()
+    refs = []
+    for round_ in range(3):  # fresh tensors each round: cached and installed, then dropped
+        x, y = tensors(runner, HW)
+        for view in (HW, CPU):
+            if view is CPU:
+                x, y = tensors(runner, CPU)
+            _fill(x, round_)
+            for _ in range(3):
+                assert runner.execute([[x]], [[y]]) is OK
+            refs += [weakref.ref(x), weakref.ref(y)]
+        del x, y
+    gc.collect()
+    assert [r for r in refs if r() is not None] == []
+    assert _open_fds() == fds
+    assert runner.get_property("fast_calls") >= 3

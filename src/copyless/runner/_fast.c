@@ -16,14 +16,25 @@
  *     the running fast call's ranges (returned by ``enter``), so neither side can miss the other.
  *
  * Nothing here copies tensor memory; the engine reads and writes the bound buffers in place.
+ * While a call runs, the fast path holds strong references to its tensors.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #define MAX_ENTRIES 4
+#define MAX_TENSORS 64
+
+/* The object a weak reference points at (borrowed), or NULL when it is gone. */
+static PyObject *referent(PyObject *ref) {
+    PyObject *obj = PyWeakref_GetObject(ref);
+    return obj == Py_None ? NULL : obj;
+}
 
 typedef struct {
-    PyObject *tensors;      /* tuple: inputs row-major, then outputs row-major; NULL = empty */
+    /* tuple of weak references: inputs row-major, then outputs row-major; NULL = empty.
+     * Weak: an entry never keeps a released tensor (and its memory, its fd) alive; a dead
+     * reference matches no live argument, so its entry is simply never replayed again. */
+    PyObject *tensors;
     PyObject *calls;        /* tuple of (callable, args) pairs, run in order */
     PyObject *ranges;       /* opaque: what enter() reports while this entry runs */
     Py_ssize_t in_rows, in_cols, out_rows, out_cols;
@@ -85,8 +96,10 @@ static int FastPath_init(FastPath *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-/* Do rows (a list/tuple of list/tuples) hold exactly the expected tensors? */
-static int rows_match(PyObject *rows, Py_ssize_t n_rows, Py_ssize_t n_cols, PyObject **expected) {
+/* Do rows (a list/tuple of list/tuples) hold exactly the tensors the weak references point
+ * at? On a match, the tensors are stored (borrowed) in found[]. */
+static int rows_match(PyObject *rows, Py_ssize_t n_rows, Py_ssize_t n_cols, PyObject **refs,
+                      PyObject **found) {
     PyObject **row_items;
     if (PyList_CheckExact(rows)) {
         if (PyList_GET_SIZE(rows) != n_rows) return 0;
@@ -110,17 +123,18 @@ static int rows_match(PyObject *rows, Py_ssize_t n_rows, Py_ssize_t n_cols, PyOb
             return 0;
         }
         for (Py_ssize_t c = 0; c < n_cols; c++) {
-            if (items[c] != expected[r * n_cols + c]) return 0;
+            PyObject *item = items[c];
+            if (item != referent(refs[r * n_cols + c])) return 0;
+            found[r * n_cols + c] = item;
         }
     }
     return 1;
 }
 
 /* -1 error, 0 some tensor is closed, 1 all open. */
-static int all_open(FastPath *self, PyObject *tensors) {
-    Py_ssize_t n = PyTuple_GET_SIZE(tensors);
+static int all_open(FastPath *self, PyObject **tensors, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *value = PyObject_GetAttr(PyTuple_GET_ITEM(tensors, i), self->closed_name);
+        PyObject *value = PyObject_GetAttr(tensors[i], self->closed_name);
         if (value == NULL) return -1;
         int open = value != Py_None;
         Py_DECREF(value);
@@ -139,53 +153,56 @@ static PyObject *FastPath_call(FastPath *self, PyObject *args, PyObject *kwds) {
     outputs = PyTuple_GET_ITEM(args, 1);
     if (self->closed || self->busy || self->others != 0) Py_RETURN_NONE;
 
+    PyObject *held[MAX_TENSORS];
     int found = -1;
+    Py_ssize_t n_held = 0;
     for (int i = 0; i < MAX_ENTRIES; i++) {
         Entry *e = &self->entries[i];
         if (e->tensors == NULL) continue;
-        PyObject **t = ((PyTupleObject *)e->tensors)->ob_item;
-        if (rows_match(inputs, e->in_rows, e->in_cols, t) &&
-            rows_match(outputs, e->out_rows, e->out_cols, t + e->in_rows * e->in_cols)) {
+        PyObject **refs = ((PyTupleObject *)e->tensors)->ob_item;
+        Py_ssize_t n_in = e->in_rows * e->in_cols;
+        if (rows_match(inputs, e->in_rows, e->in_cols, refs, held) &&
+            rows_match(outputs, e->out_rows, e->out_cols, refs + n_in, held + n_in)) {
             found = i;
+            n_held = PyTuple_GET_SIZE(e->tensors);
             break;
         }
     }
     if (found < 0) Py_RETURN_NONE;
     Entry *e = &self->entries[found];
     PyObject *calls = e->calls;
-    PyObject *tensors = e->tensors;
     Py_INCREF(calls);
-    Py_INCREF(tensors);
-    int open = all_open(self, tensors);
+    /* The caller's lists may change while the engine runs without the GIL: hold the tensors. */
+    for (Py_ssize_t i = 0; i < n_held; i++) Py_INCREF(held[i]);
+    int open = all_open(self, held, n_held);
+    PyObject *result = NULL;
     /* all_open may run Python (attribute lookup): re-check the state it could change. */
     if (open != 1 || self->closed || self->busy || self->others != 0) {
-        Py_DECREF(calls);
-        Py_DECREF(tensors);
-        if (open < 0) {
-            PyErr_Clear();
-        }
-        Py_RETURN_NONE;
+        if (open < 0) PyErr_Clear();
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
     }
     self->busy = 1;
     self->running = found;
     Py_ssize_t n = PyTuple_GET_SIZE(calls);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(calls, i);
-        PyObject *result = PyObject_Call(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), NULL);
-        if (result == NULL) {
+        PyObject *ret = PyObject_Call(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), NULL);
+        if (ret == NULL) {
             self->busy = 0;
-            Py_DECREF(calls);
-            Py_DECREF(tensors);
-            return NULL;
+            goto done; /* result NULL: the engine's exception propagates */
         }
-        Py_DECREF(result);
+        Py_DECREF(ret);
     }
     self->busy = 0;
     self->count++;
-    Py_DECREF(calls);
-    Py_DECREF(tensors);
     Py_INCREF(self->success);
-    return self->success;
+    result = self->success;
+done:
+    for (Py_ssize_t i = 0; i < n_held; i++) Py_DECREF(held[i]);
+    Py_DECREF(calls);
+    return result;
 }
 
 static int check_shape(PyObject *shape, Py_ssize_t *rows, Py_ssize_t *cols) {
@@ -207,10 +224,12 @@ static PyObject *FastPath_install(FastPath *self, PyObject *args) {
         return NULL;
     if (check_shape(in_shape, &in_rows, &in_cols) < 0) return NULL;
     if (check_shape(out_shape, &out_rows, &out_cols) < 0) return NULL;
-    if (PyTuple_GET_SIZE(tensors) != in_rows * in_cols + out_rows * out_cols) {
+    Py_ssize_t n_tensors = PyTuple_GET_SIZE(tensors);
+    if (n_tensors != in_rows * in_cols + out_rows * out_cols) {
         PyErr_SetString(PyExc_ValueError, "tensors do not match the row shapes");
         return NULL;
     }
+    if (n_tensors > MAX_TENSORS) return PyLong_FromLong(-1);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(calls); i++) {
         PyObject *pair = PyTuple_GET_ITEM(calls, i);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
@@ -231,9 +250,23 @@ static PyObject *FastPath_install(FastPath *self, PyObject *args) {
         index = self->next;
         self->next = (self->next + 1) % MAX_ENTRIES;
     }
+    PyObject *refs = PyTuple_New(n_tensors);
+    if (refs == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n_tensors; i++) {
+        PyObject *ref = PyWeakref_NewRef(PyTuple_GET_ITEM(tensors, i), NULL);
+        if (ref == NULL) {
+            Py_DECREF(refs);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(refs, i, ref);
+    }
+    if (self->closed || self->busy) { /* creating references cannot run Python, but be sure */
+        Py_DECREF(refs);
+        return PyLong_FromLong(-1);
+    }
     Entry old = self->entries[index];
     Entry *e = &self->entries[index];
-    Py_INCREF(tensors);
+    tensors = refs; /* the entry owns the new tuple */
     Py_INCREF(calls);
     Py_INCREF(ranges);
     e->tensors = tensors;

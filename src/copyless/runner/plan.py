@@ -11,19 +11,43 @@ A :class:`CallPlan` says for each model tensor where its bytes are for this call
   result is copied into the bound tensor.
 
 Plans are cached by the identity of the tensors (VART-ML's NpuTensor caching): a loop that
-reuses its tensors validates them once.
+reuses its tensors validates them once. A plan refers to its tensors weakly: a cached plan
+never keeps a released tensor (its memory, its fd) alive; the call that uses a plan holds
+its tensors itself (the caller's lists, or the async job).
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..memory import NpuTensor
 from ..model import TensorSpec
-from ..types import MemoryLayout, NpuTensorInfo, StatusCode, TensorType
+from ..types import MemoryLayout, NpuTensorInfo, StatusCode, TensorError, TensorType
+
+Refs = tuple["weakref.ref[NpuTensor]", ...]
+
+
+def _refs(tensors: Sequence[NpuTensor]) -> Refs:
+    return tuple(weakref.ref(t) for t in tensors)
+
+
+def live(refs: Refs) -> tuple[NpuTensor, ...] | None:
+    """The tensors, or None when one of them has been released."""
+    tensors = tuple(r() for r in refs)
+    if any(t is None for t in tensors):
+        return None
+    return tensors  # type: ignore[return-value]
+
+
+def _strong(refs: Refs) -> tuple[NpuTensor, ...]:
+    tensors = live(refs)
+    if tensors is None:
+        raise TensorError("a tensor of this call was released while the call was planned")
+    return tensors
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +79,12 @@ class Bind:
     kind: int
     spec: TensorSpec
     view: TensorType
-    tensors: tuple[NpuTensor, ...]
+    refs: Refs
     address: int = 0  # DIRECT: first byte of the bound batch
+
+    @property
+    def tensors(self) -> tuple[NpuTensor, ...]:
+        return _strong(self.refs)
 
     @property
     def info(self) -> NpuTensorInfo:
@@ -73,8 +101,17 @@ class CallPlan:
     converted_bytes: int
     staged_inputs: tuple[Bind, ...]  # inputs needing a conversion or gather per call
     staged_outputs: tuple[Bind, ...]  # outputs needing a conversion, scatter or copy
-    synced: tuple[NpuTensor, ...]  # tensors whose sync_buffer() does real work
-    tensors: tuple[NpuTensor, ...]  # every tensor of the call, held while the plan lives
+    synced_refs: Refs  # tensors whose sync_buffer() does real work
+    refs: Refs  # every tensor of the call
+
+    @property
+    def synced(self) -> tuple[NpuTensor, ...]:
+        return _strong(self.synced_refs) if self.synced_refs else ()
+
+    @property
+    def tensors(self) -> tuple[NpuTensor, ...] | None:
+        """Every tensor of the call, or None when one has been released."""
+        return live(self.refs)
 
 
 class PlanError(Exception):
@@ -121,13 +158,15 @@ def build_plan(
         converted,
         tuple(b for b in in_binds if b.kind != DIRECT),
         tuple(b for b in out_binds if b.kind != DIRECT),
-        tuple(
-            t
-            for b in in_binds + out_binds
-            for t in b.tensors
-            if type(t).sync_buffer is not NpuTensor.sync_buffer
+        _refs(
+            [
+                t
+                for b in in_binds + out_binds
+                for t in b.tensors
+                if type(t).sync_buffer is not NpuTensor.sync_buffer
+            ]
         ),
-        tuple(t for b in in_binds + out_binds for t in b.tensors),
+        _refs([t for b in in_binds + out_binds for t in b.tensors]),
     )
 
 
@@ -162,18 +201,18 @@ def _bind(spec: TensorSpec, tensors: list[NpuTensor], status: StatusCode, batch_
         _check_view(tensor.info, expected, status, spec.dynamic)
     whole = tensors[0].info.shape == expected.shape
     if spec.dynamic:
-        return Bind(DYNAMIC, spec, view, tuple(tensors))
+        return Bind(DYNAMIC, spec, view, _refs(tensors))
     if len(tensors) > 1 and whole and batch_size > 1:
         raise PlanError(status, f"{spec.name!r}: per-frame tensors must have batch 1")
     if view is TensorType.CPU:
-        return Bind(CONVERT, spec, view, tuple(tensors))
+        return Bind(CONVERT, spec, view, _refs(tensors))
     if not _packed(tensors[0].info):
-        return Bind(GATHER, spec, view, tuple(tensors))
+        return Bind(GATHER, spec, view, _refs(tensors))
     if whole:
-        return Bind(DIRECT, spec, view, tuple(tensors), tensors[0].address)
+        return Bind(DIRECT, spec, view, _refs(tensors), tensors[0].address)
     if len(tensors) == batch_size and batch_axis(expected) == 0 and _contiguous(tensors):
-        return Bind(DIRECT, spec, view, tuple(tensors), tensors[0].address)
-    return Bind(GATHER, spec, view, tuple(tensors))
+        return Bind(DIRECT, spec, view, _refs(tensors), tensors[0].address)
+    return Bind(GATHER, spec, view, _refs(tensors))
 
 
 def _check_view(

@@ -84,7 +84,7 @@ class Runner:
         self._fast_enabled = not (options.ai_analyzer_profiling or options.debug)
         self._jobs = JobTable(options.max_concurrent_runs, options.callback_order, self._fast)
         self._trace = Trace(options.ai_analyzer_profiling, options.profile_path)
-        self._plans: dict[tuple[int, ...], tuple[CallPlan, Any, Any]] = {}
+        self._plans: dict[tuple[int, ...], CallPlan] = {}
         self._free_slots: list[Slot] = []
         self._free_async_slots: list[Slot] = []
         self._all_slots: list[Slot] = []
@@ -243,11 +243,11 @@ class Runner:
 
     def _install_fast(self, plan: CallPlan, inputs: Any, outputs: Any) -> None:
         """Give a plan that binds everything in place its own slot, replayed by _fast.c."""
-        if plan.staged_inputs or plan.staged_outputs or plan.synced or self._closed:
+        if plan.staged_inputs or plan.staged_outputs or plan.synced_refs or self._closed:
             return
         rows_in, rows_out = len(inputs), len(outputs)
         tensors = tuple(t for row in inputs for t in row) + tuple(t for row in outputs for t in row)
-        if len(tensors) != len(plan.tensors):  # pragma: no cover - the plan validated rows
+        if len(tensors) != len(plan.refs):  # pragma: no cover - the plan validated rows
             return
         try:
             slot = self._acquire_slot()
@@ -305,7 +305,8 @@ class Runner:
             admitted = self._jobs.admit(plan.in_ranges, plan.out_ranges, callback)
             if not isinstance(admitted, Job):
                 return JobHandle(admitted, 0)
-            admitted.payload = plan  # the job holds its tensors until it finishes
+            # the job holds its tensors (the caller's lists) until it finishes
+            admitted.payload = (plan, inputs, outputs)
             try:
                 future = self._executor.submit(self._run_job, admitted)
             except RuntimeError:  # executor shut down concurrently
@@ -324,7 +325,7 @@ class Runner:
             return StatusCode.FAILURE
 
     def _run_job(self, job: Job) -> None:
-        plan = job.payload
+        plan = job.payload[0]
         status = StatusCode.FAILURE
         try:
             if not self._closed:
@@ -406,10 +407,11 @@ class Runner:
             key = ()
         cached = self._plans.get(key) if key else None
         if cached is not None:
-            plan = cached[0]
+            # A released tensor's id may be reused by a new tensor: its weak reference says.
             # A closed tensor's memory may be gone: its cached binding must not be reused.
-            if not any(t.closed for t in plan.tensors):
-                return plan, True
+            live = cached.tensors
+            if live is not None and not any(t.closed for t in live):
+                return cached, True
             del self._plans[key]
         try:
             plan = build_plan(
@@ -422,8 +424,7 @@ class Runner:
         if key:
             if len(self._plans) >= _PLAN_CACHE_SIZE:
                 self._plans.clear()
-            # The plan holds the tensors, so their ids cannot be reused while cached.
-            self._plans[key] = (plan, inputs, outputs)
+            self._plans[key] = plan
         return plan, False
 
     def _acquire_slot(self, run_async: bool = False) -> Slot:
