@@ -156,3 +156,16 @@ def produce_forever_photos(producer: Producer, pid_file: str) -> None:
         slot = producer.acquire(timeout=30)
         np.copyto(slot.tensors[0].numpy()[0], chw)
         producer.submit(slot, tag={"photo": "chelsea"})
+
+
+def produce_then_garbage(producer: Producer, good: int, garbage: bytes, die: bool) -> None:
+    """Submits `good` frames, takes one more slot, then writes raw bytes on the control
+    stream (a broken or half-written record) and dies, or goes on asking for slots until
+    it sees the consumer has dropped it (PeerClosedError: exit code 1)."""
+    produce_frames(producer, good)
+    producer.acquire(timeout=10)
+    producer._sock.sendall(garbage)  # type: ignore[union-attr]
+    if die:
+        os.kill(os.getpid(), 9)
+    while True:
+        producer.acquire(timeout=10)

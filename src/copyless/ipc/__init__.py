@@ -11,13 +11,17 @@ Two levels:
 * :class:`SlotPool` / :class:`Pipeline`: a pool of runner-allocated input slots, shared
   once with N producer processes. Producers decode frames straight into a slot's HW view
   and hand back the slot index; the consumer runs ``execute_async`` on it and yields the
-  results. Per frame only two small control messages travel (``filled`` and ``grant``).
+  results. Per frame only two small control records travel (``filled`` and ``grant``,
+  fixed binary structs read in bursts: see :mod:`copyless.ipc.control`).
 
 Design of the pool:
 
 * Slots are FREE, GRANTED to one producer, or with the CONSUMER. Producers ask for slots
   (``prefetch`` at a time) and block until granted, so frames in the system never exceed
   ``num_slots`` (back-pressure); grants go first-come, first-served across producers.
+  Slots released by the consumer are granted at its next ``poll`` (one send per producer
+  for all of them). The consumer never blocks on one producer: it reads what has arrived,
+  so a producer that stalls mid-record holds up nobody.
 * Producers are started with ``multiprocessing`` ``"spawn"`` (or ``"forkserver"``: the
   consumer runs threads, so no ``fork``) and connect back over an abstract Unix socket,
   authenticated by a per-pool token and ``SO_PEERCRED`` (the pid must be the one started).
