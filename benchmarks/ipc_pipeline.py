@@ -305,7 +305,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=2000, help="frames per transport run")
     parser.add_argument("--producers", type=int, default=2)
-    parser.add_argument("--slots", type=int, default=8, help="slots / queue depth")
+    parser.add_argument("--slots", type=int, default=4, help="slots / queue depth (both sides)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per side (median)")
     parser.add_argument("--model", action="store_true", help="also run EfficientNet-Lite0")
     parser.add_argument("--model-frames", type=int, default=200, help="frames per model run")
