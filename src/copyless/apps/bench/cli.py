@@ -115,7 +115,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="frames per pipeline per round (default 40; 16 resnet50; 8 ppocr-det)",
     )
     p.add_argument("--rounds", type=int, help="interleaved rounds (default 7)")
-    p.add_argument("--only", type=_csv(str), help=f"pipelines: {','.join(FACTORIES)}")
+    p.add_argument(
+        "--only", type=_csv(str), help=f"pipelines (plain always runs): {','.join(FACTORIES)}"
+    )
     p.add_argument("--json", type=Path, default=Path("copyless_bench.json"))
     p.add_argument("--png", type=Path, default=Path("copyless_bench.png"))
     p.add_argument("--quick", action="store_true", help="tiny counts (4 frames, 1 round)")
