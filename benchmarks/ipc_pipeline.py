@@ -15,7 +15,10 @@ copy of a pre-made RGBx frame) into a runner-allocated slot, or into a fresh arr
 through the queue and copied into a runner tensor by the consumer; the consumer runs
 ``execute_async`` with the same number of jobs in flight on both sides and checks every
 result is a cat. Model and transport runs are interleaved (fd, queue, fd, queue, ...) and
-the medians reported, with every run printed.
+the medians reported, with every run printed, and for the model the CPU per frame of all
+processes (consumer with its engine threads, producers from their first frame on): on a
+shared machine the queue's extra processes can take their CPU from other users, so the
+wall-clock ratio alone understates what the transport costs.
 
 Run: ``.venv/bin/python benchmarks/ipc_pipeline.py [--frames 2000] [--repeats 5] [--model]``
 The last line is ``ipc: fd-shared N frames/s, pickled queue M frames/s, ratio R.RRx``.
@@ -25,11 +28,14 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import shutil
 import statistics
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -53,6 +59,7 @@ FRAME = NpuTensorInfo(
     MemoryLayout.NHWC,
     (1, 640, 640, 3),
 )
+_R = TypeVar("_R")
 DISTINCT = 4  # distinct frames per producer, cycled (a decoder's output, pre-made)
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -101,21 +108,39 @@ def _photo_rgbx(size: tuple[int, int]) -> np.ndarray[Any, Any]:
     return np.concatenate([rgb, np.zeros((*size, 1), np.uint8)], axis=-1)
 
 
-def produce_model_slots(producer: Producer, count: int, size: tuple[int, int]) -> None:
+def _report_cpu(path: str, start: float) -> None:
+    """CPU seconds this producer spent (all its threads) since its first frame."""
+    with open(path, "w") as f:
+        f.write(str(time.process_time() - start))
+
+
+def produce_model_slots(
+    producer: Producer, count: int, size: tuple[int, int], cpu_file: str
+) -> None:
     frame = _photo_rgbx(size)
+    start = 0.0
     for i in range(count):
         slot = producer.acquire()
         np.copyto(slot.tensors[0].numpy()[0], frame)  # the "decode", into the HW view
         producer.submit(slot, i)
+        start = start or time.process_time()
+    _report_cpu(f"{cpu_file}.{producer.producer_id}", start)
 
 
-def produce_model_queue(queue: Any, producer_id: int, count: int, size: tuple[int, int]) -> None:
+def produce_model_queue(
+    queue: Any, producer_id: int, count: int, size: tuple[int, int], cpu_file: str
+) -> None:
     frame = _photo_rgbx(size)
+    start = 0.0
     for i in range(count):
         out = np.empty_like(frame)
         np.copyto(out, frame)  # the same "decode", into a fresh array
         queue.put((producer_id, i, out))
+        start = start or time.process_time()
     queue.put(None)
+    queue.close()
+    queue.join_thread()  # the feeder thread has pickled and written everything
+    _report_cpu(f"{cpu_file}.{producer_id}", start)
 
 
 # -- timing -------------------------------------------------------------------------------
@@ -126,6 +151,7 @@ class Clock:
     def __init__(self, producers: int) -> None:
         self.waiting = set(range(producers))
         self.start = self.end = 0.0
+        self.cpu_start = self.cpu_end = 0.0  # this process, every thread (engine included)
         self.frames = 0
 
     def tick(self, producer: int) -> None:
@@ -133,9 +159,11 @@ class Clock:
             self.waiting.discard(producer)
             if not self.waiting:
                 self.start = self.end = time.perf_counter()
+                self.cpu_start = self.cpu_end = time.process_time()
         else:
             self.frames += 1
             self.end = time.perf_counter()
+            self.cpu_end = time.process_time()
 
     def rate(self) -> float:
         if self.frames == 0 or self.end <= self.start:
@@ -235,23 +263,37 @@ def _check(status: StatusCode, logits: NpuTensor) -> None:
         raise RuntimeError("the model did not see a cat: the frame was damaged")
 
 
+def _cpu_per_frame(clock: Clock, cpu_dir: str, producers: int) -> float:
+    """Milliseconds of CPU per frame: the consumer over the timed window plus every
+    producer from its first frame on (start-up excluded on both sides)."""
+    spent = clock.cpu_end - clock.cpu_start
+    for p in range(producers):
+        with open(os.path.join(cpu_dir, f"cpu.{p}")) as f:
+            spent += float(f.read())
+    return 1e3 * spent / clock.frames
+
+
 def run_model_fd_shared(
     runner: Any, producers: int, frames: int, slots: int, size: tuple[int, int]
-) -> float:
+) -> tuple[float, float]:
     clock = Clock(producers)
     inputs, outputs = _infos(runner)
-    with Pipeline(runner, inputs, outputs, slots, max_in_flight=IN_FLIGHT, prefetch=2) as pipe:
+    with (
+        tempfile.TemporaryDirectory() as cpu_dir,
+        Pipeline(runner, inputs, outputs, slots, max_in_flight=IN_FLIGHT, prefetch=2) as pipe,
+    ):
+        cpu_file = os.path.join(cpu_dir, "cpu")
         for _ in range(producers):
-            pipe.start_producer(produce_model_slots, frames // producers, size)
+            pipe.start_producer(produce_model_slots, frames // producers, size, cpu_file)
         for result in pipe.results():
             _check(result.status, result.outputs[0])
             clock.tick(result.producer)
-    return clock.rate()
+        return clock.rate(), _cpu_per_frame(clock, cpu_dir, producers)
 
 
 def run_model_queue(
     runner: Any, producers: int, frames: int, slots: int, size: tuple[int, int]
-) -> float:
+) -> tuple[float, float]:
     clock = Clock(producers)
     in_infos, out_infos = _infos(runner)
     pairs = [
@@ -263,7 +305,9 @@ def run_model_queue(
     ]
     free = deque(pairs)
     in_flight: deque[tuple[int, Any, Any]] = deque()
-    queue, procs = _with_queue(produce_model_queue, producers, frames, slots, size)
+    cpu_dir = tempfile.mkdtemp()
+    cpu_file = os.path.join(cpu_dir, "cpu")
+    queue, procs = _with_queue(produce_model_queue, producers, frames, slots, size, cpu_file)
 
     def finish() -> None:
         producer, handle, pair = in_flight.popleft()
@@ -281,15 +325,18 @@ def run_model_queue(
     while in_flight:
         finish()
     _join(queue, procs)
-    return clock.rate()
+    try:
+        return clock.rate(), _cpu_per_frame(clock, cpu_dir, producers)
+    finally:
+        shutil.rmtree(cpu_dir)
 
 
 def _interleaved(
-    repeats: int, fd_run: Callable[[], float], queue_run: Callable[[], float]
-) -> tuple[list[float], list[float]]:
+    repeats: int, fd_run: Callable[[], _R], queue_run: Callable[[], _R]
+) -> tuple[list[_R], list[_R]]:
     """fd, queue, fd, queue, ...: both sides see the same drift in machine load."""
-    fds: list[float] = []
-    queues: list[float] = []
+    fds: list[_R] = []
+    queues: list[_R] = []
     for _ in range(repeats):
         fds.append(fd_run())
         queues.append(queue_run())
@@ -318,14 +365,23 @@ def main() -> None:
     if args.model:
         size = args.model_size
         with _runner(size) as runner:
-            fds, queues = _interleaved(
+            model_fds, model_queues = _interleaved(
                 args.model_repeats,
                 lambda: run_model_fd_shared(runner, n, args.model_frames, slots, size),
                 lambda: run_model_queue(runner, n, args.model_frames, slots, size),
             )
-        fd, q = statistics.median(fds), statistics.median(queues)
-        print(f"model runs: fd-shared {[round(x, 1) for x in fds]}, queue "
-              f"{[round(x, 1) for x in queues]}")  # fmt: skip
+        fd, q = (
+            statistics.median(r for r, _ in model_fds),
+            statistics.median(r for r, _ in model_queues),
+        )
+        fd_cpu = statistics.median(c for _, c in model_fds)
+        q_cpu = statistics.median(c for _, c in model_queues)
+        print(f"model runs: fd-shared {[round(r, 1) for r, _ in model_fds]}, queue "
+              f"{[round(r, 1) for r, _ in model_queues]}")  # fmt: skip
+        print(
+            f"model CPU per frame (all processes): fd-shared {fd_cpu:.1f} ms, "
+            f"pickled queue {q_cpu:.1f} ms"
+        )
         print(
             f"model (EfficientNet-Lite0, {size[0]}x{size[1]} RGBx frames): fd-shared "
             f"{fd:.1f} frames/s, pickled queue {q:.1f} frames/s, ratio {fd / q:.2f}x"
