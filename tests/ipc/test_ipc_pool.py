@@ -127,7 +127,8 @@ def test_no_fd_or_shm_leaks_after_shutdown(tmp_path: Path) -> None:
     gc.collect()
     assert _gone(int(pid_file.read_text()))
     assert _fds() == fds_before
-    assert set(os.listdir("/dev/shm")) == shm_before
+    # nothing of ours is left (other processes on the machine may add or remove their own)
+    assert set(os.listdir("/dev/shm")) - shm_before == set()
 
 
 def test_bad_arguments_are_refused() -> None:
