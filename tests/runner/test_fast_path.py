@@ -240,3 +240,37 @@ def test_released_tensors_are_not_kept_alive_by_the_runner(
     assert [r for r in refs if r() is not None] == []
     assert _open_fds() == fds
     assert runner.get_property("fast_calls") >= 3
+
+
+def test_threads_replaying_their_own_tensors_get_their_own_results(
+    tiny: tuple[onnx.ModelProto, CompiledModel], make_runner: Callable[..., Runner]
+) -> None:
+    """More threads than fast-path entries, each looping on its tensors: entries are
+    replaced, replays and Python-path calls interleave, every result is the thread's own."""
+    model, compiled = tiny
+    runner = make_runner(compiled)
+    errors: list[str] = []
+    expected = {}
+    for seed in range(6):
+        data = np.random.default_rng(seed).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        expected[seed] = (data, reference(model, {"input": data})[0])
+
+    def worker(seed: int) -> None:
+        x, y = tensors(runner, HW)
+        data, want = expected[seed]
+        x.numpy()[...] = data
+        for i in range(150):
+            y.numpy()[...] = 0
+            status = runner.execute([[x]], [[y]])
+            if status is not OK or not np.allclose(y.numpy(), want, rtol=1e-4, atol=1e-5):
+                errors.append(f"thread {seed} call {i}: {status.name}")
+                return
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in expected]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert runner.get_property("jobs_run") == 150 * len(expected)
+    assert runner.get_property("fast_calls") > 0
