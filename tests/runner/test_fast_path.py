@@ -273,4 +273,9 @@ def test_threads_replaying_their_own_tensors_get_their_own_results(
         t.join(60)
     assert errors == []
     assert runner.get_property("jobs_run") == 150 * len(expected)
-    assert runner.get_property("fast_calls") > 0
+    # (under full contention the Python path may have taken every call: that is allowed)
+    before = runner.get_property("fast_calls")
+    x, y = tensors(runner, HW)
+    for _ in range(3):
+        assert runner.execute([[x]], [[y]]) is OK
+    assert runner.get_property("fast_calls") == before + 1

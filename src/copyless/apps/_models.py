@@ -6,14 +6,13 @@ carries the source package and builder versions) and the compile options.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from ..model import compile_model, zoo
+from ..model.compiler import artifact_key
 
 logger = logging.getLogger(__name__)
 
@@ -32,9 +31,7 @@ def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
         "std": tuple(prep.std),
         **extra,
     }
-    key = hashlib.sha256(
-        json.dumps([source.name, options], sort_keys=True, default=str).encode()
-    ).hexdigest()[:16]
+    key = artifact_key(source.name, options)
     target = zoo.cache_root() / "compiled" / f"{name}-rgbx-{key}.rai"
     if target.is_file():
         return target

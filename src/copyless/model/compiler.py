@@ -48,8 +48,10 @@ compile fails here, not in the runner. Graphs are written with IR version 10.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +82,14 @@ from .shapes import session as ort_session
 
 _log = logging.getLogger(__name__)
 
-COMPILER_VERSION = "1"
+COMPILER_VERSION = "2"  # 2: RGBx normalisation folded into the stem convolution
+
+
+def artifact_key(source: str, options: Mapping[str, Any]) -> str:
+    """A short key naming the compiled artifact of ``source`` (a file name carrying its own
+    version) with ``options``, for caches: it changes with the compiler's output format."""
+    text = json.dumps([source, COMPILER_VERSION, dict(options)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def compile_model(model: str | Path | onnx.ModelProto, output: str | Path, **options: Any) -> Path:

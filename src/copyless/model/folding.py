@@ -23,6 +23,7 @@ import onnx
 from ..layout import GROUP
 from ..types import DataType, MemoryLayout, NpuTensorInfo, QuantParameters, UnsupportedError
 from .graph import ELEM_OF, NameScope, NodeChain, default_opset, rename_reads
+from .stem import find_stem_conv, fold_into_stem
 
 _log = logging.getLogger(__name__)
 
@@ -80,6 +81,8 @@ def fold_input(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
     graph, name = model.graph, fold.cpu.name
     if any(vi.name == name for vi in graph.output):
         raise UnsupportedError(f"input {name!r} is also a graph output; it cannot be folded")
+    if _fold_into_stem(model, scope, fold):
+        return
     internal = scope.fresh(f"{name}__cpu")
     rename_reads(graph.node, name, internal)
     chain = NodeChain(scope, name, f"copyless/in/{name}")
@@ -105,6 +108,32 @@ def fold_input(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
     graph.node.extend([*chain.nodes, *nodes])
     graph.initializer.extend(chain.initializers)
     _retype(next(vi for vi in graph.input if vi.name == name), hw)
+
+
+def _fold_into_stem(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> bool:
+    """RGBx pixels feeding one convolution: fold normalisation and the x channel into it
+    (see :mod:`copyless.model.stem`). False when the generic fold must be used."""
+    hw = fold.hw
+    if (
+        fold.normalize is None
+        or fold.resize is not None
+        or fold.quant is not None
+        or fold.model_dtype is not DataType.FLOAT32
+        or hw.memory_layout is not MemoryLayout.NHWC4
+        or hw.data_type is not DataType.UINT8
+        or _nontrivial_order(hw)
+    ):
+        return False
+    scale, bias = fold.normalize
+    stem = find_stem_conv(model.graph, fold.cpu.name, scale, bias)
+    if stem is None:
+        return False
+    nodes = fold_into_stem(model.graph, scope, stem, scale, bias)
+    existing = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend([*nodes, *existing])
+    _retype(next(vi for vi in model.graph.input if vi.name == fold.cpu.name), hw)
+    return True
 
 
 def fold_output(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:

@@ -17,8 +17,6 @@ carries the source package and builder versions) and the compile options.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ...model import compile_model, compile_to_memory, zoo
+from ...model.compiler import artifact_key
 from ...types import QuantParameters, UnsupportedError
 
 logger = logging.getLogger(__name__)
@@ -109,8 +108,7 @@ def compile_options(config: Config, *, rgbx: bool) -> dict[str, Any]:
 
 
 def _key(source: Path, options: dict[str, Any]) -> str:
-    text = json.dumps([source.name, options], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return artifact_key(source.name, options)
 
 
 def _cached(target: Path, write: Any) -> Path:
