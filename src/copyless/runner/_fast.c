@@ -96,32 +96,26 @@ static int FastPath_init(FastPath *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
+/* The items of an exact list or tuple of length n (borrowed), or NULL. */
+static PyObject **items_of(PyObject *seq, Py_ssize_t n) {
+    if (PyList_CheckExact(seq)) {
+        return PyList_GET_SIZE(seq) == n ? ((PyListObject *)seq)->ob_item : NULL;
+    }
+    if (PyTuple_CheckExact(seq)) {
+        return PyTuple_GET_SIZE(seq) == n ? ((PyTupleObject *)seq)->ob_item : NULL;
+    }
+    return NULL;
+}
+
 /* Do rows (a list/tuple of list/tuples) hold exactly the tensors the weak references point
  * at? On a match, the tensors are stored (borrowed) in found[]. */
 static int rows_match(PyObject *rows, Py_ssize_t n_rows, Py_ssize_t n_cols, PyObject **refs,
                       PyObject **found) {
-    PyObject **row_items;
-    if (PyList_CheckExact(rows)) {
-        if (PyList_GET_SIZE(rows) != n_rows) return 0;
-        row_items = ((PyListObject *)rows)->ob_item;
-    } else if (PyTuple_CheckExact(rows)) {
-        if (PyTuple_GET_SIZE(rows) != n_rows) return 0;
-        row_items = ((PyTupleObject *)rows)->ob_item;
-    } else {
-        return 0;
-    }
+    PyObject **row_items = items_of(rows, n_rows);
+    if (row_items == NULL) return 0;
     for (Py_ssize_t r = 0; r < n_rows; r++) {
-        PyObject *row = row_items[r];
-        PyObject **items;
-        if (PyList_CheckExact(row)) {
-            if (PyList_GET_SIZE(row) != n_cols) return 0;
-            items = ((PyListObject *)row)->ob_item;
-        } else if (PyTuple_CheckExact(row)) {
-            if (PyTuple_GET_SIZE(row) != n_cols) return 0;
-            items = ((PyTupleObject *)row)->ob_item;
-        } else {
-            return 0;
-        }
+        PyObject **items = items_of(row_items[r], n_cols);
+        if (items == NULL) return 0;
         for (Py_ssize_t c = 0; c < n_cols; c++) {
             PyObject *item = items[c];
             if (item != referent(refs[r * n_cols + c])) return 0;
