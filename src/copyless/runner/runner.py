@@ -14,7 +14,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,10 +34,10 @@ from ..types import (
     TensorType,
     UnknownTensorError,
 )
-from ._fast import FastPath
 from .jobs import Callback, Job, JobTable
 from .options import RunnerOptions
 from .plan import CallPlan, PlanError, build_plan
+from .replay import Replays
 from .slot import DynamicOutputTooSmall, Slot
 from .trace import Trace
 
@@ -47,7 +46,6 @@ logger = logging.getLogger(__name__)
 #: How long close() waits for running jobs before giving up on them.
 CLOSE_TIMEOUT_S = 10.0
 _PLAN_CACHE_SIZE = 64
-_FAST_ENTRIES = 4  # MAX_ENTRIES in _fast.c
 
 
 class Runner:
@@ -79,9 +77,8 @@ class Runner:
         self._closed = False
         self._lock = threading.Lock()
         # Repeated sync calls on the same, already bound tensors are replayed in C (_fast.c).
-        self._fast = FastPath(StatusCode.SUCCESS)
-        self._fast_slots: list[Slot | None] = [None] * _FAST_ENTRIES
-        self._fast_enabled = not (options.ai_analyzer_profiling or options.debug)
+        self._replays = Replays(enabled=not (options.ai_analyzer_profiling or options.debug))
+        self._fast = self._replays.path
         self._jobs = JobTable(options.max_concurrent_runs, options.callback_order, self._fast)
         self._trace = Trace(options.ai_analyzer_profiling, options.profile_path)
         self._plans: dict[tuple[int, ...], CallPlan] = {}
@@ -237,41 +234,11 @@ class Runner:
             status = self._run(plan, 0)
         finally:
             self._jobs.leave_sync(key)
-        if cached and status is StatusCode.SUCCESS and self._fast_enabled:
-            self._install_fast(plan, inputs, outputs)
-        return status
-
-    def _install_fast(self, plan: CallPlan, inputs: Any, outputs: Any) -> None:
-        """Give a plan that binds everything in place its own slot, replayed by _fast.c."""
-        if plan.staged_inputs or plan.staged_outputs or plan.synced_refs or self._closed:
-            return
-        rows_in, rows_out = len(inputs), len(outputs)
-        tensors = tuple(t for row in inputs for t in row) + tuple(t for row in outputs for t in row)
-        if len(tensors) != len(plan.refs):  # pragma: no cover - the plan validated rows
-            return
-        try:
-            slot = self._acquire_slot()
-        except Exception:  # noqa: BLE001 - no fast path then; the Python path still works
-            return
-        try:
-            slot.prepare(plan)
-            calls = tuple(_call_target(context) for context in slot.contexts)
-            index = self._fast.install(
-                tensors,
-                (rows_in, len(inputs[0])),
-                (rows_out, len(outputs[0])),
-                calls,
-                (plan.in_ranges, plan.out_ranges),
+        if cached and status is StatusCode.SUCCESS and not self._closed:
+            self._replays.install(
+                plan, inputs, outputs, self._acquire_slot, self._free_slots.append
             )
-        except Exception as exc:  # noqa: BLE001
-            logger.debug("fast path not installed: %s", exc)
-            index = -1
-        if index < 0:
-            self._free_slots.append(slot)
-            return
-        previous, self._fast_slots[index] = self._fast_slots[index], slot
-        if previous is not None:
-            self._free_slots.append(previous)
+        return status
 
     def _engine_failed(self, job_id: int, exc: Exception) -> StatusCode:
         if self._closed:
@@ -451,11 +418,8 @@ class Runner:
             if self._closed:
                 return
             self._closed = True
-            self._fast.close()
             futures = dict(self._futures)
-        deadline = time.monotonic() + CLOSE_TIMEOUT_S
-        while self._fast.busy and time.monotonic() < deadline:
-            time.sleep(0.001)  # a replayed call is running: let it return first
+        replays_done = self._replays.stop(CLOSE_TIMEOUT_S)  # a replayed call returns first
         for future in futures.values():
             future.cancel()  # queued jobs see _closed and finish as FAILURE
         _done, not_done = concurrent.futures.wait(list(futures.values()), timeout=CLOSE_TIMEOUT_S)
@@ -470,8 +434,7 @@ class Runner:
         if path:
             logger.info("profiling trace written to %s", path)
         self._plans.clear()
-        self._fast.reset()
-        if not_done or self._fast.busy:
+        if not_done or not replays_done:
             # A job (or its callback) is still running: releasing the engines and slots it
             # uses would pull memory from under it, and joining its thread would make close()
             # unbounded. Its thread ends when it returns; the engines go with the last
@@ -513,16 +476,6 @@ class Runner:
             else self._options.output_tensor_type
         )
         return TensorType[option]
-
-
-def _call_target(context: Any) -> tuple[Any, tuple[Any, ...]]:
-    """What the fast path calls to run one partition: the backend's own raw call if it has
-    one (no Python frame in between), else the context's ``run``."""
-    target = getattr(context, "call_target", None)
-    if target is not None:
-        pair: tuple[Any, tuple[Any, ...]] = target()
-        return pair
-    return (context.run, ())
 
 
 def _shutdown(
