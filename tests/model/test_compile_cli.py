@@ -65,6 +65,25 @@ def test_help_documents_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
     text = capsys.readouterr().out
-    for flag in ("--input-format", "--quantize", "--calibration", "--input-layout", "--batch-size",
-                 "--cpu-ops", "--cpu-tail", "--input-shape", "pixel units"):  # fmt: skip
+    for flag in ("--input-format", "--quantize", "--quantize-ops", "--calibration",
+                 "--input-layout", "--batch-size", "--cpu-ops", "--cpu-tail", "--input-shape",
+                 "pixel units"):  # fmt: skip
         assert flag in text
+
+
+def test_quantize_ops_flag_reaches_the_quantizer(model_file: Path, tmp_path: Path) -> None:
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(2):
+        Image.fromarray(rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)).save(photos / f"{i}.png")
+    out = tmp_path / "q.rai"
+    code = main([str(model_file), "-o", str(out), "--quantize", "int8", "--calibration",
+                 str(photos), "--quantize-ops", "Conv,Gemm"])  # fmt: skip
+    assert code == 0
+    assert json.loads(load_model(out).metadata["options"])["quantize_ops"] == ["Conv", "Gemm"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -99,3 +100,51 @@ def test_int8_input_view_on_a_float_input(photos: Path, tmp_path: Path) -> None:
 def test_int8_needs_calibration() -> None:
     with pytest.raises(OptionError, match="calibration"):
         compile_model(conv_net(), "/nonexistent/out.rai", quantize="int8")
+
+
+def _quantized_ops(compiled: CompiledModel) -> set[str]:
+    """Op types fed by a DequantizeLinear of an activation (run on INT8 data)."""
+    graph = onnx.load_from_string(compiled.partitions[0].onnx_bytes).graph
+    inits = {t.name for t in graph.initializer}
+    dequantized = {
+        n.output[0]
+        for n in graph.node
+        if n.op_type == "DequantizeLinear" and n.input[0] not in inits
+    }
+    return {n.op_type for n in graph.node if dequantized & set(n.input)} - {"QuantizeLinear"}
+
+
+def test_quantize_ops_limits_which_ops_run_on_int8(photos: Path) -> None:
+    from copyless.model import compile_to_memory
+
+    model = conv_net(size=32)
+    everything = compile_to_memory(model, quantize="int8", calibration=photos)
+    convs_only = compile_to_memory(model, quantize="int8", calibration=photos, quantize_ops="Conv")
+    assert "Gemm" in _quantized_ops(everything)
+    assert _quantized_ops(convs_only) <= {"Conv", "Relu"}
+    assert "Conv" in _quantized_ops(convs_only)
+    assert json.loads(convs_only.metadata["options"])["quantize_ops"] == ["Conv"]
+    # still the same network: outputs close to the float model's (calibrated on raw pixels)
+    pixels = _pixels("coffee", 32)
+    want = run_source(model, {"x": pixels})
+    x = convs_only.inputs[0]
+    got = run_compiled(convs_only, {"x": to_hw(pixels, x.hw, x.quant)})
+    for spec in convs_only.outputs:
+        assert spec.quant is not None
+        deq = (got[spec.name].astype(np.float32) - spec.quant.zero_point) * spec.quant.scale
+        spread = float(np.ptp(want[spec.name]))
+        error = np.abs(deq - want[spec.name])
+        assert error.mean() < 0.02 * spread and error.max() < 0.15 * spread, (spec.name, spread)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"quantize_ops": "Conv"}, "needs quantize"),
+        ({"quantize": "int8", "quantize_ops": ["Conv", 3]}, "op type names"),
+        ({"quantize": "int8", "quantize_ops": "Conv,Bad Name"}, "not ONNX op type names"),
+    ],
+)
+def test_quantize_ops_errors(photos: Path, options: dict[str, object], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        compile_model(conv_net(), "/nonexistent/out.rai", calibration=photos, **options)

@@ -42,6 +42,9 @@ when the model's opset allows 18) to the model's own size before the normalisati
 --quantize int8 --calibration DIR: static QDQ INT8 (per tensor) calibrated on the images in
 DIR, resized to the input size and normalised with --mean/--std. Float inputs and outputs get
 INT8 HW views carrying their quantization parameters (RGBx inputs stay UINT8 pixels).
+--quantize-ops Conv,ConvTranspose,Gemm,MatMul limits quantization to those op types (the rest
+stays float between Q/DQ pairs): fewer, larger INT8 regions; OpenVINO compiles some such
+graphs that it refuses with onnxruntime's default choice (e.g. the PP-OCRv4 detector).
 
 CPU partition (one of): --cpu-ops Softmax,TopK (those ops and everything reading their
 results run on CPU), --cpu-partition-after NAME (everything reading that node's outputs),
@@ -72,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"HW view {flag.replace('-', ' ')}")  # fmt: skip
     p.add_argument("--quantize", choices=["int8"], help="static INT8 quantization (QDQ)")
     p.add_argument("--calibration", help="directory of calibration images (with --quantize)")
+    p.add_argument("--quantize-ops", help="comma-separated op types to quantize (with --quantize)")
     p.add_argument("--cpu-ops", help="comma-separated op types that start the CPU partition")
     p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
     p.add_argument("--cpu-tail", action="store_true", help="run what follows the last Conv on CPU")
@@ -121,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             "output_layout": _per_tensor(args.output_layout),
             "output_dtype": _per_tensor(args.output_dtype),
             "quantize": args.quantize,
+            "quantize_ops": args.quantize_ops,
             "calibration": args.calibration,
             "cpu_ops": args.cpu_ops,
             "cpu_partition_after": args.cpu_partition_after,

@@ -44,6 +44,7 @@ _KNOWN = frozenset(
         "output_layout",
         "output_dtype",
         "quantize",
+        "quantize_ops",
         "calibration",
         "cpu_ops",
         "cpu_partition_after",
@@ -70,6 +71,7 @@ class CompileOptions:
     output_layout: tuple[tuple[str, MemoryLayout], ...] = ()
     output_dtype: tuple[tuple[str, DataType], ...] = ()
     quantize: str | None = None  # None or "int8"
+    quantize_ops: tuple[str, ...] = ()  # op types to quantize; () = the quantizer's default
     calibration: tuple[Path, ...] = ()
     cpu_ops: tuple[str, ...] = ()
     cpu_partition_after: str | None = None
@@ -101,6 +103,7 @@ class CompileOptions:
             "output_layout": {k: v.name for k, v in self.output_layout},
             "output_dtype": {k: v.name for k, v in self.output_dtype},
             "quantize": self.quantize,
+            "quantize_ops": list(self.quantize_ops),
             "calibration_images": len(self.calibration),
             "cpu_ops": list(self.cpu_ops),
             "cpu_partition_after": self.cpu_partition_after,
@@ -125,13 +128,14 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
     quantize = raw.get("quantize")
     if quantize is not None and str(quantize).lower() != "int8":
         raise OptionError(f"quantize must be 'int8' or None, got {quantize!r}")
+    quantize_ops = _op_types(raw.get("quantize_ops"), "quantize_ops")
+    if quantize_ops and quantize is None:
+        raise OptionError("quantize_ops needs quantize='int8'")
     calibration = _calibration(raw.get("calibration"))
     if quantize is not None and not calibration:
         raise OptionError("quantize='int8' needs calibration= (a directory or image paths)")
     after = raw.get("cpu_partition_after")
-    cpu_ops = raw.get("cpu_ops") or ()
-    if isinstance(cpu_ops, str):
-        cpu_ops = tuple(op for op in cpu_ops.split(",") if op)
+    cpu_ops = _op_types(raw.get("cpu_ops"), "cpu_ops")
     cpu_tail = bool(raw.get("cpu_tail", False))
     if sum((bool(cpu_ops), after is not None, cpu_tail)) > 1:
         raise OptionError("give at most one of cpu_ops, cpu_partition_after and cpu_tail")
@@ -148,14 +152,29 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         output_layout=_per_tensor(raw.get("output_layout"), "output_layout", _layout),
         output_dtype=_per_tensor(raw.get("output_dtype"), "output_dtype", _dtype),
         quantize=None if quantize is None else "int8",
+        quantize_ops=quantize_ops,
         calibration=calibration,
-        cpu_ops=tuple(str(op) for op in cpu_ops),
+        cpu_ops=cpu_ops,
         cpu_partition_after=None if after is None else str(after),
         cpu_tail=cpu_tail,
     )
 
 
 MAX_INPUT_SIDE = 1 << 14
+
+
+def _op_types(value: Any, key: str) -> tuple[str, ...]:
+    """ONNX op type names: a comma-separated string or a sequence of strings."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(op, str) for op in items):
+        raise OptionError(f"{key} must be op type names (a list or 'A,B'), got {value!r}")
+    ops = tuple(op.strip() for op in items if op.strip())
+    bad = [op for op in ops if not op.isidentifier()]
+    if bad:
+        raise OptionError(f"{key}: {bad} are not ONNX op type names")
+    return ops
 
 
 def _input_size(value: Any) -> tuple[int, int] | None:

@@ -90,8 +90,14 @@ class _Reader(ortq.CalibrationDataReader):  # type: ignore[misc]
         self._iter = iter(self._batches)
 
 
-def quantize_int8(model: onnx.ModelProto, name: str, batches: list[np.ndarray]) -> Quantized:
-    """QDQ-quantize ``model`` (float, fixed shapes) calibrated on ``batches`` for input ``name``."""
+def quantize_int8(
+    model: onnx.ModelProto, name: str, batches: list[np.ndarray], op_types: tuple[str, ...] = ()
+) -> Quantized:
+    """QDQ-quantize ``model`` (float, fixed shapes) calibrated on ``batches`` for input ``name``.
+
+    ``op_types`` limits quantization to those op types (e.g. ``("Conv", "Gemm")``: the rest
+    stays float between DequantizeLinear/QuantizeLinear pairs); empty = onnxruntime's default.
+    """
     with tempfile.TemporaryDirectory(prefix="copyless-quant-") as tmp:
         out, src = Path(tmp) / "quantized.onnx", Path(tmp) / "float.onnx"
         # A path, not the proto: quantize_static moves a proto's weights to external data.
@@ -107,6 +113,7 @@ def quantize_int8(model: onnx.ModelProto, name: str, batches: list[np.ndarray]) 
                 weight_type=ortq.QuantType.QInt8,
                 calibrate_method=ortq.CalibrationMethod.MinMax,
                 extra_options={"CalibTensorRangeSymmetric": False},
+                op_types_to_quantize=list(op_types) or None,
             )
         except _QUANT_ERRORS as exc:
             raise UnsupportedError(f"INT8 quantization failed: {exc}") from exc
