@@ -44,7 +44,7 @@ typedef struct {
     PyObject_HEAD
     int closed;
     int busy;
-    int running;            /* index of the running entry while busy */
+    PyObject *running;      /* the running call's ranges (reported by enter) while busy */
     Py_ssize_t others;
     int next;               /* round-robin replacement */
     Entry entries[MAX_ENTRIES];
@@ -164,8 +164,11 @@ static PyObject *FastPath_call(FastPath *self, PyObject *args, PyObject *kwds) {
     }
     if (found < 0) Py_RETURN_NONE;
     Entry *e = &self->entries[found];
+    /* Own what the call uses: code run below (attribute lookups) may replace the entry. */
     PyObject *calls = e->calls;
+    PyObject *ranges = e->ranges;
     Py_INCREF(calls);
+    Py_INCREF(ranges);
     /* The caller's lists may change while the engine runs without the GIL: hold the tensors. */
     for (Py_ssize_t i = 0; i < n_held; i++) Py_INCREF(held[i]);
     int open = all_open(self, held, n_held);
@@ -178,24 +181,27 @@ static PyObject *FastPath_call(FastPath *self, PyObject *args, PyObject *kwds) {
         goto done;
     }
     self->busy = 1;
-    self->running = found;
+    self->running = ranges;
     Py_ssize_t n = PyTuple_GET_SIZE(calls);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(calls, i);
         PyObject *ret = PyObject_Call(PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1), NULL);
         if (ret == NULL) {
             self->busy = 0;
+            self->running = NULL;
             goto done; /* result NULL: the engine's exception propagates */
         }
         Py_DECREF(ret);
     }
     self->busy = 0;
+    self->running = NULL;
     self->count++;
     Py_INCREF(self->success);
     result = self->success;
 done:
     for (Py_ssize_t i = 0; i < n_held; i++) Py_DECREF(held[i]);
     Py_DECREF(calls);
+    Py_DECREF(ranges);
     return result;
 }
 
@@ -277,9 +283,9 @@ static PyObject *FastPath_install(FastPath *self, PyObject *args) {
 /* enter() -> the running fast call's ranges, or None; counts one Python-path holder. */
 static PyObject *FastPath_enter(FastPath *self, PyObject *Py_UNUSED(ignored)) {
     self->others++;
-    if (self->busy && self->entries[self->running].ranges != NULL) {
-        Py_INCREF(self->entries[self->running].ranges);
-        return self->entries[self->running].ranges;
+    if (self->busy && self->running != NULL) {
+        Py_INCREF(self->running);
+        return self->running;
     }
     Py_RETURN_NONE;
 }
@@ -293,7 +299,7 @@ static PyObject *FastPath_leave(FastPath *self, PyObject *Py_UNUSED(ignored)) {
     Py_RETURN_NONE;
 }
 
-/* Drop every entry (when not running), returning the list of dropped ranges objects. */
+/* Drop every entry unless a call is running; True when dropped. */
 static PyObject *FastPath_reset(FastPath *self, PyObject *Py_UNUSED(ignored)) {
     if (self->busy) Py_RETURN_FALSE;
     for (int i = 0; i < MAX_ENTRIES; i++) entry_clear(&self->entries[i]);
