@@ -148,3 +148,22 @@ def test_quantize_ops_limits_which_ops_run_on_int8(photos: Path) -> None:
 def test_quantize_ops_errors(photos: Path, options: dict[str, object], message: str) -> None:
     with pytest.raises(OptionError, match=message):
         compile_model(conv_net(), "/nonexistent/out.rai", calibration=photos, **options)
+
+
+def test_activations_are_uint8_and_weights_int8(effnet_int8: CompiledModel) -> None:
+    """U8S8: the form onnxruntime's x86 INT8 kernels run fastest (see model/quantize.py)."""
+    graph = onnx.load_from_string(effnet_int8.partitions[0].onnx_bytes).graph
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    inits = set(consts)
+    activations = [
+        consts[n.input[2]].dtype
+        for n in graph.node
+        if n.op_type == "QuantizeLinear" and n.output[0] != "logits"
+    ]
+    weights = [
+        consts[n.input[2]].dtype
+        for n in graph.node
+        if n.op_type == "DequantizeLinear" and n.input[0] in inits and consts[n.input[0]].ndim == 4
+    ]
+    assert activations and set(activations) == {np.dtype(np.uint8)}
+    assert weights and set(weights) == {np.dtype(np.int8)}

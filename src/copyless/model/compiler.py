@@ -82,7 +82,7 @@ from .shapes import session as ort_session
 
 _log = logging.getLogger(__name__)
 
-COMPILER_VERSION = "2"  # 2: RGBx normalisation folded into the stem convolution
+COMPILER_VERSION = "3"  # 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8)
 
 
 def artifact_key(source: str, options: Mapping[str, Any]) -> str:

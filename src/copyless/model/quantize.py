@@ -1,5 +1,10 @@
 """Static INT8 quantization: onnxruntime's ``quantize_static`` in QDQ format, per tensor.
 
+Weights are int8, activations uint8 (asymmetric): the U8S8 form onnxruntime's x86 kernels
+run fastest (EfficientNet-Lite0 on AVX2: 4.5 ms vs 7.3 ms with int8 activations; OpenVINO
+runs both alike). Boundary tensors keep INT8 HW views: a uint8 activation with zero point
+``zp`` is exactly the INT8 view with zero point ``zp - 128``.
+
 Calibration images are resized to the model input (H, W) with PIL (bilinear, no crop),
 converted to RGB (or L for one-channel inputs) and fed as ``(pixel - mean) / std`` in
 pixel units; ``mean``/``std`` default to 0 and 1 (raw 0..255 pixels), so give the model's
@@ -109,7 +114,7 @@ def quantize_int8(
                 _Reader(name, batches),
                 quant_format=ortq.QuantFormat.QDQ,
                 per_channel=False,
-                activation_type=ortq.QuantType.QInt8,
+                activation_type=ortq.QuantType.QUInt8,
                 weight_type=ortq.QuantType.QInt8,
                 calibrate_method=ortq.CalibrationMethod.MinMax,
                 extra_options={"CalibTensorRangeSymmetric": False},
@@ -144,9 +149,11 @@ def _params_of(
         if (node.input[0] if is_input else node.output[0]) != tensor:
             continue
         scale, zp = consts.get(node.input[1]), consts.get(node.input[2])
-        if scale is None or zp is None or scale.size != 1 or zp.dtype != np.int8:
+        if scale is None or zp is None or scale.size != 1 or zp.dtype not in (np.int8, np.uint8):
             return None
-        return QuantParameters(float(scale.reshape(())), int(zp.reshape(())))
+        # A uint8 activation q is the INT8 view's q - 128 with zero point zp - 128: exact.
+        shift = 128 if zp.dtype == np.uint8 else 0
+        return QuantParameters(float(scale.reshape(())), int(zp.reshape(())) - shift)
     return None
 
 
