@@ -151,7 +151,8 @@ def test_quantize_ops_errors(photos: Path, options: dict[str, object], message: 
 
 
 def test_activations_are_uint8_and_weights_int8(effnet_int8: CompiledModel) -> None:
-    """U8S8: the form onnxruntime's x86 INT8 kernels run fastest (see model/quantize.py)."""
+    """U8S8 with per-channel weights: the form onnxruntime's x86 INT8 kernels run fastest
+    (see model/quantize.py)."""
     graph = onnx.load_from_string(effnet_int8.partitions[0].onnx_bytes).graph
     consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     inits = set(consts)
@@ -167,3 +168,10 @@ def test_activations_are_uint8_and_weights_int8(effnet_int8: CompiledModel) -> N
     ]
     assert activations and set(activations) == {np.dtype(np.uint8)}
     assert weights and set(weights) == {np.dtype(np.int8)}
+    # weights per output channel (one scale per filter)
+    conv_scales = [
+        consts[n.input[1]].size
+        for n in graph.node
+        if n.op_type == "DequantizeLinear" and n.input[0] in inits and consts[n.input[0]].ndim == 4
+    ]
+    assert all(size > 1 for size in conv_scales)

@@ -39,7 +39,8 @@ normalised) with quant scale 1, zero point 0. With --input-size HxW the HW view 
 decoder's frame [N,H,W,4] of that size, resized in the graph (Resize, linear, antialiased
 when the model's opset allows 18) to the model's own size before the normalisation.
 
---quantize int8 --calibration DIR: static QDQ INT8 (per tensor) calibrated on the images in
+--quantize int8 --calibration DIR: static QDQ INT8 (uint8 activations per tensor, int8 weights
+per output channel: onnxruntime's fast U8S8 form) calibrated on the images in
 DIR, resized to the input size and normalised with --mean/--std. Float inputs and outputs get
 INT8 HW views carrying their quantization parameters (RGBx inputs stay UINT8 pixels).
 --quantize-ops Conv,ConvTranspose,Gemm,MatMul limits quantization to those op types (the rest

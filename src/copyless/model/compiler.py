@@ -32,9 +32,11 @@ parentheses; see ``copyless-compile --help``):
     onnxruntime's CPU Cast handles them, but its numpy front door does not, so bind them as
     ``OrtValue.ortvalue_from_numpy_with_onnx_type(arr.view(np.uint16), TensorProto.BFLOAT16)``.
 ``quantize="int8"``, ``calibration=DIR | [paths]`` (``--quantize int8 --calibration DIR``)
-    Static QDQ quantization, per tensor (see :mod:`.quantize`). Float inputs get an INT8 HW
-    view (UINT8 RGBx with ``input_format="rgbx"``) and float outputs an INT8 HW view, each
-    with the graph's own QuantParameters.
+    Static QDQ quantization, U8S8 (uint8 activations per tensor, int8 weights per channel;
+    see :mod:`.quantize`). Float inputs get an INT8 HW view (UINT8 RGBx with
+    ``input_format="rgbx"``) and float outputs an INT8 HW view, each with the graph's own
+    QuantParameters. ``quantize_ops=("Conv", ...)`` (``--quantize-ops``) limits which op
+    types are quantized.
 ``cpu_ops=("Softmax",)`` | ``cpu_partition_after="name"`` | ``cpu_tail=True``
 (``--cpu-ops Softmax,TopK``, ``--cpu-partition-after NAME``, ``--cpu-tail``)
     Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`.partition`.
