@@ -21,33 +21,24 @@ and noisy: every figure is a median over rounds that alternate between the varia
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-# This script is named openvino.py and Python puts its folder first on sys.path: drop it so
-# that ``import openvino`` (inside copyless) finds the package, not this file.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+import numpy as np
+import onnx
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import Any  # noqa: E402
-
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import onnx.helper as oh  # noqa: E402
-
-import copyless as cl  # noqa: E402
+import copyless as cl
+from bench_common import interleaved, relu_model
 
 # The openvino package through copyless (typed Any: it ships no stubs); tools that put this
 # folder on their path would take a plain ``import openvino`` for this file.
-from copyless.backends import _openvino_tensors  # noqa: E402
-from copyless.model import CompiledModel, compile_to_memory, zoo  # noqa: E402
-from copyless.runner import Runner  # noqa: E402
-from copyless.runner.options import RunnerOptions  # noqa: E402
+from copyless.backends import _openvino_tensors
+from copyless.model import CompiledModel, compile_to_memory, zoo
+from copyless.runner import Runner
+from copyless.runner.options import RunnerOptions
 
 ov: Any = _openvino_tensors.ov
 
@@ -62,18 +53,6 @@ class Setup:
     hint: str
     rounds: int
     block_s: float
-
-
-def relu_model() -> onnx.ModelProto:
-    graph = oh.make_graph(
-        [oh.make_node("Relu", ["input"], ["output"])],
-        "relu",
-        [oh.make_tensor_value_info("input", 1, [1, 3, 8, 8])],
-        [oh.make_tensor_value_info("output", 1, [1, 3, 8, 8])],
-    )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    model.ir_version = 10
-    return model
 
 
 def load(name: str) -> CompiledModel:
@@ -166,22 +145,6 @@ def _copyless_async(
             runner.wait(handle, -1)
 
     return run
-
-
-def interleaved(fns: dict[str, Callable[[], object]], reps: int, rounds: int) -> dict[str, float]:
-    """Median over rounds of each variant's median seconds per call, variants alternating."""
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    for fn in fns.values():  # warm: bindings, plans, slots, lazy kernels
-        fn()
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            times = []
-            for _ in range(reps):
-                t = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t)
-            samples[name].append(statistics.median(times))
-    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def report(title: str, results: dict[str, float], per_frame: int) -> None:

@@ -14,7 +14,6 @@ Machines are shared and noisy: each figure is a median of interleaved rounds.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -22,13 +21,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnx.helper as oh
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runner"))
 from runner_helpers import conv_net
 
 import copyless as cl
+from bench_common import interleaved as interleaved_s
+from bench_common import relu_model
 from copyless.backends.onnxruntime import session_options
 from copyless.model import CompiledModel, compile_to_memory, zoo
 
@@ -36,34 +36,9 @@ HW, CPU = cl.TensorType.HW, cl.TensorType.CPU
 IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT
 
 
-def relu_model() -> onnx.ModelProto:
-    graph = oh.make_graph(
-        [oh.make_node("Relu", ["input"], ["output"])],
-        "relu",
-        [oh.make_tensor_value_info("input", 1, [1, 3, 8, 8])],
-        [oh.make_tensor_value_info("output", 1, [1, 3, 8, 8])],
-    )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    model.ir_version = 10
-    return model
-
-
-def median_us(fn: Callable[[], object], n: int) -> float:
-    samples = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples) * 1e6
-
-
 def interleaved(fns: dict[str, Callable[[], object]], n: int, rounds: int) -> dict[str, float]:
-    """Median over rounds of each function's median: A, B, A, B... so drift hits both."""
-    results: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            results[name].append(median_us(fn, n))
-    return {k: statistics.median(v) for k, v in results.items()}
+    """Median microseconds per call, interleaved (see bench_common.interleaved)."""
+    return {k: v * 1e6 for k, v in interleaved_s(fns, n, rounds, warm=False).items()}
 
 
 def overhead(name: str, model: onnx.ModelProto, n: int, rounds: int, threads: int) -> None:
