@@ -78,3 +78,32 @@ def test_explicit_threads_and_openvino_share_one_engine(
             job = runner.execute_async([[x]], [[y]])
             assert runner.wait(job, 10_000) is OK
             assert runner.get_property("engines_loaded") == 1, (options, runner_type)
+
+
+def _spinning(runner: cl.runner.Runner) -> list[str]:
+    """allow_spinning of every onnxruntime session the runner loaded."""
+    sessions = [engine._session for engine in runner._engines]  # type: ignore[attr-defined]
+    return [
+        s.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+        for s in sessions
+    ]
+
+
+def test_engine_spinning_is_opt_in(tiny: tuple[onnx.ModelProto, CompiledModel]) -> None:
+    model, compiled = tiny
+    for value, expected in ((None, "0"), (False, "0"), (True, "1")):
+        options = {} if value is None else {"engine_spinning": value}
+        with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+            assert runner.get_property("engine_spinning") is (value is True)
+            x, y = tensors(runner, HW)
+            data = np.random.default_rng(1).standard_normal(x.info.shape).astype(np.float32)
+            x.numpy()[...] = data
+            assert runner.execute([[x]], [[y]]) is OK
+            job = runner.execute_async([[x]], [[y]])  # async engines follow the option too
+            assert runner.wait(job, 10_000) is OK
+            np.testing.assert_allclose(
+                y.numpy(), reference(model, {"input": data})[0], rtol=1e-4, atol=1e-5
+            )
+            assert set(_spinning(runner)) == {expected}
+    with pytest.raises(cl.OptionError, match="engine_spinning"):
+        cl.RunnerFactory.from_compiled(compiled, {"engine_spinning": "yes"})

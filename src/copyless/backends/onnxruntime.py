@@ -42,13 +42,17 @@ ONNX_TYPE: dict[DataType, int] = {
 }
 
 
-def session_options(num_threads: int) -> ort.SessionOptions:
+def session_options(num_threads: int, spinning: bool = False) -> ort.SessionOptions:
+    """copyless's session settings: ``num_threads`` intra-op threads, sequential execution,
+    full graph optimization, and idle threads that block instead of spinning unless
+    ``spinning`` (lower latency per parallel section on an otherwise idle machine; CPU taken
+    from everything else while idle)."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = max(1, num_threads)
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     options.log_severity_level = 3
     return options
 
@@ -165,13 +169,19 @@ class OrtEngine:
 
 
 class OrtCpuBackend:
-    """ONNX Runtime's CPU execution provider."""
+    """ONNX Runtime's CPU execution provider (``spinning``: see :func:`session_options`)."""
 
     name = "onnxruntime"
     device = "cpu"
 
+    def __init__(self, spinning: bool = False) -> None:
+        self.spinning = spinning
+
     def load(self, partition: Partition, num_threads: int) -> OrtEngine:
-        return OrtEngine(create_session(partition, num_threads, ["CPUExecutionProvider"]), "cpu")
+        session = create_session(
+            partition, num_threads, ["CPUExecutionProvider"], spinning=self.spinning
+        )
+        return OrtEngine(session, "cpu")
 
 
 def create_session(
@@ -179,11 +189,12 @@ def create_session(
     num_threads: int,
     providers: list[Any],
     config: Mapping[str, str] | None = None,
+    spinning: bool = False,
 ) -> ort.InferenceSession:
     """An InferenceSession of ``partition``'s graph (one copy of the graph bytes, which the
     session parses), with ``config`` added as session config entries. Engine errors become
     ModelLoadError (UnsupportedError where onnxruntime has no kernel for the graph)."""
-    options = session_options(num_threads)
+    options = session_options(num_threads, spinning)
     for key, value in (config or {}).items():
         options.add_session_config_entry(key, value)
     try:

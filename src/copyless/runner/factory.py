@@ -55,7 +55,7 @@ class RunnerFactory:
         if not isinstance(runner_type, RunnerType):
             raise OptionError(f"runner_type must be a RunnerType, got {runner_type!r}")
         backend = _backend_for(runner_type, parsed)
-        cpu_backend: Backend = OrtCpuBackend()
+        cpu_backend: Backend = OrtCpuBackend(parsed.engine_spinning)
         threads = parsed.engine_threads()
 
         def load(num_threads: int) -> list[Engine]:
@@ -92,7 +92,7 @@ def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:
     if runner_type is RunnerType.OPENVINO:
         return _optional_backend("openvino", "OpenVinoBackend", options)
     if options.device == "cpu":
-        return OrtCpuBackend()
+        return OrtCpuBackend(options.engine_spinning)
     if options.device not in ("cuda", "tensorrt"):
         raise OptionError(
             f"option 'device': {options.device!r} is an OpenVINO device; use "
