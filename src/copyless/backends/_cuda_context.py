@@ -7,9 +7,10 @@ import weakref
 
 import onnxruntime as ort
 
+from ..model.graph import ELEM_OF
 from ..types import DataType, UnsupportedError
 from ._cuda_driver import CudaDriver
-from .onnxruntime import ONNX_TYPE, OrtContext
+from .onnxruntime import OrtContext
 
 # A staged tensor: (host address, device buffer, bytes).
 _Staged = tuple[int, int, int]
@@ -100,7 +101,7 @@ class CudaContext(OrtContext):
         else:
             ptr = address
         bind = self._binding.bind_output if output else self._binding.bind_input
-        bind(name, self._device, self._device_id, ONNX_TYPE[data_type], list(shape), ptr)
+        bind(name, self._device, self._device_id, ELEM_OF[data_type], list(shape), ptr)
         self._bound[name] = key
 
     def _buffer(self, name: str, nbytes: int) -> int:

@@ -21,26 +21,10 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from ..model import Partition
+from ..model.graph import ELEM_OF
 from ..types import DataType, ModelLoadError, UnsupportedError
 
 logger = logging.getLogger(__name__)
-
-#: DataType -> onnx.TensorProto element type, as IOBinding accepts it.
-ONNX_TYPE: dict[DataType, int] = {
-    DataType.FLOAT32: 1,
-    DataType.UINT8: 2,
-    DataType.INT8: 3,
-    DataType.UINT16: 4,
-    DataType.INT16: 5,
-    DataType.INT32: 6,
-    DataType.INT64: 7,
-    DataType.BOOLEAN: 9,
-    DataType.FP16: 10,
-    DataType.UINT32: 12,
-    DataType.UINT64: 13,
-    DataType.BF16: 16,
-}
-
 
 def session_options(num_threads: int, spinning: bool = False) -> ort.SessionOptions:
     """copyless's session settings: ``num_threads`` intra-op threads, sequential execution,
@@ -87,23 +71,21 @@ class OrtContext:
     def bind_input(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
-        key = (address, shape)
-        if self._bound.get(name) == key:
-            return
-        self._binding.bind_input(
-            name, self._device, self._device_id, ONNX_TYPE[data_type], list(shape), address
-        )
-        self._bound[name] = key
+        self._bind_at(self._binding.bind_input, name, address, data_type, shape)
 
     def bind_output(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
+        self._bind_at(self._binding.bind_output, name, address, data_type, shape)
+
+    def _bind_at(
+        self, bind: Any, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
+    ) -> None:
+        """``bind`` (IOBinding's bind_input/bind_output) unless ``name`` already holds it."""
         key = (address, shape)
         if self._bound.get(name) == key:
             return
-        self._binding.bind_output(
-            name, self._device, self._device_id, ONNX_TYPE[data_type], list(shape), address
-        )
+        bind(name, self._device, self._device_id, ELEM_OF[data_type], list(shape), address)
         self._bound[name] = key
 
     def bind_output_dynamic(self, name: str) -> None:

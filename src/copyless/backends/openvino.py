@@ -75,19 +75,29 @@ class OvContext:
     def bind_input(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
-        key = (address, shape)
-        if self._bound.get(name) == key:
-            return
-        self._request.set_input_tensor(self._indices[name], host_tensor(address, data_type, shape))
-        self._bound[name] = key
+        port = self._indices[name]
+        self._bind(self._request.set_input_tensor, port, name, address, data_type, shape)
 
     def bind_output(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
+        port = self._outputs[name]
+        self._bind(self._request.set_output_tensor, port, name, address, data_type, shape)
+
+    def _bind(
+        self,
+        setter: Any,
+        port: int,
+        name: str,
+        address: int,
+        data_type: DataType,
+        shape: tuple[int, ...],
+    ) -> None:
+        """``setter(port, tensor over address)`` unless ``name`` already holds it."""
         key = (address, shape)
         if self._bound.get(name) == key:
             return
-        self._request.set_output_tensor(self._outputs[name], host_tensor(address, data_type, shape))
+        setter(port, host_tensor(address, data_type, shape))
         self._bound[name] = key
 
     def bind_output_dynamic(self, name: str) -> None:
