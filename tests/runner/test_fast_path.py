@@ -279,3 +279,30 @@ def test_threads_replaying_their_own_tensors_get_their_own_results(
     for _ in range(3):
         assert runner.execute([[x]], [[y]]) is OK
     assert runner.get_property("fast_calls") == before + 1
+
+
+def test_python_path_calls_do_not_reinstall_a_replayable_plan(
+    tiny: tuple[onnx.ModelProto, CompiledModel], make_runner: Callable[..., Runner]
+) -> None:
+    """While another holder keeps the fast path out, repeated calls run on the Python path;
+    they must not give the already installed plan another slot (and binding) each time."""
+    model, compiled = tiny
+    runner = make_runner(compiled)
+    x, y = tensors(runner, HW)
+    data = _fill(x, 5)
+    for _ in range(3):
+        assert runner.execute([[x]], [[y]]) is OK
+    replayed = runner.get_property("fast_calls")
+    runner._fast.enter()  # a Python-path holder (as an async job in flight would be)
+    try:
+        assert runner.execute([[x]], [[y]]) is OK  # needs a slot of its own: the entry's is held
+        slots = len(runner._all_slots)
+        for _ in range(5):
+            assert runner.execute([[x]], [[y]]) is OK
+    finally:
+        runner._fast.leave()
+    assert len(runner._all_slots) == slots
+    assert runner.get_property("fast_calls") == replayed
+    assert runner.execute([[x]], [[y]]) is OK
+    assert runner.get_property("fast_calls") == replayed + 1
+    _check(y, model, data)

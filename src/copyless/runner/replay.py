@@ -32,6 +32,7 @@ class Replays:
         self.path = FastPath(StatusCode.SUCCESS)
         self._enabled = enabled
         self._slots: list[Slot | None] = [None] * ENTRIES
+        self._plans: list[CallPlan | None] = [None] * ENTRIES  # what each entry replays
 
     def install(
         self,
@@ -45,6 +46,8 @@ class Replays:
         slot (kept by the entry), ``release`` takes back one no entry needs."""
         if not self._enabled or plan.staged_inputs or plan.staged_outputs or plan.synced_refs:
             return
+        if any(installed is plan for installed in self._plans):
+            return  # replayable already (this call took the Python path: another one ran)
         tensors = tuple(t for row in inputs for t in row) + tuple(t for row in outputs for t in row)
         if len(tensors) != len(plan.refs):  # pragma: no cover - the plan validated the rows
             return
@@ -68,6 +71,7 @@ class Replays:
             release(slot)
             return
         previous, self._slots[index] = self._slots[index], slot
+        self._plans[index] = plan
         if previous is not None:
             release(previous)
 
