@@ -9,9 +9,10 @@ reported by it (as FAILURE; the exception is logged with its traceback and kept 
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,9 +82,9 @@ class JobTable:
         out_ranges: tuple[tuple[int, int], ...],
         running: Any,
     ) -> StatusCode | None:
-        holders = list(self._active.items())
-        if running is not None:
-            holders.append((0, running))  # the fast path's call (key 0: no job id)
+        holders: Iterable[tuple[int, Any]] = self._active.items()
+        if running is not None:  # the fast path's call (key 0: no job id)
+            holders = itertools.chain(holders, ((0, running),))
         for key, (other_in, other_out) in holders:
             if overlaps(out_ranges, other_out) or overlaps(out_ranges, other_in):
                 logger.error("output memory is bound to job %d still in flight", key)
