@@ -84,10 +84,11 @@ def run_hw(runner: Runner, data: np.ndarray) -> np.ndarray:
 
 
 def tolerance(runner: Runner) -> float:
-    """f32 inference unless OpenVINO picked bf16 (CPUs with AMX/avx512-bf16 default to it)."""
+    """f32 inference: copyless asks OpenVINO for the precision the graph declares."""
     engine = OpenVinoBackend(parse_options(None)).load(runner.model.partitions[0], 1)
-    precision = str(engine.compiled_model.get_property("INFERENCE_PRECISION_HINT"))
-    return 1e-4 if "32" in precision else 5e-2
+    precision = engine.compiled_model.get_property("INFERENCE_PRECISION_HINT").to_string()
+    assert precision == "f32", precision
+    return 1e-4
 
 
 def test_float_model_matches_onnxruntime_in_place(pair) -> None:
@@ -291,6 +292,32 @@ def test_options_reach_openvino(options, hint, num_requests) -> None:
     assert int(compiled.get_property("INFERENCE_NUM_THREADS")) == 2
     if num_requests is not None:
         assert int(compiled.get_property("PERFORMANCE_HINT_NUM_REQUESTS")) == num_requests
+
+
+@pytest.mark.parametrize(
+    ("precision", "expected"),
+    [(None, "f32"), ("model", "f32"), ("f32", "f32"), ("bf16", "bf16")],
+)
+def test_float_graphs_run_in_the_declared_precision(precision, expected) -> None:
+    """Left to itself OpenVINO picks bf16 on AMX/AVX512-BF16 CPUs; copyless asks for f32."""
+    options = {} if precision is None else {"inference_precision": precision}
+    backend = OpenVinoBackend(parse_options({**options, "device": "CPU"}))
+    engine = backend.load(compile_to_memory(conv_net()).partitions[0], 1)
+    assert engine.compiled_model.get_property("INFERENCE_PRECISION_HINT").to_string() == expected
+
+
+def test_engine_precision_is_openvinos_own_default() -> None:
+    core_default = ov_core_default_precision()
+    backend = OpenVinoBackend(parse_options({"inference_precision": "engine", "device": "CPU"}))
+    engine = backend.load(compile_to_memory(conv_net()).partitions[0], 1)
+    precision = engine.compiled_model.get_property("INFERENCE_PRECISION_HINT")
+    assert precision.to_string() == core_default
+
+
+def ov_core_default_precision() -> str:
+    import openvino as ov
+
+    return str(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").to_string())
 
 
 @pytest.mark.parametrize("device", ["cuda", "tensorrt", "NPU", "GPU.3"])

@@ -12,10 +12,12 @@ Runner options read here (see runner/options.py):
   else LATENCY).
 * ``num_threads`` (``options.engine_threads()``): ``INFERENCE_NUM_THREADS`` on the CPU plugin.
 
-Precision is OpenVINO's own choice: float32 graphs run in f32, except on CPUs with AMX or
-AVX512-BF16, where OpenVINO's default inference precision is bf16 (faster; results then
-differ from ONNX Runtime's around 1e-2). QDQ (INT8) graphs run on OpenVINO's int8 kernels
-(see :meth:`OvEngine.runtime_precisions`).
+* ``inference_precision``: ``"model"`` (default) runs float graphs in f32, the precision
+  their HW view declares. Left to itself, OpenVINO runs them in bf16 on CPUs with AMX or
+  AVX512-BF16 (faster, but results then differ from ONNX Runtime's around 1e-2, enough to
+  reorder close top-5 scores): that is ``"engine"``. ``"f32"``/``"bf16"``/``"f16"`` force
+  one. QDQ (INT8) graphs run on OpenVINO's int8 kernels whatever this says (see
+  :meth:`OvEngine.runtime_precisions`).
 
 Zero-copy: a context wraps the caller's memory in an ``openvino.Tensor`` that shares it (no
 copy) and sets it with ``set_input_tensor``/``set_output_tensor``; inference reads the inputs
@@ -182,6 +184,9 @@ class BackendOptions(Protocol):
     @property
     def max_concurrent_runs(self) -> int: ...
 
+    @property
+    def inference_precision(self) -> str: ...
+
 
 class OpenVinoBackend:
     """OpenVINO on the device and with the performance hint the runner options name."""
@@ -197,6 +202,9 @@ class OpenVinoBackend:
         self._config: dict[str, Any] = {"PERFORMANCE_HINT": hint}
         if hint == "THROUGHPUT":
             self._config["PERFORMANCE_HINT_NUM_REQUESTS"] = options.max_concurrent_runs
+        precision = options.inference_precision
+        if precision != "engine":
+            self._config["INFERENCE_PRECISION_HINT"] = "f32" if precision == "model" else precision
 
     @property
     def device(self) -> str:

@@ -34,6 +34,11 @@ engine_spinning        False                onnxruntime: idle engine threads spi
                                             blocking. ~5-13% less latency per sync call with
                                             pre/postprocessing in between on an idle machine;
                                             under CPU contention it can double it
+inference_precision    "model"              OpenVINO only: "model" runs float graphs in the
+                                            precision their HW view declares (f32), even on
+                                            CPUs where OpenVINO would pick bf16 by itself
+                                            (AMX, AVX512-BF16); "bf16" | "f16" | "f32" force
+                                            one; "engine" keeps OpenVINO's own default
 =====================  ===================  =================================================
 """
 
@@ -55,6 +60,7 @@ _DEVICES = ("cpu", "cuda", "tensorrt")
 #: OpenVINO device names (RunnerType.OPENVINO): a plugin, an optional ".N" id or ":" list.
 _OPENVINO_DEVICE = re.compile(r"(CPU|GPU|NPU|AUTO|HETERO|MULTI|BATCH)(\.\d+)?(:[A-Z0-9.,:]+)?")
 _HINTS = ("LATENCY", "THROUGHPUT", "AUTO")
+_PRECISIONS = ("model", "engine", "f32", "bf16", "f16")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +85,7 @@ class RunnerOptions:
     profile_path: str | None = None
     performance_hint: str = "LATENCY"
     engine_spinning: bool = False
+    inference_precision: str = "model"
 
     def engine_threads(self) -> int:
         """Engine threads of a synchronous run: explicit, or every core."""
@@ -183,6 +190,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "profile_path": _path(must_exist=False),
     "performance_hint": _upper_choice(_HINTS),
     "engine_spinning": _bool,
+    "inference_precision": _choice(_PRECISIONS),
 }
 
 KNOWN_OPTIONS = tuple(f.name for f in fields(RunnerOptions))
