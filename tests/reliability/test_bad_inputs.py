@@ -6,7 +6,7 @@ input                                     result
 wrong tensor count / frames / non-list    INVALID_INPUT / INVALID_OUTPUT (execute, async)
 wrong shape, dtype, layout                INVALID_INPUT / INVALID_OUTPUT
 HW info on pageable memory, XRT_BO on     MemoryTypeError at NpuTensor construction
-numpy, buffer too small / read-only       TensorError at construction
+numpy, buffer too small, read-only OUTPUT  TensorError at construction (read-only INPUT: ok)
 tensors allocated by another runner       work: host memory is valid for any CPU runner
 DMA_FD of a closed fd, pipe, socket,      TensorError at construction
 directory, O_RDONLY file
@@ -131,10 +131,14 @@ def test_memory_type_and_size_refusals(runner: Runner) -> None:
         cl.NpuTensor(cpu, np.zeros(cpu.size - 1, np.float32), HOST)
     frozen = np.zeros(cpu.shape, np.float32)
     frozen.flags.writeable = False
-    with pytest.raises(cl.TensorError):
-        cl.NpuTensor(cpu, frozen, HOST)
-    with pytest.raises(cl.TensorError):
-        cl.NpuTensor(cpu, b"\0" * cpu.size_in_bytes, HOST)  # bytes: read-only
+    cl.NpuTensor(cpu, frozen, HOST)  # read-only is fine for an INPUT ...
+    out = _with(runner.get_tensors_info(OUT, HW)[0], tensor_type=CPU)
+    frozen_out = np.zeros(out.shape, np.float32)
+    frozen_out.flags.writeable = False
+    with pytest.raises(cl.TensorError, match="read-only"):  # ... refused for an OUTPUT
+        cl.NpuTensor(out, frozen_out, HOST)
+    with pytest.raises(cl.TensorError, match="read-only"):
+        cl.NpuTensor(out, b"\0" * out.size_in_bytes, HOST)  # bytes: read-only
     with pytest.raises((cl.CopylessError, ValueError)):
         cl.NpuTensor(cpu, np.zeros(cpu.shape, np.float32), "USER_POINTER_NON_CMA")  # type: ignore[arg-type]
     with pytest.raises((cl.CopylessError, ValueError)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 from collections.abc import Callable
@@ -106,19 +107,24 @@ def test_too_small_fd(make_info: MakeInfo, memfd: MemFd) -> None:
         cl.NpuTensor(make_info((1, 3, 8, 8)), fd, cl.MemoryType.DMA_FD)
 
 
-def test_read_only_buffers(make_info: MakeInfo) -> None:
+def test_read_only_buffers_wrap_inputs_and_refuse_outputs(make_info: MakeInfo) -> None:
     info = make_info((4,), cl.DataType.UINT8)
-    frozen = np.zeros(4, np.uint8)
+    out = dataclasses.replace(info, direction=cl.TensorDirection.OUTPUT)
+    frozen = np.arange(4, dtype=np.uint8)
     frozen.flags.writeable = False
-    with pytest.raises(cl.TensorError, match="'t': numpy buffer is read-only"):
-        cl.NpuTensor(info, frozen, NON_CMA)
-    with pytest.raises(cl.TensorError, match="'t': bytes buffer is read-only"):
-        cl.NpuTensor(info, b"abcd", NON_CMA)
-    with (
-        mmap.mmap(-1, 4096, access=mmap.ACCESS_READ) as readonly,
-        pytest.raises(cl.TensorError, match="'t': mmap buffer is read-only"),
-    ):
-        cl.NpuTensor(info, readonly, NON_CMA)
+    with mmap.mmap(-1, 4096, access=mmap.ACCESS_READ) as readonly:
+        for buffer in (frozen, b"abcd", readonly):
+            tensor = cl.NpuTensor(info, buffer, NON_CMA)  # an INPUT: wrapped, no copy
+            assert not tensor.numpy().flags.writeable
+            assert tensor.numpy().tobytes() == bytes(memoryview(buffer)[:4])
+            del tensor
+        with pytest.raises(cl.TensorError, match="'t': numpy buffer is read-only"):
+            cl.NpuTensor(out, frozen, NON_CMA)
+        with pytest.raises(cl.TensorError, match="'t': bytes buffer is read-only"):
+            cl.NpuTensor(out, b"abcd", NON_CMA)
+        with pytest.raises(cl.TensorError, match="'t': mmap buffer is read-only"):
+            cl.NpuTensor(out, readonly, NON_CMA)
+    assert cl.NpuTensor(info, frozen, NON_CMA).get_virtual_address() == frozen.ctypes.data
 
 
 def test_not_contiguous(make_info: MakeInfo) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import weakref
 from typing import Any
@@ -84,11 +85,14 @@ def test_import_with_an_info_and_cma() -> None:
     assert tensor.info is info and np.shares_memory(tensor.numpy(), array)
 
 
-def test_import_refuses_read_only_and_strided_producers() -> None:
-    frozen = np.zeros(8, np.float32)
+def test_import_takes_read_only_inputs_and_refuses_strided_producers() -> None:
+    frozen = np.arange(8, dtype=np.float32)
     frozen.flags.writeable = False
+    tensor = cl.NpuTensor.from_dlpack(frozen)  # an INPUT info: wrapped without a copy
+    assert tensor.get_virtual_address() == frozen.ctypes.data
+    out = dataclasses.replace(tensor.info, direction=cl.TensorDirection.OUTPUT)
     with pytest.raises(cl.TensorError, match="read-only"):
-        cl.NpuTensor.from_dlpack(frozen)
+        cl.NpuTensor.from_dlpack(frozen, out)
     with pytest.raises(cl.TensorError, match="not C-contiguous"):
         cl.NpuTensor.from_dlpack(np.zeros((4, 4), np.float32)[:, 1])
 

@@ -2,9 +2,11 @@
 
 Four memory types (see :class:`~copyless.MemoryType`):
 
-* ``USER_POINTER_NON_CMA`` / ``USER_POINTER_CMA``: a writable buffer-protocol object the
-  caller owns (numpy array, bytearray, mmap, :class:`HostMemory`). The tensor keeps a
-  reference to it, so the producer lives as long as the tensor.
+* ``USER_POINTER_NON_CMA`` / ``USER_POINTER_CMA``: a buffer-protocol object the caller
+  owns (numpy array, bytearray, mmap, :class:`HostMemory`). The tensor keeps a reference to
+  it, so the producer lives as long as the tensor. An INPUT tensor may wrap a read-only
+  buffer (Ray's object store, ``np.frombuffer(bytes)``, a read-only mmap) without a copy:
+  its :meth:`NpuTensor.numpy` view is read-only too. An OUTPUT tensor needs a writable one.
 * ``DMA_FD``: an ``int`` file descriptor (memfd, /dev/shm, dma-buf), mapped shared by the
   tensor. The fd stays the caller's: the tensor never closes it. The tensor maps the fd
   and keeps a private duplicate (closed with the tensor), so :meth:`NpuTensor.export_buffer`
@@ -44,7 +46,7 @@ class NpuTensor:
     """A view of ``info`` over a buffer of ``memory_type``; wraps, never copies, never owns.
 
     Raises :class:`~copyless.TensorError` (a ``ValueError``) when the buffer is missing, too
-    small, read-only, not contiguous or an unmappable fd, and
+    small, read-only for an OUTPUT tensor, not contiguous or an unmappable fd, and
     :class:`~copyless.MemoryTypeError` when a HW view is put on pageable memory. Every
     message names the tensor and the numbers involved.
     """
@@ -115,7 +117,9 @@ class NpuTensor:
         memory_layout: MemoryLayout | None = None,
         memory_type: MemoryType = MemoryType.USER_POINTER_NON_CMA,
     ) -> NpuTensor:
-        """Wrap a writable C-contiguous numpy array (no copy), info from its shape/dtype."""
+        """Wrap a C-contiguous numpy array (no copy), info from its shape/dtype.
+
+        A read-only array is accepted for an INPUT tensor only."""
         if not isinstance(array, np.ndarray):
             raise TensorError(
                 f"tensor {name!r}: expected a numpy array, got {type(array).__name__}"
@@ -152,8 +156,8 @@ class NpuTensor:
 
         The tensor keeps the producer's memory alive. Without ``info`` a CPU-view input info
         is derived from the producer's shape and dtype. Raises :class:`TensorError` for a
-        producer that is not on the host, read-only, non-contiguous or of a dtype numpy's
-        DLPack cannot import (e.g. bfloat16).
+        producer that is not on the host, non-contiguous or of a dtype numpy's DLPack cannot
+        import (e.g. bfloat16), or a read-only one for an OUTPUT tensor.
         """
         try:
             array = dlpack.host_array_from_dlpack(producer)
@@ -198,6 +202,11 @@ class NpuTensor:
                 f"{itemsize}-byte {info.data_type.name} element"
             )
         end = offset + info.size_in_bytes
+        if info.direction is TensorDirection.OUTPUT and not parent_bytes.flags.writeable:
+            raise TensorError(
+                f"sub-tensor {info.name!r}: an OUTPUT tensor needs writable memory, and "
+                f"{self._info.name!r} wraps a read-only buffer"
+            )
         if end > parent_bytes.nbytes:
             raise TensorError(
                 f"sub-tensor {info.name!r}: bytes [{offset}, {end}) exceed the parent "
@@ -385,7 +394,8 @@ def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
 
 
 def _host_bytes(info: NpuTensorInfo, buffer: Any) -> npt.NDArray[np.uint8]:
-    """A flat writable uint8 view of a user buffer (no copy)."""
+    """A flat uint8 view of a user buffer (no copy): read-only buffers for INPUT only."""
+    readonly_ok = info.direction is TensorDirection.INPUT
     if isinstance(buffer, HostMemory):
         if buffer.closed:
             raise TensorError(f"tensor {info.name!r}: {buffer!r} is closed")
@@ -399,14 +409,20 @@ def _host_bytes(info: NpuTensorInfo, buffer: Any) -> npt.NDArray[np.uint8]:
             raise TensorError(
                 f"tensor {info.name!r}: {type(buffer).__name__} does not expose a buffer"
             ) from None
-        if view.readonly:
-            raise TensorError(f"tensor {info.name!r}: {type(buffer).__name__} buffer is read-only")
+        if view.readonly and not readonly_ok:
+            raise TensorError(
+                f"tensor {info.name!r}: {type(buffer).__name__} buffer is read-only, and an "
+                "OUTPUT tensor is written by the engine (INPUT tensors may be read-only)"
+            )
         if not view.c_contiguous:
             raise TensorError(f"tensor {info.name!r}: buffer is not C-contiguous")
         flat = view if view.ndim == 1 and view.format == "B" else view.cast("B")
         return np.frombuffer(flat, np.uint8)
-    if not array.flags.writeable:
-        raise TensorError(f"tensor {info.name!r}: numpy buffer is read-only")
+    if not array.flags.writeable and not readonly_ok:
+        raise TensorError(
+            f"tensor {info.name!r}: numpy buffer is read-only, and an OUTPUT tensor is "
+            "written by the engine (INPUT tensors may be read-only)"
+        )
     if not array.flags.c_contiguous:
         raise TensorError(
             f"tensor {info.name!r}: numpy buffer is not C-contiguous (strides {array.strides})"
