@@ -1,0 +1,249 @@
+"""copyless-batch: classify many images on Ray, one Parquet row per image.
+
+``copyless-batch INPUT... -o OUT.parquet [-m MODEL] [--address ADDR] [--actors N]
+[--batch-size B] [--runner onnxruntime|openvino] [--device cpu|cuda] [-k TOP]``
+
+INPUT: image files, directories (searched recursively for .jpg/.jpeg/.png) or globs. With
+no ``--address`` a private local Ray is started for the run and stopped at its end (quiet,
+no dashboard, nothing left outside the cache and temporary directories); ``--address
+HOST:PORT`` joins a cluster started with ``ray start --head`` (every node must read the
+INPUT paths; the model travels through the object store). OUT is written atomically.
+Exit status: 0 done (unreadable images are rows with an ``error``), 1 the run failed,
+2 bad arguments or model, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from tqdm import tqdm
+
+from ..model import CompiledModel, load_model, zoo
+from ..types import CopylessError
+from ._models import CLASSIFIER, builtin_model
+from ._setup import EXIT_USAGE, add_runner_argument, runner_type
+
+if TYPE_CHECKING:
+    from ..ray import ClusterInfo
+
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png"})
+#: The built-in classifier's compiled batch size (frames per engine call).
+BUILTIN_BATCH = 8
+
+
+class InputError(ValueError):
+    """An INPUT that names nothing."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="copyless-batch",
+        description="Classify images on Ray (a local one, or a cluster with --address); "
+        "one Parquet row per image.",
+    )
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, dirs, globs")
+    parser.add_argument("-o", "--output", required=True, help="OUT.parquet (written atomically)")
+    parser.add_argument(
+        "-m", "--model", help="compiled model with an RGBx input (default: EfficientNet-Lite0)"
+    )
+    parser.add_argument("--address", help="HOST:PORT of a `ray start --head` cluster")
+    parser.add_argument("--actors", type=int, default=1, help="inference actors (default 1)")
+    parser.add_argument("--batch-size", type=int, default=32, help="images per batch (32)")
+    add_runner_argument(parser)
+    parser.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="cuda: actors take GPUs"
+    )
+    parser.add_argument("-k", "--top", type=int, default=5, help="classes per image (5)")
+    args = parser.parse_args(argv)
+    for flag in ("actors", "batch_size", "top"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be >= 1")
+    if args.device == "cuda" and args.runner != "onnxruntime":
+        parser.error("--device cuda runs on --runner onnxruntime")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        paths = expand_inputs(args.inputs)
+        model = load_model(args.model or builtin_batch_classifier())
+        from ..ray import FrameSpec  # the ray extra; imported once the arguments are good
+
+        FrameSpec.for_model(model)
+    except ImportError as exc:
+        print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    except (InputError, CopylessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _run(args, paths, model)
+    except KeyboardInterrupt:
+        print("interrupted: no output written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace, paths: list[str], model: CompiledModel) -> int:
+    from ..ray import ClusterError, JobSettings, ResultWriter, gpus_per_actor, run_classification
+
+    _quiet_ray_logging()
+    settings = JobSettings(
+        actors=args.actors,
+        batch_size=args.batch_size,
+        top_k=args.top,
+        runner_type=runner_type(args),
+        device=args.device,
+    )
+    started = time.perf_counter()
+    with _native_stderr() as (terminal, log):
+        try:
+            with _cluster(args.address, args.actors) as cluster:
+                gpus = gpus_per_actor(settings, cluster)
+                ready = time.perf_counter()
+                with (
+                    ResultWriter(args.output, _labels(model)) as writer,
+                    tqdm(
+                        total=len(paths), unit="img", file=terminal, dynamic_ncols=True, leave=False
+                    ) as bar,
+                ):
+                    for batch in run_classification(paths, model, settings, gpus):
+                        bar.update(writer.write(batch))
+                seconds = time.perf_counter() - ready
+        except ClusterError as exc:
+            print(f"error: {exc}", file=terminal)
+            return EXIT_FAILED
+        except Exception as exc:  # noqa: BLE001 - Ray's task errors: reported, no output
+            print(f"error: the run failed, no output written: {_last_line(exc)}", file=terminal)
+            log.keep = True
+            return EXIT_FAILED
+    where = "local Ray" if cluster.local else f"cluster {cluster.address}"
+    errors = f" ({writer.errors} unreadable)" if writer.errors else ""
+    print(
+        f"{writer.rows} images{errors} in {seconds:.2f} s, {writer.rows / seconds:.1f} images/s "
+        f"({args.actors} actor(s) on {where}, up in {ready - started:.1f} s) -> {args.output}"
+    )
+    return 0
+
+
+def expand_inputs(items: Sequence[str]) -> list[str]:
+    """Absolute paths of the images INPUT names, in order, each once: files as given,
+    directories searched recursively for image suffixes, globs expanded (``**`` too).
+    Raises :class:`InputError` for an INPUT that names nothing."""
+    found: dict[str, None] = {}
+    for item in items:
+        if glob.has_magic(item):
+            matches = sorted(glob.glob(item, recursive=True))
+            if not matches:
+                raise InputError(f"{item}: no file matches")
+        elif os.path.exists(item):
+            matches = [item]
+        else:
+            raise InputError(f"{item}: no such file or directory")
+        for match in matches:
+            for path in _images_under(match) if os.path.isdir(match) else [match]:
+                found.setdefault(os.path.abspath(path))
+    if not found:
+        raise InputError(f"no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in {' '.join(items)}")
+    return list(found)
+
+
+def _images_under(directory: str) -> Iterator[str]:
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files):
+            if Path(name).suffix.lower() in IMAGE_SUFFIXES:
+                yield os.path.join(root, name)
+
+
+def builtin_batch_classifier() -> Path:
+    """The built-in EfficientNet-Lite0 (RGBx input) compiled for :data:`BUILTIN_BATCH`."""
+    return builtin_model(CLASSIFIER, batch_size=BUILTIN_BATCH)
+
+
+def _labels(model: CompiledModel) -> list[str]:
+    classes = model.outputs[0].cpu.shape[-1] if model.outputs[0].cpu.shape else 0
+    if classes != 1000:
+        return []
+    try:
+        return zoo.labels()
+    except CopylessError:
+        return []
+
+
+def _cluster(address: str | None, actors: int) -> AbstractContextManager[ClusterInfo]:
+    from ..ray import join_cluster, local_ray
+
+    if address:
+        return join_cluster(address)
+    # Actors reserve one CPU each: leave at least one logical CPU to the decode tasks.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return local_ray(num_cpus=max(cores or 1, actors + 1))
+
+
+def _quiet_ray_logging() -> None:
+    """Ray's own lines (cluster start, dataset plans, "progress bars disabled") are not
+    the app's output; Ray Data's failures still reach the user as the run's error."""
+    logging.getLogger("ray").setLevel(logging.WARNING)
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
+
+
+@dataclass
+class _Log:
+    path: Path
+    keep: bool = False
+
+
+@contextlib.contextmanager
+def _native_stderr() -> Iterator[tuple[TextIO, _Log]]:
+    """Send file descriptor 2 to a log file for the run; yield a stream on the terminal.
+
+    Ray's C++ core writes its log lines (a nag for every Ray Data actor pool, actor
+    restarts) straight to the driver's fd 2, and the Ray processes started here inherit it:
+    they go to the log, which is deleted at the end unless the run failed (its path is
+    then printed). Python's ``sys.stderr`` keeps writing to the terminal meanwhile.
+    """
+    fd, name = tempfile.mkstemp(prefix="copyless-batch-", suffix=".log")
+    log = _Log(Path(name))
+    sys.stderr.flush()
+    saved = os.dup(2)
+    terminal = os.fdopen(os.dup(saved), "w", buffering=1)
+    previous, sys.stderr = sys.stderr, terminal
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield terminal, log
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        sys.stderr = previous
+        if log.keep:
+            print(f"Ray's log: {log.path}", file=terminal)
+        else:
+            log.path.unlink(missing_ok=True)
+        terminal.close()
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(exc).__name__
+
+
+__all__ = ["BUILTIN_BATCH", "InputError", "expand_inputs", "main"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

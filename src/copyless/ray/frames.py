@@ -1,0 +1,132 @@
+"""The decode stage: image paths in, RGBx frames a compiled model binds in place out.
+
+``ds.map_batches(decode_frames, fn_kwargs={"spec": FrameSpec.for_model(model)})`` turns a
+``path`` column into ``pixels`` (``[n, size, size, 4]`` RGBx uint8: short side resized to
+``resize_short``, centre-cropped, as torchvision's ``Resize`` + ``CenterCrop``) and an
+``error`` column ("" when the image decoded). The rest of the preprocessing (the mean/std
+normalisation, float conversion, NCHW) is folded into the compiled model
+(``input_format="rgbx"``), so a frame is 4 bytes a pixel where a float32 tensor is 12.
+
+JPEGs are decoded by libjpeg-turbo already downscaled (in the DCT) to the smallest size that
+still covers ``resize_short``; the fused resize/crop kernel writes each frame straight into
+the batch array. A file that cannot be read or decoded gives a zero frame and an ``error``
+message; the batch goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..model import CompiledModel
+from ..types import (
+    DataType,
+    MemoryLayout,
+    NpuTensorInfo,
+    TensorDirection,
+    TensorType,
+    UnsupportedError,
+)
+from ..vision import ColourFormat, classify_preprocess, decode
+
+logger = logging.getLogger(__name__)
+
+#: ImageNet's evaluation geometry: Resize(256) then CenterCrop(224).
+RESIZE_RATIO = 256 / 224
+
+
+@dataclass(frozen=True, slots=True)
+class FrameSpec:
+    """Square RGBx frames of ``size`` pixels, cut from images resized to ``resize_short``."""
+
+    size: int = 224
+    resize_short: int = 256
+
+    def __post_init__(self) -> None:
+        if not 0 < self.size <= self.resize_short:
+            raise ValueError(
+                f"FrameSpec needs 0 < size <= resize_short, got {self.size}, {self.resize_short}"
+            )
+
+    @classmethod
+    def for_model(cls, model: CompiledModel) -> FrameSpec:
+        """The frames ``model`` takes: its input must be square RGBx (``input_format="rgbx"``).
+
+        Raises :class:`~copyless.UnsupportedError` naming the input otherwise.
+        """
+        hw = model.inputs[0].hw if len(model.inputs) == 1 else None
+        if (
+            hw is None
+            or hw.data_type is not DataType.UINT8
+            or hw.memory_layout is not MemoryLayout.NHWC4
+            or len(hw.shape) != 4
+            or hw.shape[1] != hw.shape[2]
+        ):
+            found = ", ".join(spec.hw.describe() for spec in model.inputs)
+            raise UnsupportedError(
+                f"model {model.name!r} takes {found}; batch classification needs one square "
+                "RGBx input (compile with `copyless-compile --input-format rgbx`)"
+            )
+        size = hw.shape[1]
+        return cls(size, round(size * RESIZE_RATIO))
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """One frame: ``(size, size, 4)``."""
+        return (self.size, self.size, 4)
+
+    def info(self, frames: int) -> NpuTensorInfo:
+        """The info of ``frames`` such frames (the HW view of an RGBx model input)."""
+        return NpuTensorInfo(
+            "pixels",
+            DataType.UINT8,
+            TensorDirection.INPUT,
+            TensorType.HW,
+            MemoryLayout.NHWC4,
+            (frames, *self.shape),
+        )
+
+
+def decode_frames(
+    batch: dict[str, npt.NDArray[Any]], spec: FrameSpec = FrameSpec(), column: str = "path"
+) -> dict[str, npt.NDArray[Any]]:
+    """A ``map_batches`` function: the ``column`` paths of ``batch`` -> ``pixels`` + ``error``.
+
+    Every column of ``batch`` is passed through. Copies: each image is decoded once and
+    written once, into its frame of the returned array.
+    """
+    paths = batch[column]
+    frames = np.zeros((len(paths), *spec.shape), np.uint8)
+    errors = np.empty(len(paths), dtype=object)
+    destination = (frames, spec.info(len(paths)))
+    for i, path in enumerate(paths):
+        errors[i] = _decode_into(str(path), destination, spec, i)
+    return {**batch, "pixels": frames, "error": errors}
+
+
+def _decode_into(path: str, destination: Any, spec: FrameSpec, index: int) -> str:
+    try:
+        image = decode(path, min_size=(spec.resize_short, spec.resize_short))
+        classify_preprocess(
+            image,
+            destination,
+            colour_format=ColourFormat.RGBX,
+            resize_short=spec.resize_short,
+            crop=spec.size,
+            batch_index=index,
+        )
+    except (OSError, ValueError) as exc:  # unreadable, missing, not an image
+        logger.debug("%s: %s", path, exc)
+        return _message(path, exc)
+    return ""
+
+
+def _message(path: str, exc: Exception) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{path}: {exc.strerror}"
+    text = str(exc)
+    return text if path in text else f"{path}: {text}"

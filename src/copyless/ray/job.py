@@ -1,0 +1,147 @@
+"""A batch classification job on Ray Data: image paths in, one result row per image out.
+
+The dataset is the standard Ray Data batch-inference shape: paths -> a decode stage
+(:func:`~copyless.ray.frames.decode_frames`, Ray tasks) -> an actor pool of
+:class:`~copyless.ray.predictor.Predictor` (one Runner per actor). The decoded frames reach
+the actors through the object store and are bound there in place (``zero_copy_batch``):
+the paths are cut into blocks of whole batches so that no batch straddles two blocks
+(which would make Ray Data concatenate, i.e. copy, it).
+
+Faults: Ray Data restarts a dead actor and retries the batches it held (the output has
+each image once); an image that cannot be read gives a row with an ``error``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import ray
+import ray.data
+
+from ..model import CompiledModel
+from ..types import OptionError, RunnerType
+from .cluster import ClusterError, ClusterInfo
+from .frames import FrameSpec, decode_frames
+from .predictor import Predictor
+
+#: Upper bound on the blocks the path list is cut into (each is one decode task).
+MAX_BLOCKS = 4096
+#: The CPU a decode task reserves. Not the actors' 1.0, or Ray Data would fuse the decode
+#: stage into the actors (no decoding in parallel with inference).
+DECODE_CPUS = 0.5
+
+Batch = dict[str, npt.NDArray[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    """How a job runs: ``actors`` Predictor actors taking batches of ``batch_size`` frames
+    with ``in_flight`` jobs each, on ``runner_type`` and ``device`` ("cpu" | "cuda"),
+    returning the ``top_k`` classes of each image. ``cpus_per_actor`` is what each actor
+    reserves from Ray; with ``device="cuda"``, GPUs are shared out by :func:`gpus_per_actor`.
+    """
+
+    actors: int = 1
+    batch_size: int = 32
+    top_k: int = 5
+    runner_type: RunnerType = RunnerType.ONNXRUNTIME
+    device: str = "cpu"
+    in_flight: int = 2
+    cpus_per_actor: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("actors", "batch_size", "top_k", "in_flight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise OptionError(f"{name} must be an int >= 1, got {value!r}")
+        if self.device not in ("cpu", "cuda"):
+            raise OptionError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
+        if self.device == "cuda" and self.runner_type is not RunnerType.ONNXRUNTIME:
+            raise OptionError("device 'cuda' runs on the onnxruntime runner")
+        if not self.cpus_per_actor > 0:
+            raise OptionError(f"cpus_per_actor must be > 0, got {self.cpus_per_actor!r}")
+
+
+def gpus_per_actor(settings: JobSettings, cluster: ClusterInfo) -> float:
+    """The GPU share each actor asks Ray for: 0 on CPU; with ``device="cuda"`` the
+    cluster's GPUs spread over the actors (fractional when actors outnumber GPUs, at most
+    one each). Raises :class:`ClusterError` when the cluster has no GPU."""
+    if settings.device != "cuda":
+        return 0.0
+    if cluster.gpus < 1:
+        raise ClusterError(
+            f"--device cuda: the Ray cluster at {cluster.address} has no GPU "
+            f"({cluster.cpus:g} CPUs on {cluster.nodes} node(s))"
+        )
+    return min(1.0, math.floor(cluster.gpus) / settings.actors)
+
+
+def classification_dataset(
+    paths: Sequence[str],
+    model: CompiledModel,
+    settings: JobSettings,
+    gpus: float = 0.0,
+) -> ray.data.Dataset:
+    """The lazy dataset: one row per path with ``path``, ``error``, ``class_id``, ``score``,
+    ``top_class_ids``, ``top_scores``. ``model`` travels to the actors through the object store.
+    """
+    spec = FrameSpec.for_model(model)
+    ds: ray.data.Dataset = ray.data.from_arrow(_path_blocks(paths, settings.batch_size))
+    ds = ds.map_batches(
+        decode_frames,
+        fn_kwargs={"spec": spec},
+        batch_size=settings.batch_size,
+        batch_format="numpy",
+        num_cpus=DECODE_CPUS,
+    )
+    options: dict[str, Any] = {"device": settings.device}
+    ds = ds.map_batches(
+        Predictor,
+        fn_constructor_kwargs={
+            "model": model,
+            "top_k": settings.top_k,
+            "runner_type": settings.runner_type,
+            "options": options,
+            "in_flight": settings.in_flight,
+        },
+        compute=ray.data.ActorPoolStrategy(size=settings.actors),
+        batch_size=settings.batch_size,
+        batch_format="numpy",
+        zero_copy_batch=True,
+        num_cpus=settings.cpus_per_actor,
+        num_gpus=gpus or None,
+    )
+    ds.context.enable_progress_bars = False
+    ds.context.print_on_execution_start = False
+    return ds
+
+
+def run_classification(
+    paths: Sequence[str],
+    model: CompiledModel,
+    settings: JobSettings,
+    gpus: float = 0.0,
+) -> Iterator[Batch]:
+    """Run the job; yield result batches (numpy columns) as they complete, in completion
+    order. Needs a connected Ray (``ray.init``, :func:`~copyless.ray.local_ray`, ...)."""
+    if not paths:
+        return
+    dataset = classification_dataset(paths, model, settings, gpus)
+    yield from dataset.iter_batches(batch_size=None, batch_format="numpy")
+
+
+def _path_blocks(paths: Sequence[str], batch_size: int) -> list[pa.Table]:
+    """Blocks holding a whole number of batches each, at most :data:`MAX_BLOCKS` of them."""
+    batches = math.ceil(len(paths) / batch_size)
+    per_block = batch_size * max(1, math.ceil(batches / MAX_BLOCKS))
+    column = np.asarray(paths, dtype=object)
+    return [
+        pa.table({"path": pa.array(column[start : start + per_block], pa.string())})
+        for start in range(0, len(paths), per_block)
+    ]

@@ -1,0 +1,140 @@
+"""Result rows to Parquet, atomically: an interrupted run leaves no half-written file.
+
+Rows stream into a hidden temporary file beside the destination (constant memory however
+many images); :meth:`ResultWriter.commit` fsyncs it and renames it over the destination in
+one step. Leaving the ``with`` block on an exception (Ctrl-C included) deletes it instead.
+
+Schema, one row per image: ``path`` (string), ``class_id`` (int64), ``label`` (string),
+``score`` (float32, the top-1 probability), ``top_class_ids`` / ``top_labels`` /
+``top_scores`` (lists, best first) and ``error`` (string). For an image that could not be
+read or decoded every prediction column is null and ``error`` says why; otherwise
+``error`` is null.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("class_id", pa.int64()),
+        ("label", pa.string()),
+        ("score", pa.float32()),
+        ("top_class_ids", pa.list_(pa.int64())),
+        ("top_labels", pa.list_(pa.string())),
+        ("top_scores", pa.list_(pa.float32())),
+        ("error", pa.string()),
+    ]
+)
+
+
+class ResultWriter:
+    """Writes :func:`~copyless.ray.job.run_classification` batches to ``path``.
+
+    ``labels[class_id]`` names a class; ids beyond the list are named ``"class N"``.
+    ``rows`` and ``errors`` count what was written.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], labels: Sequence[str] = ()) -> None:
+        self._path = Path(path)
+        self._labels = list(labels)
+        directory = self._path.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self._path.name}.", suffix=".tmp")
+        self._tmp = Path(tmp)
+        self._file = os.fdopen(fd, "wb")
+        # A writer dropped without commit() or abort() removes its temporary file.
+        self._finalizer = weakref.finalize(self, _discard, self._file, self._tmp)
+        self._writer = pq.ParquetWriter(self._file, SCHEMA)
+        self._done = False
+        self.rows = 0
+        self.errors = 0
+
+    def write(self, batch: dict[str, npt.NDArray[Any]]) -> int:
+        """Append one result batch; returns its number of rows."""
+        table = self.table(batch)
+        self._writer.write_table(table)
+        self.rows += table.num_rows
+        self.errors += table.num_rows - table.column("error").null_count
+        return int(table.num_rows)
+
+    def table(self, batch: dict[str, npt.NDArray[Any]]) -> pa.Table:
+        """The Parquet rows of one result batch."""
+        failed = [bool(e) for e in batch["error"]]
+        ids = batch["top_class_ids"].tolist()
+        scores = batch["top_scores"].tolist()
+        top_ids = [None if bad else row for bad, row in zip(failed, ids, strict=True)]
+        columns = {
+            "path": [str(p) for p in batch["path"]],
+            "class_id": [None if bad else row[0] for bad, row in zip(failed, ids, strict=True)],
+            "label": [None if row is None else self._name(row[0]) for row in top_ids],
+            "score": [None if bad else row[0] for bad, row in zip(failed, scores, strict=True)],
+            "top_class_ids": top_ids,
+            "top_labels": [None if row is None else list(map(self._name, row)) for row in top_ids],
+            "top_scores": [None if bad else row for bad, row in zip(failed, scores, strict=True)],
+            "error": [
+                str(e) if bad else None for bad, e in zip(failed, batch["error"], strict=True)
+            ],
+        }
+        return pa.Table.from_pydict(columns, schema=SCHEMA)
+
+    def _name(self, class_id: int) -> str:
+        labels = self._labels
+        return labels[class_id] if 0 <= class_id < len(labels) else f"class {class_id}"
+
+    def commit(self) -> Path:
+        """Finish the file and move it over the destination; returns the destination."""
+        if self._done:
+            raise ValueError(f"{self._path}: already committed or aborted")
+        self._done = True
+        self._finalizer.detach()
+        try:
+            self._writer.close()
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            os.replace(self._tmp, self._path)
+        except BaseException:
+            self._remove()
+            raise
+        return self._path
+
+    def abort(self) -> None:
+        """Drop what was written; the destination is left as it was."""
+        if self._done:
+            return
+        self._done = True
+        self._finalizer.detach()
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        self._remove()
+
+    def _remove(self) -> None:
+        _discard(self._file, self._tmp)
+
+    def __enter__(self) -> ResultWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif not self._done:
+            self.commit()
+
+
+def _discard(file: IO[bytes], tmp: Path) -> None:
+    with contextlib.suppress(OSError):
+        file.close()
+    with contextlib.suppress(OSError):
+        tmp.unlink()
