@@ -60,3 +60,47 @@ def memfd() -> Iterator[Callable[[int], int]]:
     for fd in fds:
         with contextlib.suppress(OSError):  # a test closed it on purpose
             os.close(fd)
+
+
+# -- Ray: one real head for the whole session (about 7 s and 700 MB to start) ------------
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[Any]:
+    """A ``ray start --head`` in its own process, and this test process connected to it as
+    a driver. Stopped (by its process id) at the end of the session."""
+    ray = pytest.importorskip("ray")
+    from ray_helpers import RAY_ENV, start_head
+
+    saved = {key: os.environ.get(key) for key in RAY_ENV}
+    os.environ.update(RAY_ENV)
+    head = start_head()
+    try:
+        ray.init(address=head.address, log_to_driver=False, configure_logging=False)
+        yield head
+    finally:
+        ray.shutdown()
+        head.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def photo_folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
+    """``(folder, {absolute path: ImageNet classes it may be given})`` of real photos."""
+    from ray_helpers import write_photos
+
+    folder = tmp_path_factory.mktemp("photos")
+    return folder, write_photos(folder)
+
+
+@pytest.fixture(scope="session")
+def batch_model() -> Any:
+    """The built-in EfficientNet-Lite0 with an RGBx input, as copyless-batch compiles it."""
+    from copyless.apps.batch import builtin_batch_classifier
+    from copyless.model import load_model
+
+    return load_model(builtin_batch_classifier())

@@ -87,10 +87,11 @@ def classification_dataset(
     model: CompiledModel,
     settings: JobSettings,
     gpus: float = 0.0,
+    predictor: type[Predictor] = Predictor,
 ) -> ray.data.Dataset:
     """The lazy dataset: one row per path with ``path``, ``error``, ``class_id``, ``score``,
-    ``top_class_ids``, ``top_scores``. ``model`` travels to the actors through the object store.
-    """
+    ``top_class_ids``, ``top_scores``. ``model`` travels to the actors through the object
+    store; ``predictor`` may be a subclass adding columns of its own."""
     spec = FrameSpec.for_model(model)
     ds: ray.data.Dataset = ray.data.from_arrow(_path_blocks(paths, settings.batch_size))
     ds = ds.map_batches(
@@ -102,7 +103,7 @@ def classification_dataset(
     )
     options: dict[str, Any] = {"device": settings.device}
     ds = ds.map_batches(
-        Predictor,
+        predictor,
         fn_constructor_kwargs={
             "model": model,
             "top_k": settings.top_k,
@@ -127,12 +128,13 @@ def run_classification(
     model: CompiledModel,
     settings: JobSettings,
     gpus: float = 0.0,
+    predictor: type[Predictor] = Predictor,
 ) -> Iterator[Batch]:
     """Run the job; yield result batches (numpy columns) as they complete, in completion
     order. Needs a connected Ray (``ray.init``, :func:`~copyless.ray.local_ray`, ...)."""
     if not paths:
         return
-    dataset = classification_dataset(paths, model, settings, gpus)
+    dataset = classification_dataset(paths, model, settings, gpus, predictor)
     yield from dataset.iter_batches(batch_size=None, batch_format="numpy")
 
 

@@ -1,0 +1,132 @@
+"""The batch job on a real Ray (the session's head): real photos classified end to end with
+the frames bound in place from the object store, bad files reported as rows, and a killed
+actor's batches retried so that every image comes out exactly once."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from copyless.model import zoo  # noqa: E402
+from copyless.ray import JobSettings, Predictor, ResultWriter, run_classification  # noqa: E402
+
+# The probes below run in Ray's worker processes, which cannot import this test module.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+class InPlaceProbe(Predictor):
+    """Adds what the actor saw: were the frames read-only object-store views, and how many
+    frames of the batch were bound without a copy."""
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        read_only = not batch["pixels"].flags.writeable
+        before = self.frames_in_place
+        out = super().__call__(batch)
+        n = len(batch["pixels"])
+        out["read_only"] = np.full(n, read_only)
+        out["in_place"] = np.full(n, self.frames_in_place - before)
+        out["pid"] = np.full(n, os.getpid())
+        return out
+
+
+def _gated(gate: Path) -> type[Predictor]:
+    """A Predictor whose second batch, in the first actor only, waits to be killed: it
+    writes its process id to ``gate`` and blocks. (A local class: Ray ships it by value.)"""
+
+    class Gated(InPlaceProbe):
+        calls = 0
+
+        def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+            type(self).calls += 1
+            if type(self).calls == 2 and not gate.exists():
+                gate.write_text(str(os.getpid()))
+                threading.Event().wait(300)  # until the test kills this process
+            return super().__call__(batch)
+
+    return Gated
+
+
+def _bad_files(folder: Path) -> list[str]:
+    folder.mkdir()
+    (folder / "garbage.jpg").write_bytes(b"\xff\xd8\xff\xe0" + b"\x00not a jpeg" * 50)
+    (folder / "empty.jpg").write_bytes(b"")
+    (folder / "notes.png").write_text("not an image")
+    gone = folder / "deleted.jpg"  # listed, then gone before the job reads it
+    return [str(folder / n) for n in ("garbage.jpg", "empty.jpg", "notes.png")] + [str(gone)]
+
+
+def test_photos_are_classified_in_place_and_bad_files_are_rows(
+    ray_head, photo_folder, batch_model, tmp_path
+) -> None:
+    _, expected = photo_folder
+    bad = _bad_files(tmp_path / "bad")
+    paths = sorted(expected)[:5] + bad + sorted(expected)[5:]
+    settings = JobSettings(actors=1, batch_size=8, top_k=3)  # the model's batch is 8 too
+    out = tmp_path / "out.parquet"
+    seen = []
+    with ResultWriter(out, zoo.labels()) as writer:
+        for batch in run_classification(paths, batch_model, settings, predictor=InPlaceProbe):
+            writer.write(batch)
+            seen.append((len(batch["path"]), batch["read_only"][0], batch["in_place"][0]))
+    rows = {row["path"]: row for row in pq.read_table(out).to_pylist()}
+    assert sorted(rows) == sorted(paths)
+    for path, classes in expected.items():
+        row = rows[path]
+        assert row["error"] is None
+        assert row["class_id"] in classes, (path, row)
+        assert row["label"] == zoo.labels()[row["class_id"]]
+        assert row["top_class_ids"][0] == row["class_id"] and len(row["top_scores"]) == 3
+        assert row["score"] == pytest.approx(row["top_scores"][0]) and 0 < row["score"] <= 1
+    for path in bad:
+        row = rows[path]
+        assert row["error"] and path in row["error"], row
+        assert row["class_id"] is None and row["top_class_ids"] is None and row["label"] is None
+    assert writer.rows == len(paths) and writer.errors == len(bad)
+    # The frames reached the actor as read-only object-store views; whole batches were
+    # bound in place, the tail (fewer frames than the model's batch) was gathered.
+    assert sorted(seen, reverse=True) == [(8, True, 8), (len(paths) - 8, True, 0)]
+
+
+def test_killed_actor_batches_are_retried_and_each_image_comes_out_once(
+    ray_head, photo_folder, batch_model, tmp_path
+) -> None:
+    _, expected = photo_folder
+    paths = sorted(expected)
+    gate = tmp_path / "gate"
+    killed: list[int] = []
+
+    def kill_when_gated() -> None:
+        deadline = time.monotonic() + 300
+        while not (gate.exists() and gate.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if gate.exists():
+            killed.append(int(gate.read_text()))
+            os.kill(killed[0], signal.SIGKILL)  # the actor process itself
+
+    killer = threading.Thread(target=kill_when_gated, daemon=True)
+    killer.start()
+    settings = JobSettings(actors=1, batch_size=2)
+    batches = list(run_classification(paths, batch_model, settings, predictor=_gated(gate)))
+    killer.join(timeout=1)
+    assert killed, "the gated actor never blocked"
+    out_paths = [p for b in batches for p in b["path"]]
+    assert collections.Counter(out_paths) == collections.Counter(paths)  # each exactly once
+    pids = {int(pid) for b in batches for pid in b["pid"]}
+    assert killed[0] in pids and len(pids) == 2  # the first batch, then the restarted actor
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed[0], 0)
+    for batch in batches:
+        for path, class_id in zip(batch["path"], batch["class_id"], strict=True):
+            assert class_id in expected[path]

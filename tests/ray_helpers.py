@@ -1,0 +1,132 @@
+"""Helpers for the Ray tests: a real Ray head in its own process, and a folder of photos.
+
+The head is ``ray start --head --block`` in a child process, on free ports, with a small
+object store and its session files in a private temporary directory; it is stopped by
+signalling that process (its own id), which takes its Ray processes down with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+CAT = frozenset({281, 282, 285})
+ESPRESSO = frozenset({967})
+#: The environment every Ray process of the tests runs with (no token under ~/.ray).
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+_STARTUP_S = 120.0
+_GRACE_S = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class RayHead:
+    """A running ``ray start --head --block`` process."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    temp_dir: Path
+    log: Path
+    pids: list[int] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        """SIGTERM to the head's own process id (``--block`` then stops its Ray processes);
+        what is still up after a few seconds (Ray Data's detached actors make the raylet
+        wait 30 s for them) is killed: every process of this head's tree is ours."""
+        import psutil
+
+        try:
+            tree = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            tree = []
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGTERM)
+        _, alive = psutil.wait_procs(tree, timeout=_GRACE_S)
+        for proc in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(alive, timeout=30)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def start_head(cpus: int = 2, object_store_mb: int = 200) -> RayHead:
+    """Start a head on free ports and wait until it accepts connections."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="clt-", dir="/tmp"))  # short: Ray's socket paths
+    log = temp_dir / "head.log"
+    ray = Path(sys.executable).with_name("ray")
+    port = free_port()
+    command = [
+        str(ray), "start", "--head", "--block",
+        f"--port={port}",
+        f"--num-cpus={cpus}",
+        f"--object-store-memory={object_store_mb * 1024 * 1024}",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        f"--temp-dir={temp_dir}",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **RAY_ENV}
+        )
+    head = RayHead(process, port, temp_dir, log)
+    deadline = time.monotonic() + _STARTUP_S
+    while b"Ray runtime started" not in log.read_bytes():
+        if process.poll() is not None or time.monotonic() > deadline:
+            text = log.read_text(errors="replace")
+            head.stop()
+            raise RuntimeError(f"ray start --head failed:\n{text}")
+        time.sleep(0.2)
+    return head
+
+
+def write_photos(folder: Path) -> dict[str, frozenset[int]]:
+    """Real photos as JPEGs (and one PNG) of several sizes and qualities; returns each
+    file's absolute path with the ImageNet classes it may be given."""
+    from skimage import data
+
+    folder.mkdir(parents=True, exist_ok=True)
+    expected: dict[str, frozenset[int]] = {}
+    for name, classes in (("chelsea", CAT), ("coffee", ESPRESSO)):
+        image = Image.fromarray(np.ascontiguousarray(getattr(data, name)()))
+        variants = {
+            f"{name}.jpg": (image, {"quality": 92}),
+            f"{name}_q70.jpg": (image, {"quality": 70}),
+            f"{name}_mirror.jpg": (image.transpose(Image.Transpose.FLIP_LEFT_RIGHT), {}),
+            f"{name}_big.jpg": (image.resize((image.width * 2, image.height * 2)), {}),
+            f"{name}.png": (image, {}),
+        }
+        for file, (picture, options) in variants.items():
+            picture.save(folder / file, **options)
+            expected[str((folder / file).resolve())] = classes
+    return expected
