@@ -8,14 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from model_helpers import conv_net
 
 pytest.importorskip("ray")
 
-import copyless as cl  # noqa: E402
-from copyless.model import compile_to_memory  # noqa: E402
-from copyless.ray import PredictionError, Predictor  # noqa: E402
-from copyless.vision import softmax_topk  # noqa: E402
+import copyless as cl
+from copyless.model import compile_to_memory
+from copyless.ray import PredictionError, Predictor
+from copyless.vision import softmax_topk
 
 HW = cl.TensorType.HW
 
@@ -91,7 +92,7 @@ def test_model_from_a_path_and_from_the_object_store(ray_head, rgbx_b4, tmp_path
 
 def test_bad_batches_and_arguments_are_clear_errors(rgbx_b4) -> None:
     with Predictor(rgbx_b4) as predictor:
-        with pytest.raises(PredictionError, match="no column 'pixels'.*image"):
+        with pytest.raises(PredictionError, match=r"no column 'pixels'.*image"):
             predictor({"image": _frames(2)})
         with pytest.raises(PredictionError, match=r"uint8 frames of shape \[8, 8, 4\]"):
             predictor({"pixels": np.zeros((2, 8, 8, 4), np.uint8)})
