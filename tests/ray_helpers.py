@@ -27,7 +27,7 @@ ESPRESSO = frozenset({967})
 #: The environment every Ray process of the tests runs with (no token under ~/.ray).
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 _STARTUP_S = 120.0
-_GRACE_S = 5.0
+_GRACE_S = 2.0
 
 
 def free_port() -> int:

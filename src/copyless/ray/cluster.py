@@ -98,10 +98,10 @@ def join_cluster(address: str) -> Iterator[ClusterInfo]:
 
     Raises :class:`ClusterError` at once when nothing listens at ``address``.
     """
-    if ray.is_initialized():
-        raise ClusterError("Ray is already initialised in this process; use it directly")
     if address != "auto":
         check_reachable(address)
+    if ray.is_initialized():
+        raise ClusterError("Ray is already initialised in this process; use it directly")
     with _environment({"RAY_USAGE_STATS_ENABLED": "0"}):
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)

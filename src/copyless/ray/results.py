@@ -54,9 +54,9 @@ class ResultWriter:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self._path.name}.", suffix=".tmp")
         self._tmp = Path(tmp)
         self._file = os.fdopen(fd, "wb")
-        # A writer dropped without commit() or abort() removes its temporary file.
-        self._finalizer = weakref.finalize(self, _discard, self._file, self._tmp)
         self._writer = pq.ParquetWriter(self._file, SCHEMA)
+        # A writer dropped without commit() or abort() removes its temporary file.
+        self._finalizer = weakref.finalize(self, _discard, self._writer, self._file, self._tmp)
         self._done = False
         self.rows = 0
         self.errors = 0
@@ -116,12 +116,10 @@ class ResultWriter:
             return
         self._done = True
         self._finalizer.detach()
-        with contextlib.suppress(Exception):
-            self._writer.close()
         self._remove()
 
     def _remove(self) -> None:
-        _discard(self._file, self._tmp)
+        _discard(self._writer, self._file, self._tmp)
 
     def __enter__(self) -> ResultWriter:
         return self
@@ -133,7 +131,9 @@ class ResultWriter:
             self.commit()
 
 
-def _discard(file: IO[bytes], tmp: Path) -> None:
+def _discard(writer: pq.ParquetWriter, file: IO[bytes], tmp: Path) -> None:
+    with contextlib.suppress(Exception):  # closing a writer whose file failed may raise
+        writer.close()
     with contextlib.suppress(OSError):
         file.close()
     with contextlib.suppress(OSError):

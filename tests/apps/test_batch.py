@@ -1,0 +1,162 @@
+"""copyless-batch end to end: joining a head started by the test (--address), a private
+local Ray that stays quiet and leaves nothing behind, fast failures and usage errors."""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from model_helpers import conv_net
+from ray_helpers import RAY_ENV, free_port
+
+pytest.importorskip("ray")
+
+from copyless.apps import batch
+from copyless.model import compile_model
+from copyless.model.zoo import cache_root
+
+CLOSING = re.compile(
+    r"^(\d+) images(?: \((\d+) unreadable\))? in \d+\.\d\d s, \d+\.\d images/s "
+    r"\((\d+) actor\(s\) on (local Ray|cluster \S+), up in \d+\.\d s\) -> (\S+)$"
+)
+
+
+def _command() -> list[str]:
+    exe = Path(sys.executable).with_name("copyless-batch")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "copyless.apps.batch"]
+
+
+def _check_rows(out: Path, expected: dict[str, frozenset[int]]) -> None:
+    rows = pq.read_table(out).to_pylist()
+    assert collections.Counter(r["path"] for r in rows) == collections.Counter(list(expected))
+    for row in rows:
+        assert row["error"] is None and row["class_id"] in expected[row["path"]], row
+
+
+def test_address_joins_a_head_started_with_ray_start(ray_head, photo_folder, tmp_path) -> None:
+    folder, expected = photo_folder
+    out = tmp_path / "out.parquet"
+    env = {**os.environ, **RAY_ENV}
+    command = [*_command(), str(folder), "-o", str(out), "--address", ray_head.address]
+    result = subprocess.run(
+        [*command, "--actors", "1", "--batch-size", "4", "-k", "2"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    match = CLOSING.match(result.stdout.strip())
+    assert match, result.stdout
+    assert match.group(1) == str(len(expected)) and match.group(4).startswith("cluster ")
+    _check_rows(out, expected)
+    assert {len(r) for r in pq.read_table(out).column("top_class_ids").to_pylist()} == {2}
+
+
+def test_local_ray_is_quiet_and_leaves_nothing_behind(photo_folder, tmp_path) -> None:
+    folder, expected = photo_folder
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    temp = Path(tempfile.mkdtemp(prefix="clt-", dir="/tmp"))  # short: Ray's socket paths
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(HOME=str(home), TMPDIR=str(temp), COPYLESS_CACHE_DIR=str(cache_root()))
+    bad = work / "broken.jpg"
+    bad.write_bytes(b"\xff\xd8\xff" + bytes(64))
+    try:
+        result = subprocess.run(
+            [*_command(), str(folder / "*.jpg"), str(bad), "-o", "out.parquet", "-k", "3"],
+            capture_output=True, text=True, env=env, cwd=work, timeout=300, check=False,
+        )  # fmt: skip
+        leftovers = sorted(p.name for p in temp.iterdir())
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, result.stdout
+    match = CLOSING.match(lines[0])
+    jpegs = {p: c for p, c in expected.items() if p.endswith(".jpg")}
+    assert match and match.group(4) == "local Ray", lines
+    assert (match.group(1), match.group(2)) == (str(len(jpegs) + 1), "1")
+    # Quiet: only the progress bar on stderr, none of Ray's log lines.
+    assert not re.search(r"INFO|WARNING|ERROR|core_worker|\.cc:\d+", result.stderr), result.stderr
+    # Nothing written outside the cache and temporary directories: no ~/.ray/auth_token
+    # (onnxruntime keeps a device id under ~/.cache), Ray's session directory removed
+    # (onnxruntime 1.32 leaves a session-id file ".ses" in the temporary directory).
+    assert [p.name for p in home.iterdir()] in ([], [".cache"])
+    assert [name for name in leftovers if name != ".ses"] == []
+    assert sorted(p.name for p in work.iterdir()) == ["broken.jpg", "out.parquet"]
+    rows = pq.read_table(work / "out.parquet").to_pylist()
+    broken = [r for r in rows if r["path"] == str(bad)]
+    assert len(broken) == 1 and "not a decodable image" in broken[0]["error"]
+    _check_rows_subset(rows, jpegs)
+
+
+def _check_rows_subset(rows: list[dict[str, object]], expected: dict[str, frozenset[int]]) -> None:
+    good = [r for r in rows if r["error"] is None]
+    assert sorted(str(r["path"]) for r in good) == sorted(expected)
+    for row in good:
+        assert row["class_id"] in expected[str(row["path"])], row
+
+
+def test_unreachable_address_fails_fast(photo_folder, tmp_path, capfd) -> None:
+    folder, _ = photo_folder
+    out = tmp_path / "out.parquet"
+    address = f"127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    assert batch.main([str(folder), "-o", str(out), "--address", address]) == 1
+    assert time.monotonic() - start < 15
+    err = capfd.readouterr().err
+    assert f"error: no Ray cluster at {address}" in err and "ray start --head" in err
+    assert not out.exists()
+
+
+def test_device_cuda_needs_a_gpu_in_the_cluster(ray_head, photo_folder, tmp_path) -> None:
+    folder, _ = photo_folder
+    command = [*_command(), str(folder), "-o", str(tmp_path / "o.parquet"), "--device", "cuda"]
+    result = subprocess.run(
+        [*command, "--address", ray_head.address],
+        capture_output=True, text=True, env={**os.environ, **RAY_ENV}, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "--device cuda: the Ray cluster at" in result.stderr and "has no GPU" in result.stderr
+
+
+def test_usage_errors(photo_folder, tmp_path, capsys) -> None:
+    folder, _ = photo_folder
+    out = str(tmp_path / "out.parquet")
+    assert batch.main([str(tmp_path / "nothing*.jpg"), "-o", out]) == 2
+    assert "no file matches" in capsys.readouterr().err
+    assert batch.main([str(tmp_path / "missing.jpg"), "-o", out]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+    plain = compile_model(conv_net("N", size=32), tmp_path / "plain.rai")  # no RGBx input
+    assert batch.main([str(folder), "-o", out, "-m", str(plain)]) == 2
+    assert "--input-format rgbx" in capsys.readouterr().err
+    assert batch.main([str(folder), "-o", out, "-m", str(tmp_path / "none.rai")]) == 2
+    for flags in (["--actors", "0"], ["-k", "0"], ["--device", "cuda", "--runner", "openvino"]):
+        with pytest.raises(SystemExit) as exit_info:
+            batch.main([str(folder), "-o", out, *flags])
+        assert exit_info.value.code == 2
+    assert not Path(out).exists()
+
+
+def test_inputs_files_directories_and_globs(tmp_path) -> None:
+    (tmp_path / "a" / "deep").mkdir(parents=True)
+    for name in ("a/1.jpg", "a/2.PNG", "a/notes.txt", "a/deep/3.jpeg", "b.jpg", "c.bmp"):
+        (tmp_path / name).write_bytes(b"")
+    found = batch.expand_inputs(
+        [str(tmp_path / "a"), str(tmp_path / "*.jpg"), str(tmp_path / "a" / "1.jpg"),
+         str(tmp_path / "c.bmp")]
+    )  # fmt: skip
+    names = [str(Path(p).relative_to(tmp_path)) for p in found]
+    assert names == ["a/1.jpg", "a/2.PNG", "a/deep/3.jpeg", "b.jpg", "c.bmp"]
+    assert all(os.path.isabs(p) for p in found)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(batch.InputError, match="no images"):
+        batch.expand_inputs([str(tmp_path / "empty")])
