@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
 from model_helpers import conv_net
 from ray_helpers import RAY_ENV, free_port
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from ray_helpers import free_port
 
 pytest.importorskip("ray")
@@ -26,9 +27,9 @@ from copyless.ray import (
 def test_unreachable_address_fails_fast() -> None:
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     start = time.monotonic()
-    with pytest.raises(ClusterError, match=rf"no Ray cluster at {address}: .*ray start --head"):
-        with join_cluster(address):
-            pass
+    message = rf"no Ray cluster at {address}: .*ray start --head"
+    with pytest.raises(ClusterError, match=message), join_cluster(address):
+        pass
     assert time.monotonic() - start < 10
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from model_helpers import conv_net
 
 pytest.importorskip("ray")
