@@ -20,7 +20,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from copyless.model import zoo  # noqa: E402
-from copyless.ray import JobSettings, Predictor, ResultWriter, run_classification  # noqa: E402
+from copyless.ray import ClassificationJob, JobSettings, Predictor, ResultWriter  # noqa: E402
 
 # The probes below run in Ray's worker processes, which cannot import this test module.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -77,7 +77,8 @@ def test_photos_are_classified_in_place_and_bad_files_are_rows(
     out = tmp_path / "out.parquet"
     seen = []
     with ResultWriter(out, zoo.labels()) as writer:
-        for batch in run_classification(paths, batch_model, settings, predictor=InPlaceProbe):
+        job = ClassificationJob(paths, batch_model, settings, predictor=InPlaceProbe)
+        for batch in job.run():
             writer.write(batch)
             seen.append((len(batch["path"]), batch["read_only"][0], batch["in_place"][0]))
     rows = {row["path"]: row for row in pq.read_table(out).to_pylist()}
@@ -118,7 +119,7 @@ def test_killed_actor_batches_are_retried_and_each_image_comes_out_once(
     killer = threading.Thread(target=kill_when_gated, daemon=True)
     killer.start()
     settings = JobSettings(actors=1, batch_size=2)
-    batches = list(run_classification(paths, batch_model, settings, predictor=_gated(gate)))
+    batches = list(ClassificationJob(paths, batch_model, settings, predictor=_gated(gate)).run())
     killer.join(timeout=1)
     assert killed, "the gated actor never blocked"
     out_paths = [p for b in batches for p in b["path"]]

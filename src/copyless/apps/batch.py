@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, paths: list[str], model: CompiledModel) -> int:
-    from ..ray import ClusterError, JobSettings, ResultWriter, gpus_per_actor, run_classification
+    from ..ray import ClassificationJob, ClusterError, JobSettings, ResultWriter, gpus_per_actor
 
     _quiet_ray_logging()
     settings = JobSettings(
@@ -121,7 +121,7 @@ def _run(args: argparse.Namespace, paths: list[str], model: CompiledModel) -> in
                         total=len(paths), unit="img", file=terminal, dynamic_ncols=True, leave=False
                     ) as bar,
                 ):
-                    for batch in run_classification(paths, model, settings, gpus):
+                    for batch in ClassificationJob(paths, model, settings, gpus).run():
                         bar.update(writer.write(batch))
                 seconds = time.perf_counter() - ready
         except ClusterError as exc:

@@ -8,8 +8,9 @@ Needs the ``ray`` extra (``pip install "copyless[ray]"``). Layer: above ``runner
   jobs in flight.
 * :func:`decode_frames` / :class:`FrameSpec`: the decode stage, paths -> RGBx frames for a
   model whose preprocessing is folded in (``input_format="rgbx"``).
-* :func:`classification_dataset` / :func:`run_classification` / :class:`JobSettings`: the
-  whole batch job behind ``copyless-batch``; :class:`ResultWriter` writes its Parquet.
+* :class:`ClassificationJob` / :class:`JobSettings`: the whole batch job behind
+  ``copyless-batch`` (its dataset, or its result batches); :class:`ResultWriter` writes
+  its Parquet.
 * :func:`local_ray` / :func:`join_cluster`: a quiet private Ray for one job, or a running
   cluster (failing fast when it is unreachable).
 """
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 from .cluster import ClusterError, ClusterInfo, check_reachable, join_cluster, local_ray
 from .frames import FrameSpec, decode_frames
-from .job import JobSettings, classification_dataset, gpus_per_actor, run_classification
+from .job import ClassificationJob, JobSettings, gpus_per_actor
 from .predictor import ModelSource, PredictionError, Predictor
 from .results import SCHEMA, ResultWriter
 
 __all__ = [
     "SCHEMA",
+    "ClassificationJob",
     "ClusterError",
     "ClusterInfo",
     "FrameSpec",
@@ -33,10 +35,8 @@ __all__ = [
     "Predictor",
     "ResultWriter",
     "check_reachable",
-    "classification_dataset",
     "decode_frames",
     "gpus_per_actor",
     "join_cluster",
     "local_ray",
-    "run_classification",
 ]

@@ -82,60 +82,58 @@ def gpus_per_actor(settings: JobSettings, cluster: ClusterInfo) -> float:
     return min(1.0, math.floor(cluster.gpus) / settings.actors)
 
 
-def classification_dataset(
-    paths: Sequence[str],
-    model: CompiledModel,
-    settings: JobSettings,
-    gpus: float = 0.0,
-    predictor: type[Predictor] = Predictor,
-) -> ray.data.Dataset:
-    """The lazy dataset: one row per path with ``path``, ``error``, ``class_id``, ``score``,
-    ``top_class_ids``, ``top_scores``. ``model`` travels to the actors through the object
-    store; ``predictor`` may be a subclass adding columns of its own."""
-    spec = FrameSpec.for_model(model)
-    ds: ray.data.Dataset = ray.data.from_arrow(_path_blocks(paths, settings.batch_size))
-    ds = ds.map_batches(
-        decode_frames,
-        fn_kwargs={"spec": spec},
-        batch_size=settings.batch_size,
-        batch_format="numpy",
-        num_cpus=DECODE_CPUS,
-    )
-    options: dict[str, Any] = {"device": settings.device}
-    ds = ds.map_batches(
-        predictor,
-        fn_constructor_kwargs={
-            "model": model,
-            "top_k": settings.top_k,
-            "runner_type": settings.runner_type,
-            "options": options,
-            "in_flight": settings.in_flight,
-        },
-        compute=ray.data.ActorPoolStrategy(size=settings.actors),
-        batch_size=settings.batch_size,
-        batch_format="numpy",
-        zero_copy_batch=True,
-        num_cpus=settings.cpus_per_actor,
-        num_gpus=gpus or None,
-    )
-    ds.context.enable_progress_bars = False
-    ds.context.print_on_execution_start = False
-    return ds
+@dataclass(frozen=True, slots=True)
+class ClassificationJob:
+    """Classify ``paths`` with ``model`` as ``settings`` say; ``gpus`` is each actor's GPU
+    share (:func:`gpus_per_actor`); ``predictor`` may be a subclass of :class:`Predictor`
+    adding columns of its own. Needs a connected Ray (``ray.init``,
+    :func:`~copyless.ray.local_ray`, ...) to run."""
 
+    paths: Sequence[str]
+    model: CompiledModel
+    settings: JobSettings = JobSettings()
+    gpus: float = 0.0
+    predictor: type[Predictor] = Predictor
 
-def run_classification(
-    paths: Sequence[str],
-    model: CompiledModel,
-    settings: JobSettings,
-    gpus: float = 0.0,
-    predictor: type[Predictor] = Predictor,
-) -> Iterator[Batch]:
-    """Run the job; yield result batches (numpy columns) as they complete, in completion
-    order. Needs a connected Ray (``ray.init``, :func:`~copyless.ray.local_ray`, ...)."""
-    if not paths:
-        return
-    dataset = classification_dataset(paths, model, settings, gpus, predictor)
-    yield from dataset.iter_batches(batch_size=None, batch_format="numpy")
+    def dataset(self) -> ray.data.Dataset:
+        """The lazy dataset: one row per path with ``path``, ``error``, ``class_id``,
+        ``score``, ``top_class_ids``, ``top_scores``. The model travels to the actors
+        through the object store."""
+        if not self.paths:
+            raise OptionError("a classification job needs at least one path")
+        settings = self.settings
+        ds: ray.data.Dataset = ray.data.from_arrow(_path_blocks(self.paths, settings.batch_size))
+        ds = ds.map_batches(
+            decode_frames,
+            fn_kwargs={"spec": FrameSpec.for_model(self.model)},
+            batch_size=settings.batch_size,
+            batch_format="numpy",
+            num_cpus=DECODE_CPUS,
+        )
+        ds = ds.map_batches(
+            self.predictor,
+            fn_constructor_kwargs={
+                "model": self.model,
+                "top_k": settings.top_k,
+                "runner_type": settings.runner_type,
+                "options": {"device": settings.device},
+                "in_flight": settings.in_flight,
+            },
+            compute=ray.data.ActorPoolStrategy(size=settings.actors),
+            batch_size=settings.batch_size,
+            batch_format="numpy",
+            zero_copy_batch=True,
+            num_cpus=settings.cpus_per_actor,
+            num_gpus=self.gpus or None,
+        )
+        ds.context.enable_progress_bars = False
+        ds.context.print_on_execution_start = False
+        return ds
+
+    def run(self) -> Iterator[Batch]:
+        """Run the job; yield result batches (numpy columns) as they complete, in
+        completion order."""
+        yield from self.dataset().iter_batches(batch_size=None, batch_format="numpy")
 
 
 def _path_blocks(paths: Sequence[str], batch_size: int) -> list[pa.Table]:

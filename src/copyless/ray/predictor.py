@@ -117,7 +117,7 @@ class Predictor:
         self._batch = runner.get_batch_size()
         self._quant = runner.get_quant_parameters(self._outputs[0].name)
         self.frames_in_place = 0  #: frames bound without a copy (for tests and stats)
-        self.frames_gathered = 0  #: frames copied into staging (tails, non-contiguous)
+        self.frames_gathered = 0  #: frames copied into staging (a batch's short tail)
 
     @property
     def runner(self) -> Runner:
@@ -139,14 +139,20 @@ class Predictor:
         """Run ``frames`` (``[n, *frame]``); one ``[n, *out_frame]`` array per output."""
         n = len(frames)
         results = [np.empty((n, *f.shape[1:]), f.data_type.to_numpy()) for f in self._out_frames]
-        pending: collections.deque[Any] = collections.deque()
-        for start in range(0, n, self._batch):
-            stop = min(start + self._batch, n)
-            pending.append(self._submit(frames[start:stop], [r[start:stop] for r in results]))
-            if len(pending) >= self._in_flight:
-                self._finish(*pending.popleft())
-        while pending:
-            self._finish(*pending.popleft())
+        # Each entry holds a job and its tensors (so the frames and outputs outlive it).
+        pending: collections.deque[tuple[Any, ...]] = collections.deque()
+        try:
+            for start in range(0, n, self._batch):
+                stop = min(start + self._batch, n)
+                outs = [r[start:stop] for r in results]
+                pending.append(self._submit(frames[start:stop], outs))
+                if len(pending) >= self._in_flight:
+                    self._finish(pending.popleft()[0])
+            while pending:
+                self._finish(pending.popleft()[0])
+        finally:  # after a failure: let the other jobs end before their memory goes
+            for job, *_ in pending:
+                self._runner.wait(job, JOB_TIMEOUT_MS)
         return results
 
     def _submit(self, run: npt.NDArray[Any], outs: list[npt.NDArray[Any]]) -> tuple[Any, ...]:
@@ -171,7 +177,7 @@ class Predictor:
             return job, inputs, outputs
         raise PredictionError(f"execute_async refused a run of {len(run)}: {job.status.name}")
 
-    def _finish(self, job: Any, *tensors: Any) -> None:
+    def _finish(self, job: Any) -> None:
         status = self._runner.wait(job, JOB_TIMEOUT_MS)
         if status is not StatusCode.SUCCESS:
             raise PredictionError(f"job {job.job_id} ended with {status.name}")

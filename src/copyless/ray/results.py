@@ -40,7 +40,7 @@ SCHEMA = pa.schema(
 
 
 class ResultWriter:
-    """Writes :func:`~copyless.ray.job.run_classification` batches to ``path``.
+    """Writes the result batches of :meth:`copyless.ray.ClassificationJob.run` to ``path``.
 
     ``labels[class_id]`` names a class; ids beyond the list are named ``"class N"``.
     ``rows`` and ``errors`` count what was written.
