@@ -134,7 +134,10 @@ def _bench(args: argparse.Namespace, work: Path) -> None:
     make_photos(photos, args.images)
     model = zoo.build("efficientnet-lite0", progress=False)
     bin_dir = Path(sys.executable).parent
+    # The plain pipeline's Ray keeps its session files under RAY_TMPDIR (removed with the
+    # work folder); copyless-batch removes its own.
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env["RAY_TMPDIR"] = str(work / "ray")
     contenders = {
         "copyless-batch": lambda n, out: [
             str(bin_dir / "copyless-batch"), str(photos), "-o", str(out / "out.parquet"),
