@@ -36,7 +36,7 @@ from ._models import CLASSIFIER, builtin_model
 from ._setup import EXIT_USAGE, add_runner_argument, runner_type
 
 if TYPE_CHECKING:
-    from ..ray import ClusterInfo
+    from ..ray import ClusterInfo, JobSettings, ResultWriter
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -99,9 +99,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, paths: list[str], model: CompiledModel) -> int:
-    from ..ray import ClassificationJob, ClusterError, JobSettings, ResultWriter, gpus_per_actor
+    from ..ray import ClusterError, JobSettings, ResultWriter
 
-    _quiet_ray_logging()
     settings = JobSettings(
         actors=args.actors,
         batch_size=args.batch_size,
@@ -109,35 +108,54 @@ def _run(args: argparse.Namespace, paths: list[str], model: CompiledModel) -> in
         runner_type=runner_type(args),
         device=args.device,
     )
-    started = time.perf_counter()
-    with _native_stderr() as (terminal, log):
+    try:  # before Ray starts: an output that cannot be written fails at once
+        writer = ResultWriter(args.output, _labels(model))
+    except OSError as exc:
+        print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _quiet_ray_logging()
+    with _native_stderr() as (terminal, log), writer:
         try:
-            with _cluster(args.address, args.actors) as cluster:
-                gpus = gpus_per_actor(settings, cluster)
-                ready = time.perf_counter()
-                with (
-                    ResultWriter(args.output, _labels(model)) as writer,
-                    tqdm(
-                        total=len(paths), unit="img", file=terminal, dynamic_ncols=True, leave=False
-                    ) as bar,
-                ):
-                    for batch in ClassificationJob(paths, model, settings, gpus).run():
-                        bar.update(writer.write(batch))
-                seconds = time.perf_counter() - ready
+            closing = _classify(args, paths, model, settings, writer, terminal)
         except ClusterError as exc:
             print(f"error: {exc}", file=terminal)
+            writer.abort()
             return EXIT_FAILED
         except Exception as exc:  # noqa: BLE001 - Ray's task errors: reported, no output
             print(f"error: the run failed, no output written: {_last_line(exc)}", file=terminal)
+            writer.abort()
             log.keep = True
             return EXIT_FAILED
+    print(closing)
+    return 0
+
+
+def _classify(
+    args: argparse.Namespace,
+    paths: list[str],
+    model: CompiledModel,
+    settings: JobSettings,
+    writer: ResultWriter,
+    terminal: TextIO,
+) -> str:
+    """Run the job into ``writer`` with a progress bar; return the closing line."""
+    from ..ray import ClassificationJob, gpus_per_actor
+
+    started = time.perf_counter()
+    with _cluster(args.address, args.actors) as cluster:
+        job = ClassificationJob(paths, model, settings, gpus_per_actor(settings, cluster))
+        ready = time.perf_counter()
+        bar = tqdm(total=len(paths), unit="img", file=terminal, dynamic_ncols=True, leave=False)
+        with bar:
+            for batch in job.run():
+                bar.update(writer.write(batch))
+        seconds = time.perf_counter() - ready
     where = "local Ray" if cluster.local else f"cluster {cluster.address}"
     errors = f" ({writer.errors} unreadable)" if writer.errors else ""
-    print(
+    return (
         f"{writer.rows} images{errors} in {seconds:.2f} s, {writer.rows / seconds:.1f} images/s "
         f"({args.actors} actor(s) on {where}, up in {ready - started:.1f} s) -> {args.output}"
     )
-    return 0
 
 
 def expand_inputs(items: Sequence[str]) -> list[str]:
