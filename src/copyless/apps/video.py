@@ -1,0 +1,314 @@
+"""copyless-video: classify every frame of a video, the decoder's planes bound to the model.
+
+    copyless-video -i clip.mp4 [-m MODEL] [-o annotated.mp4] [--runner openvino] [-n 100]
+
+The pipeline (three stages overlap):
+
+1. A decoder thread (PyAV, FFmpeg's own threads) yields I420/NV12 planes over the decoder's
+   frame memory (:class:`copyless.vision.video.VideoSource`: no copy unless the lines are
+   padded) into a bounded queue. From a file it waits for room; from a live source (camera,
+   URL, pipe: ``--live`` forces it) it drops the oldest queued frame, and the closing block
+   counts the frames dropped.
+2. The main thread wraps the planes as HW input tensors (``USER_POINTER_CMA``, bound in
+   place) and submits them with ``execute_async`` into one of ``--slots`` slots; the graph
+   converts colours, crops, resizes and normalises (the model is compiled with
+   ``--input-format i420|nv12 --input-size HxW``).
+3. When a slot comes round again its job is collected in order: top-1 label printed as
+   ``frame N: ID LABEL SCORE``, drawn into the ``-o`` video (every frame is written).
+
+Default model: the built-in EfficientNet-Lite0 compiled for the clip's format, size and
+colour matrix (resize 256 / crop 224 in the graph), cached. Exit status: 0 when every frame
+was classified, 1 when decoding or inference failed part way (the results so far are
+printed and the ``-o`` file is finished), 2 for a bad argument, source or model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..memory import NpuTensor
+from ..model import zoo
+from ..runner import Runner, RunnerFactory
+from ..types import (
+    CopylessError,
+    DataType,
+    JobHandle,
+    MemoryType,
+    NpuTensorInfo,
+    StatusCode,
+    TensorDirection,
+    TensorType,
+)
+from ..vision import softmax_topk
+from ..vision.video import VideoError, VideoFrame, VideoSource
+from ..vision.video_writer import VideoWriter
+from ._bench import now
+from ._models import CLASSIFIER, builtin_model
+from ._setup import EXIT_USAGE, add_runner_argument, runner_type
+
+_END = object()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="copyless-video", description=__doc__.splitlines()[0])
+    p.add_argument("-i", "--input", required=True, help="video file, URL, FIFO or /dev/videoN")
+    p.add_argument("-m", "--model", help="compiled model taking i420/nv12 planes of the clip's "
+                   "size (default: built-in EfficientNet-Lite0 compiled for the clip)")  # fmt: skip
+    p.add_argument("-o", "--output", help="write the annotated video here (every frame)")
+    p.add_argument("-n", "--max-frames", type=int, help="stop after this many frames")
+    add_runner_argument(p)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="engine device")
+    p.add_argument("--slots", type=int, default=2, help="jobs in flight (default 2)")
+    p.add_argument("--queue", type=int, default=4, help="decoded frames queued (default 4)")
+    p.add_argument("--live", action="store_true", help="drop frames the model cannot keep up "
+                   "with (default: only for cameras, URLs and pipes)")  # fmt: skip
+    p.add_argument("--threads", type=int, default=0, help="decoder threads (0: FFmpeg's choice)")
+    return p
+
+
+@dataclass
+class _Times:
+    """Seconds per stage, summed over the frames, and the frame counts."""
+
+    decode: float = 0.0
+    preprocess: float = 0.0
+    infer: float = 0.0
+    postprocess: float = 0.0
+    decoded: int = 0
+    done: int = 0
+    dropped: int = 0
+
+    def block(self, wall: float, live: bool) -> list[str]:
+        n = max(1, self.done)
+        stages = [
+            ("decode", self.decode / max(1, self.decoded)),
+            ("preprocess", self.preprocess / n),
+            ("infer", self.infer / n),
+            ("postprocess", self.postprocess / n),
+        ]
+        lines = [f"{name:<24}{sec * 1000.0:.3f} ms / frame" for name, sec in stages]
+        lines.append(f"{'total':<24}{sum(s for _, s in stages) * 1000.0:.3f} ms / frame")
+        lines.append(f"{'throughput (pipeline)':<24}{self.done / wall if wall else 0.0:.3f} FPS")
+        lines.append(f"{'frames':<24}{self.done}")
+        if live:
+            lines.append(f"{'dropped':<24}{self.dropped} (the model could not keep up)")
+        return lines
+
+
+@dataclass
+class _Slot:
+    output: NpuTensor
+    frame: VideoFrame | None = None
+    handle: JobHandle | None = None
+    submitted: float = 0.0
+    finished: list[float] = field(default_factory=list)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    for flag in ("max_frames", "slots", "queue"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be >= 1")
+    try:
+        source = VideoSource(args.input, threads=args.threads, live=args.live or None)
+    except VideoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with source:
+        return _run(source, args)
+
+
+def _run(source: VideoSource, args: argparse.Namespace) -> int:
+    info = source.info
+    try:
+        model = Path(args.model) if args.model else _builtin(source)
+        if not model.exists():
+            raise VideoError(f"no model at {model}")
+        options = {"max_concurrent_runs": args.slots, "device": args.device}
+        with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
+            inputs = _check_inputs(runner, info.input_format, info.height, info.width)
+            writer = VideoWriter(args.output, info.width, info.height, info.rate) if args.output \
+                else None  # fmt: skip
+            try:
+                return _Pipeline(runner, inputs, writer, args).run(source)
+            finally:
+                if writer is not None:
+                    writer.close()
+    except CopylessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _builtin(source: VideoSource) -> Path:
+    """EfficientNet-Lite0 compiled for this stream's planes, size and colours (cached)."""
+    info = source.info
+    prep = zoo.preprocessing(CLASSIFIER)
+    crop = prep.size[0] / prep.resize if prep.resize else None
+    return builtin_model(
+        CLASSIFIER,
+        input_format=info.input_format,
+        input_size=(info.height, info.width),
+        input_crop=crop,
+        yuv_matrix=info.yuv_matrix,
+        yuv_range=info.yuv_range,
+    )
+
+
+def _check_inputs(runner: Runner, fmt: str, height: int, width: int) -> list[NpuTensorInfo]:
+    """The model's HW inputs, checked against the planes of a ``fmt`` frame."""
+    infos = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
+    ch, cw = (height + 1) // 2, (width + 1) // 2
+    expected = [(1, height, width), (1, ch, cw), (1, ch, cw)] if fmt == "i420" else \
+        [(1, height, width), (1, ch, cw, 2)]  # fmt: skip
+    got = [i.shape for i in infos]
+    if got != expected or any(i.data_type is not DataType.UINT8 for i in infos):
+        raise VideoError(
+            f"the model takes {[i.describe() for i in infos]}; this clip gives {fmt} planes "
+            f"{expected} uint8: compile it with --input-format {fmt} --input-size "
+            f"{height}x{width}"
+        )
+    return infos
+
+
+class _Pipeline:
+    """Decoder thread -> bounded queue -> async slots -> in-order postprocess."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        inputs: list[NpuTensorInfo],
+        writer: VideoWriter | None,
+        args: argparse.Namespace,
+    ) -> None:
+        self.runner, self.inputs, self.writer, self.args = runner, inputs, writer, args
+        (out_info,) = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
+        self.quant = runner.get_quant_parameters(out_info.name)
+        self.slots = [_Slot(runner.allocate_npu_tensor(out_info)) for _ in range(args.slots)]
+        self.times = _Times()
+        self.failure: str | None = None
+        try:
+            self.labels = zoo.labels()
+        except CopylessError:
+            self.labels = []
+
+    def run(self, source: VideoSource) -> int:
+        frames: queue.Queue[Any] = queue.Queue(maxsize=self.args.queue)
+        stop = threading.Event()
+        decoder = threading.Thread(
+            target=self._decode, args=(source, frames, stop), name="copyless-video-decode"
+        )
+        start = now()
+        decoder.start()
+        try:
+            self._consume(frames)
+        finally:
+            stop.set()
+            decoder.join()
+        for slot in self._in_order(len(self.slots)):
+            self._finish(slot)
+        for line in self.times.block(now() - start, source.info.live):
+            print(line)
+        if self.failure is not None:
+            print(f"error: {self.failure}", file=sys.stderr)
+            return 1
+        return 0
+
+    def _decode(self, source: VideoSource, frames: queue.Queue[Any], stop: threading.Event) -> None:
+        live, times = source.info.live, self.times
+        try:
+            it = source.frames(self.args.max_frames)
+            while not stop.is_set():
+                t0 = now()
+                frame = next(it, None)
+                times.decode += now() - t0
+                if frame is None:
+                    break
+                times.decoded += 1
+                self._put(frames, frame, live, stop)
+        except VideoError as exc:
+            self._put(frames, exc, False, stop)
+        self._put(frames, _END, False, stop)
+
+    def _put(self, frames: queue.Queue[Any], item: Any, live: bool, stop: threading.Event) -> None:
+        while not stop.is_set():
+            if live and frames.full():
+                try:
+                    dropped = frames.get_nowait()
+                    self.times.dropped += dropped is not _END and not isinstance(dropped, Exception)
+                except queue.Empty:
+                    pass
+            try:
+                frames.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _consume(self, frames: queue.Queue[Any]) -> None:
+        submitted = 0
+        while True:
+            item = frames.get()
+            if item is _END:
+                return
+            if isinstance(item, Exception):
+                self.failure = str(item)
+                return
+            slot = self.slots[submitted % len(self.slots)]
+            if slot.handle is not None and not self._finish(slot):
+                return
+            if not self._submit(slot, item):
+                return
+            submitted += 1
+
+    def _submit(self, slot: _Slot, frame: VideoFrame) -> bool:
+        t0 = now()
+        tensors = [
+            NpuTensor(info, plane, MemoryType.USER_POINTER_CMA)
+            for info, plane in zip(self.inputs, frame.planes, strict=True)
+        ]
+        slot.submitted = now()
+        self.times.preprocess += slot.submitted - t0
+        slot.finished.clear()
+        done = slot.finished.append
+        handle = self.runner.execute_async([tensors], [[slot.output]], lambda _h: done(now()))
+        if handle.status is not StatusCode.SUCCESS:
+            self.failure = f"frame {frame.index}: execute_async returned {handle.status.name}"
+            return False
+        slot.frame, slot.handle = frame, handle
+        return True
+
+    def _in_order(self, count: int) -> list[_Slot]:
+        pending = [s for s in self.slots if s.handle is not None and s.frame is not None]
+        return sorted(pending, key=lambda s: s.frame.index if s.frame else 0)[:count]
+
+    def _finish(self, slot: _Slot) -> bool:
+        """Collect the slot's job and postprocess its frame; False when the job failed."""
+        frame, handle = slot.frame, slot.handle
+        slot.frame, slot.handle = None, None
+        if frame is None or handle is None:
+            return True
+        status = self.runner.wait(handle, -1)
+        self.times.infer += (slot.finished[0] if slot.finished else now()) - slot.submitted
+        if status is not StatusCode.SUCCESS:
+            self.failure = f"frame {frame.index}: inference returned {status.name}"
+            return False
+        t0 = now()
+        ((class_id, score),) = softmax_topk(slot.output, 1, self.quant)
+        label = self.labels[class_id] if class_id < len(self.labels) else f"class {class_id}"
+        print(f"frame {frame.index}: {class_id} {label} {score:.3f}")
+        if self.writer is not None:
+            self.writer.write(frame, f"{frame.index}: {label} {score:.2f}")
+        self.times.postprocess += now() - t0
+        self.times.done += 1
+        return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())
