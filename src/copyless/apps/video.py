@@ -134,7 +134,10 @@ def _run(source: VideoSource, args: argparse.Namespace) -> int:
             raise VideoError(f"no model at {model}")
         options = {"max_concurrent_runs": args.slots, "device": args.device}
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
-            inputs = _check_inputs(runner, info.input_format, info.height, info.width)
+            planes = _model_planes(runner)
+            if planes != info.input_format:
+                source.use_planes(planes)  # e.g. an NV12 model on an I420 clip: one CPU pass
+            inputs = _check_inputs(runner, planes, info.height, info.width)
             writer = VideoWriter(args.output, info.width, info.height, info.rate) if args.output \
                 else None  # fmt: skip
             try:
@@ -160,6 +163,11 @@ def _builtin(source: VideoSource) -> Path:
         yuv_matrix=info.yuv_matrix,
         yuv_range=info.yuv_range,
     )
+
+
+def _model_planes(runner: Runner) -> str:
+    """``"nv12"`` for a model of two inputs (Y, UV), else ``"i420"``."""
+    return "nv12" if runner.get_num_input_tensors() == 2 else "i420"
 
 
 def _check_inputs(runner: Runner, fmt: str, height: int, width: int) -> list[NpuTensorInfo]:
@@ -199,7 +207,22 @@ class _Pipeline:
         except CopylessError:
             self.labels = []
 
+    def warm_up(self) -> bool:
+        """One untimed job on blank planes (starts the async engines, as the VART-ML
+        samples' prime phase does); False, with the failure set, when it fails."""
+        blank = [self.runner.allocate_npu_tensor(info) for info in self.inputs]
+        handle = self.runner.execute_async([blank], [[self.slots[0].output]])
+        status = handle.status
+        if status is StatusCode.SUCCESS:
+            status = self.runner.wait(handle, -1)
+        if status is not StatusCode.SUCCESS:
+            self.failure = f"warm-up inference returned {status.name}"
+        return self.failure is None
+
     def run(self, source: VideoSource) -> int:
+        if not self.warm_up():
+            print(f"error: {self.failure}", file=sys.stderr)
+            return 1
         frames: queue.Queue[Any] = queue.Queue(maxsize=self.args.queue)
         stop = threading.Event()
         decoder = threading.Thread(

@@ -26,7 +26,14 @@ import dataclasses
 import numpy as np
 import onnx
 
-from ..types import DataType, NpuTensorInfo, TensorDirection, TensorType, UnsupportedError
+from ..types import (
+    DataType,
+    NpuTensorInfo,
+    OptionError,
+    TensorDirection,
+    TensorType,
+    UnsupportedError,
+)
 from .folding import Fold, _resize
 from .graph import ELEM_OF, NameScope, NodeChain, cpu_layout_for, tensor_value_info
 from .input_formats import YUV_MATRICES, input_format
@@ -63,6 +70,10 @@ def plane_infos(cpu: NpuTensorInfo, opts: CompileOptions) -> tuple[NpuTensorInfo
 
 def plane_folds(cpu: NpuTensorInfo, opts: CompileOptions) -> list[Fold]:
     """One identity fold per plane (the CPU view is the HW view)."""
+    if opts.input_layout or opts.input_dtype:
+        raise OptionError(
+            f"input_format={opts.input_format!r} fixes the input views; drop input_layout/dtype"
+        )
     return [
         Fold(dataclasses.replace(hw, tensor_type=TensorType.CPU), hw, DataType.UINT8)
         for hw in plane_infos(cpu, opts)

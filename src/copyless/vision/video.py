@@ -26,6 +26,7 @@ packets do not decode into frames; an MPEG-TS cut between two packets just ends.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import stat
@@ -162,6 +163,13 @@ class VideoSource:
             rate=float(rate) if rate else 0.0,
             live=live,
         )
+
+    def use_planes(self, planes: str) -> None:
+        """Yield ``"i420"`` or ``"nv12"`` planes from now on (libswscale converts the layout,
+        a CPU pass per frame, when the decoder produces the other)."""
+        if planes not in ("i420", "nv12"):
+            raise VideoError(f"planes must be 'i420' or 'nv12', got {planes!r}")
+        self.info = dataclasses.replace(self.info, input_format=planes)
 
     def frames(self, limit: int | None = None) -> Iterator[VideoFrame]:
         """Decode frames in order (at most ``limit``). Raises :class:`VideoError` when the
