@@ -11,6 +11,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
 from copyless.apps import video
 from copyless.model import compile_model, zoo
@@ -142,3 +143,19 @@ def test_a_live_source_drops_what_the_model_cannot_keep_up_with(
     dropped = int(re.search(r"^dropped {17}(\d+) ", text, re.M).group(1))  # type: ignore[union-attr]
     assert dropped >= 1 and len(done) + dropped == total
     assert list(done) == sorted(done) and np.all(np.diff(list(done)) >= 1)
+
+
+def test_a_model_that_is_no_classifier_is_refused(
+    clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["rgb"])],
+        "identity",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("rgb", TensorProto.FLOAT, [1, 3, 8, 8])],
+    )
+    source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    source.ir_version = 10
+    model = compile_model(source, tmp_path / "id.rai", input_format="i420", input_size=SIZE)
+    assert video.main(["-i", str(clip), "-m", str(model)]) == 2
+    assert "needs one [1, classes] output" in capsys.readouterr().err

@@ -197,7 +197,14 @@ class _Pipeline:
         args: argparse.Namespace,
     ) -> None:
         self.runner, self.inputs, self.writer, self.args = runner, inputs, writer, args
-        (out_info,) = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
+        outputs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
+        shape = outputs[0].shape if len(outputs) == 1 else ()
+        if not (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))) or shape[0] != 1:
+            raise VideoError(
+                "copyless-video classifies frames: the model needs one [1, classes] output, "
+                f"this one has {[o.describe() for o in outputs]}"
+            )
+        out_info = outputs[0]
         self.quant = runner.get_quant_parameters(out_info.name)
         self.slots = [_Slot(runner.allocate_npu_tensor(out_info)) for _ in range(args.slots)]
         self.times = _Times()
@@ -258,7 +265,10 @@ class _Pipeline:
                 self._put(frames, frame, live, stop)
         except VideoError as exc:
             self._put(frames, exc, False, stop)
-        self._put(frames, _END, False, stop)
+        except Exception as exc:  # noqa: BLE001 - the consumer must hear of any failure
+            self._put(frames, VideoError(f"the decoder thread failed: {exc!r}"), False, stop)
+        finally:
+            self._put(frames, _END, False, stop)
 
     def _put(self, frames: queue.Queue[Any], item: Any, live: bool, stop: threading.Event) -> None:
         while not stop.is_set():
