@@ -18,7 +18,8 @@ Both compiled/exported models are built and cached before the first round. The p
 labels of both must agree (same top-1 on at least 95% of frames, the scene's label on every
 frame of copyless) or the run fails.
 
-Run: ``.venv/bin/python benchmarks/video.py [--frames 300] [--size 480x640] [--rounds 5]``
+Run: ``.venv/bin/python benchmarks/video.py [--frames 300] [--size 480x640] [--rounds 5]
+[--runner openvino] [--slots N] [--quick]``
 The last line is ``video: copyless N frames/s, plain M frames/s, ratio R.RRx``.
 """
 
@@ -105,22 +106,27 @@ def main() -> None:
     parser.add_argument("--size", default="480x640", help="HxW of the clip")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--runner", default="onnxruntime", choices=["onnxruntime", "openvino"])
+    parser.add_argument("--slots", type=int, default=2, help="copyless-video --slots")
+    parser.add_argument("--quick", action="store_true", help="100 frames, 3 rounds")
     parser.add_argument("--plain", metavar="CLIP", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain:
         plain(args.plain)
         return
+    if args.quick:
+        args.frames, args.rounds = 100, 3
     height, width = (int(v) for v in args.size.lower().split("x"))
     per_scene = args.frames // len(SCENES)
     with tempfile.TemporaryDirectory() as tmp:
         clip = str(make_clip(Path(tmp) / "clip.mp4", height, width, per_scene, SCENES))
         frames = per_scene * len(SCENES)
         ours_cmd = [sys.executable, "-m", "copyless.apps.video", "-i", clip,
-                    "--runner", args.runner]  # fmt: skip
+                    "--runner", args.runner, "--slots", str(args.slots)]  # fmt: skip
         plain_cmd = [sys.executable, __file__, "--plain", clip]
         _timed([*ours_cmd, "-n", "2"])  # builds and caches the compiled model
         _timed(plain_cmd)
-        print(f"clip {width}x{height}, {frames} frames; load {os.getloadavg()[0]:.2f}")
+        print(f"clip {width}x{height}, {frames} frames, copyless --runner {args.runner} "
+              f"--slots {args.slots}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
         ours_fps, plain_fps = [], []
         for r in range(args.rounds):
             pair = [("copyless", ours_cmd), ("plain", plain_cmd)]

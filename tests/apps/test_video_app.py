@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 
 from copyless.apps import video
 from copyless.model import compile_model, zoo
+from copyless.vision.video import VideoSource
 from video_helpers import EXPECTED, make_clip
 
 SIZE = (240, 320)
@@ -62,6 +63,11 @@ def test_every_frame_labelled_and_written(
     assert len(written) == 2 * PER_SCENE and written[0].shape == SIZE
     band = written[0][: SIZE[0] // 12]
     assert band.mean() < 80 and band.max() > 180  # the label: light text on a dark band
+    with VideoSource(clip) as source:  # the built-in model for this clip is cached
+        model = video._builtin(source)
+        stamp = model.stat().st_mtime_ns
+        assert video._builtin(source) == model and model.stat().st_mtime_ns == stamp
+    assert model.name.startswith("efficientnet-lite0-i420-")
 
 
 def test_an_nv12_model_gets_nv12_planes_and_the_same_labels(
