@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from copyless.apps import video
+from copyless.apps._video_tasks import builtin_for
 from copyless.model import compile_model, zoo
 from copyless.vision.video import VideoSource
 from video_helpers import EXPECTED, make_clip
@@ -64,9 +65,10 @@ def test_every_frame_labelled_and_written(
     band = written[0][: SIZE[0] // 12]
     assert band.mean() < 80 and band.max() > 180  # the label: light text on a dark band
     with VideoSource(clip) as source:  # the built-in model for this clip is cached
-        model = video._builtin(source)
+        model = builtin_for("efficientnet-lite0", source.info)
         stamp = model.stat().st_mtime_ns
-        assert video._builtin(source) == model and model.stat().st_mtime_ns == stamp
+        assert builtin_for("efficientnet-lite0", source.info) == model
+        assert model.stat().st_mtime_ns == stamp
     assert model.name.startswith("efficientnet-lite0-i420-")
 
 
@@ -164,4 +166,21 @@ def test_a_model_that_is_no_classifier_is_refused(
     source.ir_version = 10
     model = compile_model(source, tmp_path / "id.rai", input_format="i420", input_size=SIZE)
     assert video.main(["-i", str(clip), "-m", str(model)]) == 2
-    assert "needs one [1, classes] output" in capsys.readouterr().err
+    assert "[1, classes] logits or a [1, 1, h, w] text" in capsys.readouterr().err
+
+
+def test_the_built_in_text_detector_prints_and_draws_boxes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clip = make_clip(tmp_path / "page.mp4", *SIZE, 2, scenes=("page",))
+    out = tmp_path / "boxes.mp4"
+    assert video.main(["-i", str(clip), "-m", "ppocr-det", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    counts = [int(n) for n in re.findall(r"^frame \d+: (\d+) text boxes$", text, re.M)]
+    assert len(counts) == 2 and all(n >= 3 for n in counts), text
+    boxes = re.findall(r"^  box \((\d+), (\d+)\) - \((\d+), (\d+)\) (\d\.\d\d)$", text, re.M)
+    assert len(boxes) == sum(counts)
+    for x0, y0, x1, y1, _ in boxes:
+        assert 0 <= int(x0) < int(x1) <= SIZE[1] and 0 <= int(y0) < int(y1) <= SIZE[0]
+    with av.open(str(out)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 2

@@ -19,7 +19,7 @@ from video_helpers import EXPECTED, make_clip
 NORM = {"mean": (127, 127, 127), "std": (128, 128, 128)}
 
 
-def _identity(height: int, width: int) -> onnx.ModelProto:
+def _identity(height: int, width: int, opset: int = 17) -> onnx.ModelProto:
     """x [1,3,h,w] -> rgb = x: the compiled graph's output is its converted RGB input."""
     graph = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["rgb"])],
@@ -27,7 +27,7 @@ def _identity(height: int, width: int) -> onnx.ModelProto:
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, height, width])],
         [helper.make_tensor_value_info("rgb", TensorProto.FLOAT, [1, 3, height, width])],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 10
     return model
 
@@ -62,6 +62,13 @@ def test_colour_matrices_and_ranges(
     got = run_compiled(compiled, _flat(*yuv, fmt))["rgb"][0]
     np.testing.assert_allclose(got.mean(axis=(1, 2)), rgb, atol=3.0)
     assert got.min() >= 0.0 and got.max() <= 255.0  # clipped like swscale
+
+
+def test_an_opset_12_model_gets_resize_11_inputs() -> None:
+    """Resize before opset 13 requires roi and scales (empty tensors with sizes)."""
+    compiled = compile_to_memory(_identity(4, 4, opset=12), input_format="nv12", input_size="8x8")
+    got = run_compiled(compiled, _flat(81, 90, 240, "nv12", size=8))["rgb"][0]
+    np.testing.assert_allclose(got.mean(axis=(1, 2)), (255, 0, 0), atol=3.0)
 
 
 def test_planes_are_the_graph_inputs_with_equal_views() -> None:

@@ -13,11 +13,14 @@ The pipeline (three stages overlap):
    place) and submits them with ``execute_async`` into one of ``--slots`` slots; the graph
    converts colours, crops, resizes and normalises (the model is compiled with
    ``--input-format i420|nv12 --input-size HxW``).
-3. When a slot comes round again its job is collected in order: top-1 label printed as
-   ``frame N: ID LABEL SCORE``, drawn into the ``-o`` video (every frame is written).
+3. When a slot comes round again its job is collected in order: for a classifier the top-1
+   label printed as ``frame N: ID LABEL SCORE``, for a text detector ``frame N: K text
+   boxes`` and the boxes as copyless-detect prints them (:mod:`._video_tasks`); drawn into
+   the ``-o`` video (every frame is written).
 
 Default model: the built-in EfficientNet-Lite0 compiled for the clip's format, size and
-colour matrix (resize 256 / crop 224 in the graph), cached. Exit status: 0 when every frame
+colour matrix (resize 256 / crop 224 in the graph), cached; ``-m ppocr-det`` the built-in
+PP-OCRv4 text detector, compiled the same way. Exit status: 0 when every frame
 was classified, 1 when decoding or inference failed part way (the results so far are
 printed and the ``-o`` file is finished), 2 for a bad argument, source or model.
 """
@@ -25,6 +28,7 @@ printed and the ``-o`` file is finished), 2 for a bad argument, source or model.
 from __future__ import annotations
 
 import argparse
+import os
 import queue
 import sys
 import threading
@@ -33,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from ..memory import NpuTensor
-from ..model import zoo
 from ..runner import Runner, RunnerFactory
 from ..types import (
     CopylessError,
@@ -45,12 +48,12 @@ from ..types import (
     TensorDirection,
     TensorType,
 )
-from ..vision import softmax_topk
-from ..vision.video import VideoError, VideoFrame, VideoSource
+from ..vision.video import StreamInfo, VideoError, VideoFrame, VideoSource
 from ..vision.video_writer import VideoWriter
 from ._bench import now
-from ._models import CLASSIFIER, builtin_model
+from ._models import CLASSIFIER
 from ._setup import EXIT_USAGE, add_runner_argument, runner_type
+from ._video_tasks import BUILTIN, builtin_for, task_for
 
 _END = object()
 
@@ -59,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="copyless-video", description=__doc__.splitlines()[0])
     p.add_argument("-i", "--input", required=True, help="video file, URL, FIFO or /dev/videoN")
     p.add_argument("-m", "--model", help="compiled model taking i420/nv12 planes of the clip's "
-                   "size (default: built-in EfficientNet-Lite0 compiled for the clip)")  # fmt: skip
+                   "size, or a built-in model compiled for the clip: efficientnet-lite0 "
+                   "(default, classifier) or ppocr-det (text boxes)")  # fmt: skip
     p.add_argument("-o", "--output", help="write the annotated video here (every frame)")
     p.add_argument("-n", "--max-frames", type=int, help="stop after this many frames")
     add_runner_argument(p)
@@ -122,16 +126,21 @@ def main(argv: list[str] | None = None) -> int:
     except VideoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    with source:
-        return _run(source, args)
+    try:
+        with source:
+            return _run(source, args)
+    except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _run(source: VideoSource, args: argparse.Namespace) -> int:
     info = source.info
     try:
-        model = Path(args.model) if args.model else _builtin(source)
+        name = args.model or CLASSIFIER
+        model = builtin_for(name, info) if name in BUILTIN else Path(name)
         if not model.exists():
-            raise VideoError(f"no model at {model}")
+            raise VideoError(f"no model at {model} (built-in models: {', '.join(BUILTIN)})")
         options = {"max_concurrent_runs": args.slots, "device": args.device}
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
             planes = _model_planes(runner)
@@ -141,28 +150,13 @@ def _run(source: VideoSource, args: argparse.Namespace) -> int:
             writer = VideoWriter(args.output, info.width, info.height, info.rate) if args.output \
                 else None  # fmt: skip
             try:
-                return _Pipeline(runner, inputs, writer, args).run(source)
+                return _Pipeline(runner, inputs, writer, args, info).run(source)
             finally:
                 if writer is not None:
                     writer.close()
     except CopylessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
-
-def _builtin(source: VideoSource) -> Path:
-    """EfficientNet-Lite0 compiled for this stream's planes, size and colours (cached)."""
-    info = source.info
-    prep = zoo.preprocessing(CLASSIFIER)
-    crop = prep.size[0] / prep.resize if prep.resize else None
-    return builtin_model(
-        CLASSIFIER,
-        input_format=info.input_format,
-        input_size=(info.height, info.width),
-        input_crop=crop,
-        yuv_matrix=info.yuv_matrix,
-        yuv_range=info.yuv_range,
-    )
 
 
 def _model_planes(runner: Runner) -> str:
@@ -195,24 +189,17 @@ class _Pipeline:
         inputs: list[NpuTensorInfo],
         writer: VideoWriter | None,
         args: argparse.Namespace,
+        info: StreamInfo,
     ) -> None:
         self.runner, self.inputs, self.writer, self.args = runner, inputs, writer, args
         outputs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
-        shape = outputs[0].shape if len(outputs) == 1 else ()
-        if not (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))) or shape[0] != 1:
-            raise VideoError(
-                "copyless-video classifies frames: the model needs one [1, classes] output, "
-                f"this one has {[o.describe() for o in outputs]}"
-            )
+        if len(outputs) != 1:
+            raise VideoError(f"copyless-video needs a model with one output, not {len(outputs)}")
         out_info = outputs[0]
-        self.quant = runner.get_quant_parameters(out_info.name)
+        self.task = task_for(out_info, runner.get_quant_parameters(out_info.name), info)
         self.slots = [_Slot(runner.allocate_npu_tensor(out_info)) for _ in range(args.slots)]
         self.times = _Times()
         self.failure: str | None = None
-        try:
-            self.labels = zoo.labels()
-        except CopylessError:
-            self.labels = []
 
     def warm_up(self) -> bool:
         """One untimed job on blank planes (starts the async engines, as the VART-ML
@@ -333,11 +320,10 @@ class _Pipeline:
             self.failure = f"frame {frame.index}: inference returned {status.name}"
             return False
         t0 = now()
-        ((class_id, score),) = softmax_topk(slot.output, 1, self.quant)
-        label = self.labels[class_id] if class_id < len(self.labels) else f"class {class_id}"
-        print(f"frame {frame.index}: {class_id} {label} {score:.3f}")
+        result = self.task(slot.output, frame.index)
+        print("\n".join(result.lines))
         if self.writer is not None:
-            self.writer.write(frame, f"{frame.index}: {label} {score:.2f}")
+            self.writer.write(frame, result.banner, result.boxes)
         self.times.postprocess += now() - t0
         self.times.done += 1
         return True

@@ -197,7 +197,11 @@ def _resize(model: onnx.ModelProto, chain: NodeChain, sizes: tuple[int, ...]) ->
     attrs: dict[str, Any] = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
     if antialias:
         attrs["antialias"] = 1
-    chain.op("Resize", "", "", _i64(chain, list(sizes), "sizes"), **attrs)
+    roi = scales = ""
+    if default_opset(model) < 13:  # Resize-11 requires roi and scales: empty tensors
+        roi = chain.const(np.zeros(0, np.float32), np.float32, "roi")
+        scales = chain.const(np.zeros(0, np.float32), np.float32, "scales")
+    chain.op("Resize", roi, scales, _i64(chain, list(sizes), "sizes"), **attrs)
 
 
 def _raise_opset(model: onnx.ModelProto, target: int) -> bool:

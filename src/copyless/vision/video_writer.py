@@ -9,6 +9,7 @@ drawn on in place).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image, ImageDraw, ImageFont
 
+from .postprocess import Box
 from .video import VideoError, VideoFrame, _import_av
 
 _CODECS = ("libx264", "h264", "mpeg4")
@@ -43,8 +45,9 @@ class VideoWriter:
         self._font = _font(self._band * 3 // 4)
         self.frames = 0
 
-    def write(self, frame: VideoFrame, text: str) -> None:
-        """Encode ``frame`` with ``text`` in a band across its top."""
+    def write(self, frame: VideoFrame, text: str, boxes: Sequence[Box] = ()) -> None:
+        """Encode ``frame`` with ``text`` in a band across its top and ``boxes`` (frame
+        pixels) outlined in white."""
         out = self._av.VideoFrame(self._stream.width, self._stream.height, "yuv420p")
         y, u, v = (_plane_view(p) for p in out.planes)
         y[:] = frame.planes[0]
@@ -52,6 +55,8 @@ class VideoWriter:
             u[:], v[:] = frame.planes[1], frame.planes[2]
         else:  # NV12: deinterleave UV
             u[:], v[:] = frame.planes[1][..., 0], frame.planes[1][..., 1]
+        for box in boxes:
+            _outline(y, box)
         self._banner(y, u, v, text)
         out.pts = self.frames
         for packet in self._stream.encode(out):
@@ -80,6 +85,19 @@ class VideoWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _outline(y: npt.NDArray[np.uint8], box: Box, width: int = 2) -> None:
+    """A white rectangle on the luma plane, clipped to it."""
+    rows, cols = y.shape
+    x0, x1 = max(0, int(box.x0)), min(cols, int(np.ceil(box.x1)))
+    y0, y1 = max(0, int(box.y0)), min(rows, int(np.ceil(box.y1)))
+    if x1 <= x0 or y1 <= y0:
+        return
+    y[y0 : min(y1, y0 + width), x0:x1] = 235
+    y[max(y0, y1 - width) : y1, x0:x1] = 235
+    y[y0:y1, x0 : min(x1, x0 + width)] = 235
+    y[y0:y1, max(x0, x1 - width) : x1] = 235
 
 
 def _add_stream(container: Any, rate: int) -> Any:
