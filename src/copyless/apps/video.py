@@ -16,7 +16,7 @@ The pipeline (three stages overlap):
 3. When a slot comes round again its job is collected in order: for a classifier the top-1
    label printed as ``frame N: ID LABEL SCORE``, for a text detector ``frame N: K text
    boxes`` and the boxes as copyless-detect prints them (:mod:`._video_tasks`); drawn into
-   the ``-o`` video (every frame is written).
+   the ``-o`` video (every frame of a file; a live source's dropped frames are not written).
 
 Default model: the built-in EfficientNet-Lite0 compiled for the clip's format, size and
 colour matrix (resize 256 / crop 224 in the graph), cached; ``-m ppocr-det`` the built-in
