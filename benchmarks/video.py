@@ -26,6 +26,7 @@ The last line is ``video: copyless N frames/s, plain M frames/s, ratio R.RRx``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -34,27 +35,20 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from video_helpers import EXPECTED, make_clip
-
 SCENES = ("chelsea", "coffee")
 
 
-def plain(clip: str) -> None:
-    """The loop a user writes without copyless (run in its own process)."""
+def plain(clip: str, model: str, labels_json: str) -> None:
+    """The loop a user writes without copyless (run in its own process, copyless not
+    imported)."""
     import av
     import numpy as np
     import onnxruntime as ort
     from PIL import Image
 
-    from copyless.model import zoo
-
-    session = ort.InferenceSession(
-        str(zoo.build("efficientnet-lite0", progress=False)), providers=["CPUExecutionProvider"]
-    )
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
-    labels = zoo.labels()
+    labels = json.loads(Path(labels_json).read_text())
     with av.open(clip) as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
@@ -87,6 +81,8 @@ def _labels(lines: list[str]) -> list[int]:
 
 
 def _check(copyless: list[str], plain_lines: list[str], frames: int) -> float:
+    from video_helpers import EXPECTED
+
     ours, theirs = _labels(copyless), _labels(plain_lines)
     if len(ours) != frames or len(theirs) != frames:
         raise SystemExit(f"frame lines: copyless {len(ours)}, plain {len(theirs)}, want {frames}")
@@ -108,11 +104,17 @@ def main() -> None:
     parser.add_argument("--runner", default="onnxruntime", choices=["onnxruntime", "openvino"])
     parser.add_argument("--slots", type=int, default=2, help="copyless-video --slots")
     parser.add_argument("--quick", action="store_true", help="100 frames, 3 rounds")
-    parser.add_argument("--plain", metavar="CLIP", help=argparse.SUPPRESS)
+    parser.add_argument("--plain", nargs=3, metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain:
-        plain(args.plain)
+        plain(*args.plain)
         return
+    # the plain process runs this file too: it must not pay for these imports
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from copyless.model import zoo
+    from video_helpers import make_clip
+
+    model = str(zoo.build("efficientnet-lite0", progress=False))
     if args.quick:
         args.frames, args.rounds = 100, 3
     height, width = (int(v) for v in args.size.lower().split("x"))
@@ -122,7 +124,9 @@ def main() -> None:
         frames = per_scene * len(SCENES)
         ours_cmd = [sys.executable, "-m", "copyless.apps.video", "-i", clip,
                     "--runner", args.runner, "--slots", str(args.slots)]  # fmt: skip
-        plain_cmd = [sys.executable, __file__, "--plain", clip]
+        labels = Path(tmp) / "labels.json"
+        labels.write_text(json.dumps(zoo.labels()))
+        plain_cmd = [sys.executable, __file__, "--plain", clip, model, str(labels)]
         _timed([*ours_cmd, "-n", "2"])  # builds and caches the compiled model
         _timed(plain_cmd)
         print(f"clip {width}x{height}, {frames} frames, copyless --runner {args.runner} "
