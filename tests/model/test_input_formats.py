@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import ml_dtypes
@@ -130,3 +131,16 @@ def test_the_cli_takes_vart_spellings(effnet: Path, tmp_path: Path) -> None:
                  "--input-size", "120x160", "--input-crop", "0.875"]) == 0  # fmt: skip
     (spec,) = cl.model.load_model(out).inputs
     assert (spec.hw.shape, spec.hw.data_type) == ((1, 120, 160, 4), DataType.FP16)
+
+
+def test_the_cli_compiles_decoder_planes(effnet: Path, tmp_path: Path) -> None:
+    out = tmp_path / "i420.rai"
+    flags = ["--input-format", "i420", "--input-size", "120x160", "--yuv-matrix", "bt709",
+             "--yuv-range", "full", "--input-crop", "0.875"]  # fmt: skip
+    assert main([str(effnet), "-o", str(out), *flags]) == 0
+    compiled = cl.model.load_model(out)
+    assert [(s.name, s.hw.shape) for s in compiled.inputs] == [
+        ("input_y", (1, 120, 160)), ("input_u", (1, 60, 80)), ("input_v", (1, 60, 80))]  # fmt: skip
+    options = json.loads(compiled.metadata["options"])
+    assert (options["yuv_matrix"], options["yuv_range"], options["input_crop"]) == (
+        "bt709", "full", 0.875)  # fmt: skip
