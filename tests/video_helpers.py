@@ -38,11 +38,12 @@ def make_clip(
     scenes: Sequence[str] = ("chelsea", "coffee"),
     codec: str = "libx264",
     rate: int = 25,
+    pix_fmt: str = "yuv420p",
 ) -> Path:
     """Encode the scenes to ``path`` (container from its suffix: .mp4, .mkv, .ts ...)."""
     with av.open(str(path), "w") as out:
         stream = out.add_stream(codec, rate=rate)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
         for name in scenes:
             for i in range(frames_per_scene):
                 frame = av.VideoFrame.from_ndarray(scene(name, height, width, i), format="rgb24")

@@ -82,10 +82,17 @@ def test_planes_are_the_graph_inputs_with_equal_views() -> None:
     assert [s.hw.shape for s in nv12.inputs] == [(1, 97, 131), (1, 49, 66, 2)]
 
 
-def test_conversion_matches_swscale_on_a_decoded_frame(tmp_path: Path) -> None:
-    clip = make_clip(tmp_path / "c.mp4", 64, 96, frames_per_scene=1)
-    compiled = compile_to_memory(_identity(64, 96), input_format="i420")
+@pytest.mark.parametrize(
+    ("codec", "pix_fmt", "suffix", "yuv_range"),
+    [("libx264", "yuv420p", "mp4", "limited"), ("mjpeg", "yuvj420p", "mkv", "full")],
+)
+def test_conversion_matches_swscale_on_a_decoded_frame(
+    tmp_path: Path, codec: str, pix_fmt: str, suffix: str, yuv_range: str
+) -> None:
+    clip = make_clip(tmp_path / f"c.{suffix}", 64, 96, 1, codec=codec, pix_fmt=pix_fmt)
     with VideoSource(clip) as source:
+        assert source.info.yuv_range == yuv_range
+        compiled = compile_to_memory(_identity(64, 96), input_format="i420", yuv_range=yuv_range)
         frame = next(source.frames())
         feeds = {f"x_{p}": plane[None] for p, plane in zip("yuv", frame.planes, strict=True)}
         got = run_compiled(compiled, feeds)["rgb"][0].transpose(1, 2, 0)
