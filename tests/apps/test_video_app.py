@@ -184,3 +184,20 @@ def test_the_built_in_text_detector_prints_and_draws_boxes(
         assert 0 <= int(x0) < int(x1) <= SIZE[1] and 0 <= int(y0) < int(y1) <= SIZE[0]
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 2
+
+
+def test_a_stream_cut_mid_frame_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    whole = make_clip(tmp_path / "whole.ts", *SIZE, PER_SCENE)
+    with av.open(str(whole)) as container:  # cut in the middle of the second scene's keyframe
+        packets = [p for p in container.demux(video=0) if p.size and p.pts]
+        packet = max(packets, key=lambda p: p.size)
+        cut_at = packet.pos + packet.size // 2
+    cut = tmp_path / "cut.ts"
+    cut.write_bytes(whole.read_bytes()[:cut_at])
+    assert video.main(["-i", str(cut)]) == 1
+    captured = capsys.readouterr()
+    assert len(_frames(captured.out)) >= PER_SCENE
+    assert re.search(r"^decoder errors {10}[1-9]", captured.out, re.M)
+    assert "the stream is damaged or ends mid-frame" in captured.err

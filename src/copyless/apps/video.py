@@ -28,6 +28,7 @@ printed and the ``-o`` file is finished), 2 for a bad argument, source or model.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import queue
 import sys
@@ -48,7 +49,7 @@ from ..types import (
     TensorDirection,
     TensorType,
 )
-from ..vision.video import StreamInfo, VideoError, VideoFrame, VideoSource
+from ..vision.video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ..vision.video_writer import VideoWriter
 from ._bench import now
 from ._models import CLASSIFIER
@@ -88,7 +89,7 @@ class _Times:
     done: int = 0
     dropped: int = 0
 
-    def block(self, wall: float, live: bool) -> list[str]:
+    def block(self, wall: float, live: bool, errors: int = 0) -> list[str]:
         n = max(1, self.done)
         stages = [
             ("decode", self.decode / max(1, self.decoded)),
@@ -102,6 +103,8 @@ class _Times:
         lines.append(f"{'frames':<24}{self.done}")
         if live:
             lines.append(f"{'dropped':<24}{self.dropped} (the model could not keep up)")
+        if errors:
+            lines.append(f"{'decoder errors':<24}{errors}")
         return lines
 
 
@@ -127,11 +130,39 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        with source:
+        with source, _FFmpegErrors() as errors:
+            args.ffmpeg_errors = errors
             return _run(source, args)
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+class _FFmpegErrors(logging.Handler):
+    """Collects FFmpeg's error messages while the app runs (PyAV forwards them to the
+    ``libav`` logger once its level is set). FFmpeg conceals a damaged or cut-off frame and
+    goes on; these messages are how the app learns of it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+        self._av = import_av()
+        self._logger = logging.getLogger("libav")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> _FFmpegErrors:
+        self._level, self._propagate = self._av.logging.get_level(), self._logger.propagate
+        self._av.logging.set_level(self._av.logging.ERROR)
+        self._logger.addHandler(self)
+        self._logger.propagate = False  # reported once, in the app's own words
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.propagate = self._propagate
+        self._av.logging.set_level(self._level)
 
 
 def _run(source: VideoSource, args: argparse.Namespace) -> int:
@@ -231,8 +262,14 @@ class _Pipeline:
             decoder.join()
         for slot in self._in_order(len(self.slots)):
             self._finish(slot)
-        for line in self.times.block(now() - start, source.info.live):
+        errors = self.args.ffmpeg_errors.messages
+        for line in self.times.block(now() - start, source.info.live, len(errors)):
             print(line)
+        if errors and self.failure is None and not source.info.live:
+            self.failure = (
+                f"the decoder reported {len(errors)} error(s) (FFmpeg: {errors[0]!r}): "
+                "the stream is damaged or ends mid-frame; the frames above may show it"
+            )
         if self.failure is not None:
             print(f"error: {self.failure}", file=sys.stderr)
             return 1

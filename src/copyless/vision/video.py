@@ -21,7 +21,10 @@ keeps its PyAV frame, so its memory lives as long as the planes are referenced.
 Errors (:class:`VideoError`): a source that does not open, has no video track, fails to
 decode, or ends early. Ending early is noticed where the container says how long the stream
 is (MP4, Matroska...: the decoded timeline falls short of the declared duration) and where
-packets do not decode into frames; an MPEG-TS cut between two packets just ends.
+packets do not decode into frames. A frame cut off mid-way (an MPEG-TS stream that ends
+inside a frame) is concealed by FFmpeg, which says so only in its log: ``copyless-video``
+collects those messages (an application may set PyAV's log level; this library does not).
+An MPEG-TS cut exactly between two frames just ends.
 """
 
 from __future__ import annotations
@@ -95,7 +98,8 @@ def is_live(source: str | Path) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
-def _import_av() -> Any:
+def import_av() -> Any:
+    """The ``av`` module; VideoError naming the extra to install when PyAV is missing."""
     try:
         import av
     except ImportError:
@@ -123,7 +127,7 @@ class VideoSource:
     ) -> None:
         if planes not in (None, "i420", "nv12"):
             raise VideoError(f"planes must be 'i420', 'nv12' or None, got {planes!r}")
-        av = _import_av()
+        av = import_av()
         self._av = av
         self.source = str(source)
         if not self.source.partition("://")[1] and not Path(self.source).exists():

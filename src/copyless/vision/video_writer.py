@@ -18,7 +18,7 @@ import numpy.typing as npt
 from PIL import Image, ImageDraw, ImageFont
 
 from .postprocess import Box
-from .video import VideoError, VideoFrame, _import_av
+from .video import VideoError, VideoFrame, import_av
 
 _CODECS = ("libx264", "h264", "mpeg4")
 
@@ -28,7 +28,7 @@ class VideoWriter:
     Part 2). ``close()`` flushes the encoder and finishes the file; use ``with``."""
 
     def __init__(self, path: str | Path, width: int, height: int, rate: float) -> None:
-        av = _import_av()
+        av = import_av()
         if width % 2 or height % 2:
             raise VideoError(f"annotated output needs even frame sides, got {width}x{height}")
         self.path = Path(path)
