@@ -14,6 +14,8 @@ print one line per frame:
 
 Timing: each round starts one process of each (alternating which goes first) and takes its
 wall time from start to exit, start-up and model loading included; frames/s = frames / wall.
+The ratio is the median over rounds of each round's copyless / plain (the two processes of
+a round ran back to back, so load that drifts on a shared machine cancels best there).
 Both compiled/exported models are built and cached before the first round. The per-frame
 labels of both must agree (same top-1 on at least 95% of frames, the scene's label on every
 frame of copyless) or the run fails.
@@ -131,7 +133,7 @@ def main() -> None:
         _timed(plain_cmd)
         print(f"clip {width}x{height}, {frames} frames, copyless --runner {args.runner} "
               f"--slots {args.slots}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
-        ours_fps, plain_fps = [], []
+        ours_fps, plain_fps, ratios = [], [], []
         for r in range(args.rounds):
             pair = [("copyless", ours_cmd), ("plain", plain_cmd)]
             order = pair if r % 2 == 0 else pair[::-1]
@@ -139,11 +141,13 @@ def main() -> None:
             same = _check(results["copyless"][1], results["plain"][1], frames)
             ours_fps.append(frames / results["copyless"][0])
             plain_fps.append(frames / results["plain"][0])
+            ratios.append(ours_fps[-1] / plain_fps[-1])
             print(f"round {r}: copyless {ours_fps[-1]:.1f} frames/s, plain {plain_fps[-1]:.1f} "
-                  f"frames/s, same top-1 on {same:.0%}")  # fmt: skip
+                  f"frames/s ({ratios[-1]:.2f}x), same top-1 on {same:.0%}")  # fmt: skip
     ours, theirs = statistics.median(ours_fps), statistics.median(plain_fps)
+    print(f"load after: {os.getloadavg()[0]:.2f}")
     print(f"video: copyless {ours:.1f} frames/s, plain {theirs:.1f} frames/s, "
-          f"ratio {ours / theirs:.2f}x")  # fmt: skip
+          f"ratio {statistics.median(ratios):.2f}x (median of the paired rounds)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from ..types import (
     JobHandle,
     MemoryType,
     NpuTensorInfo,
+    RunnerType,
     StatusCode,
     TensorDirection,
     TensorType,
@@ -172,7 +173,11 @@ def _run(source: VideoSource, args: argparse.Namespace) -> int:
         model = builtin_for(name, info) if name in BUILTIN else Path(name)
         if not model.exists():
             raise VideoError(f"no model at {model} (built-in models: {', '.join(BUILTIN)})")
-        options = {"max_concurrent_runs": args.slots, "device": args.device}
+        options: dict[str, object] = {"max_concurrent_runs": args.slots, "device": args.device}
+        if runner_type(args) is RunnerType.ONNXRUNTIME:
+            # only async jobs run here: size the engines for them up front, so the runner
+            # does not load a second set (cores // slots threads each) on the first job
+            options["num_threads"] = max(1, len(os.sched_getaffinity(0)) // args.slots)
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
             planes = _model_planes(runner)
             if planes != info.input_format:
