@@ -189,7 +189,7 @@ class VideoSource:
                     yield self._frame(count, frame)
                     count += 1
                     if frame.time is not None:
-                        end = max(end, float(frame.time) + step)
+                        end = max(end, float(frame.time) + _duration(frame, step))
         except (av.error.FFmpegError, OSError) as exc:
             raise VideoError(f"{self.source}: decoding failed after {count} frames: {exc}") from exc
         if not self.info.live:
@@ -206,7 +206,7 @@ class VideoSource:
             return
         start = (self._container.start_time or 0) / 1e6
         declared = start + duration / 1e6
-        if end < declared - 1.5 * step:
+        if end < declared - max(1.5 * step, 0.05):
             raise VideoError(
                 f"{self.source}: the stream ends early: {count} frames up to {end - start:.2f} s "
                 f"of the {duration / 1e6:.2f} s the container declares (truncated?)"
@@ -239,6 +239,14 @@ class VideoSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _duration(frame: Any, step: float) -> float:
+    """The frame's own duration in seconds where the stream gives one, else ``step``."""
+    duration, base = getattr(frame, "duration", None), frame.time_base  # PyAV >= 14
+    if duration and base:
+        return float(duration * base)
+    return step
 
 
 def plane_array(
