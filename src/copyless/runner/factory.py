@@ -56,6 +56,7 @@ class RunnerFactory:
             raise OptionError(f"runner_type must be a RunnerType, got {runner_type!r}")
         backend = _backend_for(runner_type, parsed)
         cpu_backend: Backend = OrtCpuBackend(parsed.engine_spinning)
+        _check_capabilities(model, backend)
         threads = parsed.engine_threads()
 
         def load(num_threads: int) -> list[Engine]:
@@ -75,7 +76,7 @@ class RunnerFactory:
         # would each take every core. Async jobs get sessions sized cores / concurrent runs.
         async_threads = parsed.async_engine_threads()
         async_loader = None
-        if isinstance(backend, OrtCpuBackend) and async_threads != threads:
+        if backend.capabilities.threads_per_engine and async_threads != threads:
             async_loader = functools.partial(load, async_threads)
         logger.debug(
             "runner for %r on %s/%s: %d partition(s), %d engine thread(s)",
@@ -99,6 +100,17 @@ def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:
             "runner_type=RunnerType.OPENVINO, or device 'cpu', 'cuda' or 'tensorrt'"
         )
     return _optional_backend("cuda", "CudaBackend", options)
+
+
+def _check_capabilities(model: CompiledModel, backend: Backend) -> None:
+    """Refuse, before loading anything, a model the backend's declaration cannot run."""
+    dynamic = [s.name for s in model.outputs if s.dynamic]
+    if dynamic and not backend.capabilities.engine_outputs:
+        raise UnsupportedError(
+            f"{model.name}: outputs {dynamic} have data-dependent shapes, which "
+            f"{backend.name}/{backend.device} cannot allocate with these options "
+            "(cuda_graph needs fixed shapes)"
+        )
 
 
 def _optional_backend(module: str, cls: str, options: RunnerOptions) -> Backend:

@@ -46,6 +46,8 @@ class Replays:
         slot (kept by the entry), ``release`` takes back one no entry needs."""
         if not self._enabled or plan.staged_inputs or plan.staged_outputs or plan.synced_refs:
             return
+        if plan.waits:
+            return  # each call orders the engine after a producer stream: the Python path
         if any(installed is plan for installed in self._plans):
             return  # replayable already (this call took the Python path: another one ran)
         tensors = tuple(t for row in inputs for t in row) + tuple(t for row in outputs for t in row)
@@ -61,7 +63,7 @@ class Replays:
                 tensors,
                 (len(inputs), len(inputs[0])),
                 (len(outputs), len(outputs[0])),
-                tuple(_call_target(context) for context in slot.contexts),
+                slot.call_targets(),
                 (plan.in_ranges, plan.out_ranges),
             )
         except Exception as exc:  # noqa: BLE001
@@ -84,12 +86,3 @@ class Replays:
         self.path.reset()
         return not self.path.busy
 
-
-def _call_target(context: Any) -> tuple[Any, tuple[Any, ...]]:
-    """What the fast path calls to run one partition: the backend's own raw call if it has
-    one (no Python frame in between), else the context's ``run``."""
-    target = getattr(context, "call_target", None)
-    if target is not None:
-        pair: tuple[Any, tuple[Any, ...]] = target()
-        return pair
-    return (context.run, ())

@@ -28,6 +28,7 @@ class Slot:
     def __init__(self, model: CompiledModel, engines: Sequence[Engine]) -> None:
         self._model = model
         self._contexts: list[EngineContext] = [engine.new_context() for engine in engines]
+        self._capabilities = [engine.capabilities for engine in engines]
         self._partitions = model.partitions
         self._staging: dict[tuple[str, TensorType], npt.NDArray[Any]] = {}
         self._locations: dict[str, Location] = {}
@@ -48,6 +49,21 @@ class Slot:
     def contexts(self) -> list[EngineContext]:
         return self._contexts
 
+    def call_targets(self) -> tuple[tuple[Any, tuple[Any, ...]], ...]:
+        """What the C fast path calls per partition: the engine's own entry point where its
+        capabilities declare a raw call, else the context's ``run``."""
+        return tuple(
+            context.call_target() if caps.raw_call else (context.run, ())
+            for context, caps in zip(self._contexts, self._capabilities, strict=True)
+        )
+
+    def _order_after_producers(self, plan: CallPlan) -> None:
+        """Make stream-ordered engines wait for the producer streams of device tensors."""
+        for context, caps in zip(self._contexts, self._capabilities, strict=True):
+            if caps.stream:
+                for stream in plan.waits:
+                    context.order_after(stream)
+
     def run(self, plan: CallPlan, trace: Trace, job_id: int) -> None:
         """Bind (only when the plan changed), convert in, run every partition, convert out.
 
@@ -57,6 +73,8 @@ class Slot:
             return
         if self._prepared is not plan:
             self.prepare(plan)
+        if plan.waits:
+            self._order_after_producers(plan)
         for bind in plan.staged_inputs:
             self._stage_input(bind)
         for context in self._contexts:
@@ -68,6 +86,8 @@ class Slot:
         t0 = trace.now()
         if self._prepared is not plan:
             self.prepare(plan)
+        if plan.waits:
+            self._order_after_producers(plan)
         for bind in plan.staged_inputs:
             self._stage_input(bind)
         trace.add("convert_in", t0, trace.now(), job_id, bytes=plan.converted_bytes)
