@@ -183,8 +183,9 @@ class Runner:
     # -- allocation ---------------------------------------------------------------------
     def allocate_npu_tensor(self, info: NpuTensorInfo, memory_bank: int | None = None) -> NpuTensor:
         """A runner-allocated (XRT_BO) tensor over fd-backed memory, exportable as an fd;
-        on a runner whose engines read device memory (``device="cuda"``), device memory
-        instead, which CuPy and PyTorch import without a copy (``from_dlpack``).
+        for a HW view on a runner whose engines read device memory (``device="cuda"``),
+        device memory instead, which CuPy and PyTorch import without a copy
+        (``from_dlpack``). CPU views stay in host memory: the runner converts them there.
 
         The memory is released when the last reference to the tensor (and its views) goes.
         ``memory_bank`` is accepted for VART-ML compatibility; host memory has one bank.
@@ -197,7 +198,7 @@ class Runner:
         ):
             raise TensorError(f"memory_bank must be an int >= 0 or None, got {memory_bank!r}")
         gpu = next((device for device in self._memory if device != HOST), None)
-        if gpu is not None:
+        if gpu is not None and info.tensor_type is TensorType.HW:
             device_memory = cuda_memory.allocate_on(gpu, info.size_in_bytes)
             return NpuTensor._wrap_device(info, device_memory)
         memory = HostMemory.shared(info.size_in_bytes, f"copyless:{info.name}", warn_on_leak=False)
