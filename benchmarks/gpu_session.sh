@@ -65,7 +65,7 @@ try:
     check_available("cuda")
     print("device 'cuda': usable")
 except Exception as exc:
-    print(f"device 'cuda': {exc}")
+    print(exc)
 EOF
 
 step "C extensions, built in place"

@@ -258,9 +258,13 @@ class CudaContext(OrtContext):
 
     def _wait_for_producers(self) -> None:
         cupy = cuda_memory.cupy_module()
-        ours = cupy.cuda.ExternalStream(self._lane.handle, self._device_id)
-        for producer in self._waits:
-            event = cupy.cuda.Event(block=False, disable_timing=True)
-            event.record(cupy.cuda.ExternalStream(producer, self._device_id))
-            ours.wait_event(event)  # the driver frees the event once it has completed
+        runtime = cupy.cuda.runtime
+        with cupy.cuda.Device(self._device_id):
+            for producer in self._waits:
+                event = runtime.eventCreateWithFlags(runtime.eventDisableTiming)
+                try:
+                    runtime.eventRecord(event, producer)
+                    runtime.streamWaitEvent(self._lane.handle, event, 0)
+                finally:
+                    runtime.eventDestroy(event)  # released by the driver once completed
         self._waits = list(self._standing)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import os
 from collections.abc import Mapping
@@ -90,8 +89,13 @@ class RunnerFactory:
 
 
 def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:
+    """The backend ``runner_type`` and the ``device`` option name. The optional ones are
+    imported here, on first use: each raises UnsupportedError (with the install hint, or
+    what this machine lacks) rather than falling back to the CPU."""
     if runner_type is RunnerType.OPENVINO:
-        return _optional_backend("openvino", "OpenVinoBackend", options)
+        from ..backends.openvino import OpenVinoBackend
+
+        return OpenVinoBackend(options)
     if options.device == "cpu":
         return OrtCpuBackend(options.engine_spinning)
     if options.device not in ("cuda", "tensorrt"):
@@ -99,7 +103,9 @@ def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:
             f"option 'device': {options.device!r} is an OpenVINO device; use "
             "runner_type=RunnerType.OPENVINO, or device 'cpu', 'cuda' or 'tensorrt'"
         )
-    return _optional_backend("cuda", "CudaBackend", options)
+    from ..backends.cuda import CudaBackend
+
+    return CudaBackend(options)
 
 
 def _check_capabilities(model: CompiledModel, backend: Backend) -> None:
@@ -111,15 +117,6 @@ def _check_capabilities(model: CompiledModel, backend: Backend) -> None:
             f"{backend.name}/{backend.device} cannot allocate with these options "
             "(cuda_graph needs fixed shapes)"
         )
-
-
-def _optional_backend(module: str, cls: str, options: RunnerOptions) -> Backend:
-    try:
-        mod = importlib.import_module(f"copyless.backends.{module}")
-    except ModuleNotFoundError as exc:
-        raise UnsupportedError(f"the {module} backend is not available: {exc}") from exc
-    backend: Backend = getattr(mod, cls)(options)
-    return backend
 
 
 def _apply_logging(options: RunnerOptions) -> None:
