@@ -212,20 +212,11 @@ class CudaContext(OrtContext):
         """The CUDA stream handle this context's runs are queued on."""
         return self._lane.handle
 
-    def bind_input(
-        self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
-    ) -> None:
-        self._bind_memory(self._binding.bind_input, name, address, data_type, shape)
-
-    def bind_output(
-        self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
-    ) -> None:
-        self._bind_memory(self._binding.bind_output, name, address, data_type, shape)
-
-    def _bind_memory(
+    def _bind_at(
         self, bind: Any, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
-        """Device memory of this GPU in place; host memory for ONNX Runtime to copy."""
+        """Device memory of this GPU in place; host memory for ONNX Runtime to copy (the
+        ``bind_input``/``bind_output`` of :class:`OrtContext` call this)."""
         if self._bound.get(name) == (address, shape):
             return
         owner = cuda_memory.pointer_device(address)
