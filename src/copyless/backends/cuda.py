@@ -172,11 +172,14 @@ class CudaEngine:
         return self._lanes[0].session if self._lanes else None
 
     def new_context(self) -> CudaContext:
-        first, self._first = self._first, None
         options = self._backend.options
-        if first is None and options.stream is not None and self._lanes:
-            first = (self._lanes[0].session, self._lanes[0])  # one stream: one session
-        session, lane = first if first is not None and first[0] is not None else self._new_lane()
+        shared = self._lanes[0] if options.stream is not None and self._lanes else None
+        if self._first is not None:
+            (session, lane), self._first = self._first, None
+        elif shared is not None and shared.session is not None:
+            session, lane = shared.session, shared  # one stream: one session
+        else:
+            session, lane = self._new_lane()
         return CudaContext(session, lane, options, self._graph_ids)
 
     def close(self) -> None:
@@ -228,6 +231,12 @@ class CudaContext(OrtContext):
         bind(name, *where, ELEM_OF[data_type], list(shape), address)
         self._bound[name] = (address, shape)
         self._run_options = None  # a captured graph holds the old addresses: capture anew
+
+    def close(self) -> None:
+        super().close()
+        # Drop the session here: the engine destroys its stream on close, after its sessions.
+        self._raw_binding = self._raw_session = None
+        self._binding = self._session = None
 
     def order_after(self, stream: int) -> None:
         """Before the next run, make this context's stream wait for the work queued on
