@@ -108,7 +108,8 @@ class DeviceSession:
         outs = tuple(runner.allocate_npu_tensor(info) for info in self._outputs)
         self._buffers = DeviceBuffers(ins[0].address, outs[0].address, ins, outs)
         self._device_id = runner.options.cuda_options.device_id
-        self._wrapped: dict[tuple[str, int], NpuTensor] = {}  # the last producers wrapped
+        # Per (tensor name, device memory?): the last object wrapped, its stream, the tensor.
+        self._wrapped: dict[tuple[str, bool], tuple[Any, int | None, NpuTensor]] = {}
 
     # -- attributes ---------------------------------------------------------------------
     @property
@@ -248,9 +249,8 @@ class DeviceSession:
         loop over the same buffers keeps the runner's cached binding (and its fast path)."""
         if isinstance(item, NpuTensor):
             return item
-        key = (info.name, item if isinstance(item, int) else id(item))
-        cached = self._wrapped.get(key)
-        if cached is not None and (isinstance(item, int) or cached.get_buffer() is item):
+        cached = self._cached(info, item, stream, device=True)
+        if cached is not None:
             return cached
         if isinstance(item, (bool, np.ndarray)) or not (
             isinstance(item, int) or cuda_memory.is_device_producer(item)
@@ -261,9 +261,20 @@ class DeviceSession:
             )
         producer = self._pointer(item, info, stream) if isinstance(item, int) else item
         tensor = NpuTensor(info, producer, MemoryType.USER_POINTER_CMA)
-        self._wrapped = {k: v for k, v in self._wrapped.items() if k[0] != info.name}
-        self._wrapped[key] = tensor
+        self._wrapped[info.name, True] = (item, stream, tensor)
         return tensor
+
+    def _cached(
+        self, info: NpuTensorInfo, item: Any, stream: int | None, *, device: bool
+    ) -> NpuTensor | None:
+        """The tensor wrapped last time for ``info`` if ``item`` is the same object (the same
+        pointer and stream for an int): a loop over the same buffers then keeps the
+        runner's cached plan and binding (and its fast path). Holds ``item`` until then."""
+        cached = self._wrapped.get((info.name, device))
+        if cached is None or cached[1] != stream:
+            return None
+        same = cached[0] == item if isinstance(item, int) else cached[0] is item
+        return cached[2] if same else None
 
     def _pointer(self, ptr: int, info: NpuTensorInfo, stream: int | None) -> Any:
         """An ``int`` device pointer, trusted to hold ``info.size_in_bytes``."""
@@ -282,8 +293,12 @@ class DeviceSession:
         writable = infos is self._outputs
         tensors = []
         for array, info in zip(arrays, infos, strict=True):
-            checked = host_array(array, info, writable=writable).reshape(info.shape)
-            tensors.append(NpuTensor(info, checked, MemoryType.USER_POINTER_CMA))
+            tensor = self._cached(info, array, None, device=False)
+            if tensor is None:
+                checked = host_array(array, info, writable=writable).reshape(info.shape)
+                tensor = NpuTensor(info, checked, MemoryType.USER_POINTER_CMA)
+                self._wrapped[info.name, False] = (array, None, tensor)
+            tensors.append(tensor)
         return tensors
 
 
