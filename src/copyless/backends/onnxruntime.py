@@ -50,7 +50,7 @@ class OrtContext:
     """An IOBinding plus the addresses it holds, for one execution slot.
 
     ``device``/``device_id`` name where bound memory lives, as IOBinding takes them ("cpu", 0
-    here; the CUDA context binds "cuda" memory through the same object, see _cuda_context.py).
+    here; the CUDA context, in cuda.py, binds device memory through the same object).
     """
 
     __slots__ = (
