@@ -96,9 +96,10 @@ def test_each_slot_gets_a_session_on_a_stream_of_its_own(fake_gpu, compiled) -> 
             RunnerFactory.from_compiled(compiled) as cpu:  # fmt: skip
         assert runner.get_property("memory") == ("cpu", "cuda:0")
         results = []
-        for seed in range(3):  # sync calls: the first slot, then replays
+        for seed in range(3):  # each pair is replayed on a slot of its own
             t_in, t_out, y = _tensors(runner, seed)
-            assert runner.execute([[t_in]], [[t_out]]) is cl.StatusCode.SUCCESS
+            for _ in range(3):
+                assert runner.execute([[t_in]], [[t_out]]) is cl.StatusCode.SUCCESS
             c_in, c_out, expected = _tensors(cpu, seed)
             assert cpu.execute([[c_in]], [[c_out]]) is cl.StatusCode.SUCCESS
             results.append((y.copy(), expected.copy()))
@@ -109,7 +110,7 @@ def test_each_slot_gets_a_session_on_a_stream_of_its_own(fake_gpu, compiled) -> 
         own = [c.stream for c in contexts]
     for actual, expected in results:
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
-    assert len(set(own)) == len(own) >= 2  # no two slots share a stream
+    assert len(set(own)) == len(own) >= 3  # no two slots share a stream
     assert streams[: len(own)] == own  # each session was given its slot's stream
     created = [call for call in recorder.calls if call[0] == "stream"]
     assert all(not non_blocking for _, _, non_blocking in created)  # blocking: legacy order
@@ -129,25 +130,27 @@ def test_a_given_stream_is_the_one_stream_and_session(fake_gpu, compiled) -> Non
     assert not [call for call in recorder.calls if call[0] in ("stream", "sync")]  # not ours
 
 
-def test_producer_streams_are_waited_for_with_events_before_the_run(fake_gpu, compiled):
+def test_producer_streams_are_waited_for_with_events_before_every_run(fake_gpu, compiled):
     recorder, _ = fake_gpu
     with RunnerFactory.from_compiled(compiled, {"device": "cuda"}) as runner:
         t_in, t_out, _ = _tensors(runner, 0)
         assert runner.execute([[t_in]], [[t_out]]) is cl.StatusCode.SUCCESS
         context = runner._all_slots[0].contexts[0]
+        # Its own stream, and the legacy default stream ours blocks on, need no event.
+        context.order_after((0x51, context.stream, 1, 0x51))
+        for _ in range(2):  # standing until the binding changes: replays wait too
+            recorder.calls.clear()
+            context.run()
+            event = recorder.calls[0][1]
+            assert recorder.calls == [
+                ("create", event),
+                ("record", event, 0x51),
+                ("wait", context.stream, event),
+                ("destroy", event),
+            ]
+        context.order_after(())
         recorder.calls.clear()
-        context.order_after(0x51)
-        context.order_after(context.stream)  # its own stream: nothing to wait for
         context.run()
-        event = recorder.calls[0][1]
-        assert recorder.calls == [
-            ("create", event),
-            ("record", event, 0x51),
-            ("wait", context.stream, event),
-            ("destroy", event),
-        ]
-        recorder.calls.clear()
-        context.run()  # waits are one-shot
         assert recorder.calls == []
 
 
@@ -162,6 +165,7 @@ def test_cuda_graphs_take_device_memory_only(fake_gpu, compiled, caplog) -> None
         slot_streams = [call for call in recorder.calls if call[0] == "stream"]
         assert all(non_blocking for _, _, non_blocking in slot_streams)  # capture-safe
         context = runner._engines[0].new_context()  # the engine-level refusal, too
+        assert context._waits == (1,)  # non-blocking: the legacy default stream, explicitly
         x = np.zeros((1, 3, 16, 16), np.float32)
         with pytest.raises(cl.TensorError, match="cuda_graph binds device memory only"):
             context.bind_input("input", x.ctypes.data, cl.DataType.FLOAT32, x.shape)

@@ -37,7 +37,7 @@ class Capabilities:
     ``NpuTensor.device`` gives it: ``"cpu"`` (host memory) and/or ``"cuda:N"``. The runner
     refuses a tensor on any other device with INVALID_INPUT / INVALID_OUTPUT.
     ``stream``: contexts run on a CUDA stream and :meth:`EngineContext.order_after` makes
-    the next run wait (on the GPU) for work queued on a producer's stream.
+    their runs wait (on the GPU) for work queued on the producers' streams.
     ``raw_call``: :meth:`EngineContext.call_target` is the engine's own C entry point, so
     the runner's C fast path replays a call with no Python frame in between; otherwise the
     fast path calls :meth:`EngineContext.run`.
@@ -95,9 +95,11 @@ class EngineContext(Protocol):
         """``(callable, args)`` that runs the bound graph: the engine's C entry point where
         :attr:`Capabilities.raw_call` says so, else ``(self.run, ())``."""
 
-    def order_after(self, stream: int) -> None:
-        """Make the next run wait for work queued so far on CUDA ``stream`` (no host wait).
-        Only called where :attr:`Capabilities.stream` is declared."""
+    def order_after(self, streams: tuple[int, ...]) -> None:
+        """From now on, make every run first wait (on the GPU, no host wait) for the work
+        queued at that moment on each CUDA stream in ``streams`` (the producers of the
+        memory bound); replaces the streams given before. Called when the binding changes,
+        only where :attr:`Capabilities.stream` is declared."""
 
     def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:
         """The engine-allocated result of a dynamic output after :meth:`run`."""

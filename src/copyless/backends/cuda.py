@@ -15,9 +15,9 @@ Streams: every context runs on one CUDA stream, given to the provider as
 by default a stream per context, each with its own session, so concurrent async jobs
 overlap. copyless's streams are blocking: work a producer queued on the legacy default
 stream (PyTorch's and CuPy's default) is ordered before the engine without anything to do.
-A producer on another stream is ordered by :meth:`CudaContext.order_after` (an event on its
-stream, waited on by ours: no host wait). ONNX Runtime synchronizes the stream at the end of
-``Run``, so outputs are complete when ``run`` returns.
+A producer on another stream is ordered by :meth:`CudaContext.order_after` (before every
+run, an event on its stream, waited on by ours: no host wait). ONNX Runtime synchronizes
+the stream at the end of ``Run``, so outputs are complete when ``run`` returns.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ logger = logging.getLogger(__name__)
 _LEGACY_STREAM = 1  # cudaStreamLegacy
 
 __all__ = ["CudaBackend", "CudaContext", "CudaEngine", "check_available"]
-
 
 
 class BackendOptions(Protocol):
@@ -192,7 +191,7 @@ class CudaEngine:
 class CudaContext(OrtContext):
     """An IOBinding on one session and stream (see the module docstring)."""
 
-    __slots__ = ("_graph", "_graph_ids", "_lane", "_run_options", "_standing", "_waits")
+    __slots__ = ("_blocking", "_graph", "_graph_ids", "_lane", "_run_options", "_waits")
 
     def __init__(
         self,
@@ -206,9 +205,11 @@ class CudaContext(OrtContext):
         self._graph = options.cuda_graph
         self._graph_ids = graph_ids
         self._run_options: ort.RunOptions | None = None
-        # Our graph streams do not block on the legacy default stream: wait for it each run.
-        self._standing = [_LEGACY_STREAM] if self._graph and options.stream is None else []
-        self._waits = list(self._standing)
+        # Our streams are blocking (ordered after the legacy default stream), except with
+        # graphs; a caller's stream may be either: then the legacy stream is waited for.
+        self._blocking = options.stream is None and not self._graph
+        self._waits: tuple[int, ...] = ()
+        self.order_after(())
 
     @property
     def stream(self) -> int:
@@ -238,11 +239,15 @@ class CudaContext(OrtContext):
         self._raw_binding = self._raw_session = None
         self._binding = self._session = None
 
-    def order_after(self, stream: int) -> None:
-        """Before the next run, make this context's stream wait for the work queued on
-        ``stream`` so far (an event; the host does not wait)."""
-        if stream != self._lane.handle:
-            self._waits.append(stream)
+    def order_after(self, streams: tuple[int, ...]) -> None:
+        """Before every run, make this context's stream wait for the work queued on each of
+        ``streams`` by then (an event each; the host does not wait). Its own stream, and the
+        legacy default stream when ours is blocking, need nothing."""
+        implicit = {self._lane.handle, _LEGACY_STREAM} if self._blocking else {self._lane.handle}
+        waits = [stream for stream in streams if stream not in implicit]
+        if not self._blocking and self._lane.stream is not None:
+            waits.insert(0, _LEGACY_STREAM)  # our graph streams wait for it explicitly
+        self._waits = tuple(dict.fromkeys(waits))
 
     def call_target(self) -> tuple[Any, tuple[Any, ...]]:
         return (self.run, ())  # the waits and graph ids below are Python
@@ -267,4 +272,3 @@ class CudaContext(OrtContext):
                     runtime.streamWaitEvent(self._lane.handle, event, 0)
                 finally:
                     runtime.eventDestroy(event)  # released by the driver once completed
-        self._waits = list(self._standing)

@@ -106,7 +106,7 @@ class OrtContext:
             return (self._raw_session.run_with_iobinding, (self._raw_binding, None))
         return (self.run, ())  # pragma: no cover - wrappers without the private attributes
 
-    def order_after(self, stream: int) -> None:
+    def order_after(self, streams: tuple[int, ...]) -> None:
         raise UnsupportedError("an ONNX Runtime CPU context runs on no CUDA stream")
 
     def run(self) -> None:

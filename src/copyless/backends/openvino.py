@@ -123,7 +123,7 @@ class OvContext:
         """(callable, args) the runner's fast path replays: the C++ infer of this request."""
         return raw_infer_call(self._request)
 
-    def order_after(self, stream: int) -> None:
+    def order_after(self, streams: tuple[int, ...]) -> None:
         raise UnsupportedError("an OpenVINO context runs on no CUDA stream")
 
     def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:

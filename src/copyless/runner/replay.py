@@ -46,8 +46,6 @@ class Replays:
         slot (kept by the entry), ``release`` takes back one no entry needs."""
         if not self._enabled or plan.staged_inputs or plan.staged_outputs or plan.synced_refs:
             return
-        if plan.waits:
-            return  # each call orders the engine after a producer stream: the Python path
         if any(installed is plan for installed in self._plans):
             return  # replayable already (this call took the Python path: another one ran)
         tensors = tuple(t for row in inputs for t in row) + tuple(t for row in outputs for t in row)

@@ -57,12 +57,6 @@ class Slot:
             for context, caps in zip(self._contexts, self._capabilities, strict=True)
         )
 
-    def _order_after_producers(self, plan: CallPlan) -> None:
-        """Make stream-ordered engines wait for the producer streams of device tensors."""
-        for context, caps in zip(self._contexts, self._capabilities, strict=True):
-            if caps.stream:
-                for stream in plan.waits:
-                    context.order_after(stream)
 
     def run(self, plan: CallPlan, trace: Trace, job_id: int) -> None:
         """Bind (only when the plan changed), convert in, run every partition, convert out.
@@ -73,8 +67,6 @@ class Slot:
             return
         if self._prepared is not plan:
             self.prepare(plan)
-        if plan.waits:
-            self._order_after_producers(plan)
         for bind in plan.staged_inputs:
             self._stage_input(bind)
         for context in self._contexts:
@@ -86,8 +78,6 @@ class Slot:
         t0 = trace.now()
         if self._prepared is not plan:
             self.prepare(plan)
-        if plan.waits:
-            self._order_after_producers(plan)
         for bind in plan.staged_inputs:
             self._stage_input(bind)
         trace.add("convert_in", t0, trace.now(), job_id, bytes=plan.converted_bytes)
@@ -108,7 +98,11 @@ class Slot:
         for bind in plan.outputs:
             if bind.kind != DYNAMIC:
                 locations[bind.spec.name] = self._location(bind)
-        for context, partition in zip(self._contexts, self._partitions, strict=True):
+        for context, partition, caps in zip(
+            self._contexts, self._partitions, self._capabilities, strict=True
+        ):
+            if caps.stream:  # runs wait for the streams that produce the bound memory
+                context.order_after(plan.waits)
             for name in partition.inputs:
                 context.bind_input(name, *locations[name])
             for name in partition.outputs:
