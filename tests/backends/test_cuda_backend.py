@@ -327,6 +327,7 @@ def _slow_write(cupy, stream, dst, src) -> None:
     an engine not ordered after ``stream`` reads the old contents."""
     kernel = cupy.RawKernel(SPIN_COPY, "spin_copy")
     n = dst.size
+    cupy.cuda.runtime.deviceSynchronize()  # src and dst are settled: only the kernel races
     with stream:
         kernel(((n + 255) // 256,), (256,), (dst, src, np.int32(n), np.int64(400_000_000)))
 
