@@ -54,7 +54,7 @@ from ..vision.video import StreamInfo, VideoError, VideoFrame, VideoSource, impo
 from ..vision.video_writer import VideoWriter
 from ._bench import now
 from ._models import CLASSIFIER
-from ._setup import EXIT_USAGE, add_runner_argument, runner_type
+from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, task_for
 
 _END = object()
@@ -69,7 +69,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="write the annotated video here (every frame)")
     p.add_argument("-n", "--max-frames", type=int, help="stop after this many frames")
     add_runner_argument(p)
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="engine device")
     p.add_argument("--slots", type=int, default=2, help="jobs in flight (default 2)")
     p.add_argument("--queue", type=int, default=4, help="decoded frames queued (default 4)")
     p.add_argument("--live", action="store_true", help="drop frames the model cannot keep up "
@@ -173,8 +172,8 @@ def _run(source: VideoSource, args: argparse.Namespace) -> int:
         model = builtin_for(name, info) if name in BUILTIN else Path(name)
         if not model.exists():
             raise VideoError(f"no model at {model} (built-in models: {', '.join(BUILTIN)})")
-        options: dict[str, object] = {"max_concurrent_runs": args.slots, "device": args.device}
-        if runner_type(args) is RunnerType.ONNXRUNTIME:
+        options = runner_options(args, max_concurrent_runs=args.slots)
+        if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
             # only async jobs run here: size the engines for them up front, so the runner
             # does not load a second set (cores // slots threads each) on the first job
             options["num_threads"] = max(1, len(os.sched_getaffinity(0)) // args.slots)
