@@ -243,7 +243,7 @@ class VideoSource:
 
 def _duration(frame: Any, step: float) -> float:
     """The frame's own duration in seconds where the stream gives one, else ``step``."""
-    duration, base = getattr(frame, "duration", None), frame.time_base  # PyAV >= 14
+    duration, base = getattr(frame, "duration", None), frame.time_base  # absent in some builds
     if duration and base:
         return float(duration * base)
     return step
