@@ -201,3 +201,18 @@ def test_a_stream_cut_mid_frame_is_reported(
     assert len(_frames(captured.out)) >= PER_SCENE
     assert re.search(r"^decoder errors {10}[1-9]", captured.out, re.M)
     assert "the stream is damaged or ends mid-frame" in captured.err
+
+
+def test_odd_frame_sides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """FFV1 keeps odd sides: chroma planes are ceil(H/2) x ceil(W/2); the output drops the
+    last row and column (4:2:0 encoders need even sides) but keeps every frame."""
+    clip = make_clip(tmp_path / "odd.mkv", 97, 131, 2, codec="ffv1")
+    out = tmp_path / "odd.mp4"
+    assert video.main(["-i", str(clip), "-o", str(out)]) == 0
+    labels = _frames(capsys.readouterr().out)
+    assert sorted(labels) == [0, 1, 2, 3]
+    for index, label in labels.items():
+        assert label in EXPECTED["chelsea" if index < 2 else "coffee"]
+    with av.open(str(out)) as container:
+        frames = list(container.decode(video=0))
+    assert len(frames) == 4 and (frames[0].width, frames[0].height) == (130, 96)

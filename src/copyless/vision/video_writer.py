@@ -25,12 +25,16 @@ _CODECS = ("libx264", "h264", "mpeg4")
 
 class VideoWriter:
     """Encodes annotated frames to ``path`` (H.264 where FFmpeg has an encoder, else MPEG-4
-    Part 2). ``close()`` flushes the encoder and finishes the file; use ``with``."""
+    Part 2). ``close()`` flushes the encoder and finishes the file; use ``with``.
+
+    4:2:0 encoders need even sides: a frame of odd width or height loses its last column or
+    row in the output."""
 
     def __init__(self, path: str | Path, width: int, height: int, rate: float) -> None:
         av = import_av()
-        if width % 2 or height % 2:
-            raise VideoError(f"annotated output needs even frame sides, got {width}x{height}")
+        width, height = width & ~1, height & ~1
+        if width < 2 or height < 2:
+            raise VideoError(f"cannot encode frames of {width}x{height}")
         self.path = Path(path)
         try:
             self._container = av.open(str(self.path), "w")
@@ -50,11 +54,13 @@ class VideoWriter:
         pixels) outlined in white."""
         out = self._av.VideoFrame(self._stream.width, self._stream.height, "yuv420p")
         y, u, v = (_plane_view(p) for p in out.planes)
-        y[:] = frame.planes[0]
+        rows, cols = y.shape
+        y[:] = frame.planes[0][:rows, :cols]
+        chroma = (slice(rows // 2), slice(cols // 2))
         if len(frame.planes) == 3:
-            u[:], v[:] = frame.planes[1], frame.planes[2]
+            u[:], v[:] = frame.planes[1][chroma], frame.planes[2][chroma]
         else:  # NV12: deinterleave UV
-            u[:], v[:] = frame.planes[1][..., 0], frame.planes[1][..., 1]
+            u[:], v[:] = frame.planes[1][(*chroma, 0)], frame.planes[1][(*chroma, 1)]
         for box in boxes:
             _outline(y, box)
         self._banner(y, u, v, text)
