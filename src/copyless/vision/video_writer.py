@@ -65,8 +65,11 @@ class VideoWriter:
             _outline(y, box)
         self._banner(y, u, v, text)
         out.pts = self.frames
-        for packet in self._stream.encode(out):
-            self._container.mux(packet)
+        try:
+            for packet in self._stream.encode(out):
+                self._container.mux(packet)
+        except (self._av.error.FFmpegError, OSError) as exc:
+            raise VideoError(f"writing {self.path} failed at frame {self.frames}: {exc}") from exc
         self.frames += 1
 
     def _banner(self, y: Any, u: Any, v: Any, text: str) -> None:
