@@ -13,7 +13,9 @@ from pathlib import Path
 
 import av
 import numpy as np
+import onnx
 import skimage.data
+from onnx import TensorProto, helper
 from PIL import Image
 
 CATS = {281, 282, 285}  # tabby, tiger cat, Egyptian cat
@@ -56,3 +58,18 @@ def make_clip(
 
 def scene_of(index: int, frames_per_scene: int, scenes: Sequence[str]) -> str:
     return scenes[index // frames_per_scene]
+
+
+def identity_net(height: int, width: int, channels: int = 3, opset: int = 17) -> onnx.ModelProto:
+    """x [1, C, h, w] -> rgb = x: compiled with a pixel or YUV format, its output is the
+    graph's converted input."""
+    shape = [1, channels, height, width]
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["rgb"])],
+        "identity",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("rgb", TensorProto.FLOAT, shape)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model

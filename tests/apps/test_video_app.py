@@ -11,13 +11,12 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
 
 from copyless.apps import video
 from copyless.apps._video_tasks import builtin_for
 from copyless.model import compile_model, zoo
 from copyless.vision.video import VideoSource
-from video_helpers import EXPECTED, make_clip
+from video_helpers import EXPECTED, identity_net, make_clip
 
 SIZE = (240, 320)
 PER_SCENE = 3
@@ -156,15 +155,8 @@ def test_a_live_source_drops_what_the_model_cannot_keep_up_with(
 def test_a_model_that_is_no_classifier_is_refused(
     clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["rgb"])],
-        "identity",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("rgb", TensorProto.FLOAT, [1, 3, 8, 8])],
-    )
-    source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    source.ir_version = 10
-    model = compile_model(source, tmp_path / "id.rai", input_format="i420", input_size=SIZE)
+    model = compile_model(identity_net(8, 8), tmp_path / "id.rai", input_format="i420",
+                          input_size=SIZE)  # fmt: skip
     assert video.main(["-i", str(clip), "-m", str(model)]) == 2
     assert "[1, classes] logits or a [1, 1, h, w] text" in capsys.readouterr().err
 

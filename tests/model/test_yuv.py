@@ -6,30 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 from compiler_support import run_compiled
-from onnx import TensorProto, helper
 
 from copyless.model import compile_to_memory, zoo
 from copyless.types import DataType, OptionError, TensorType, UnsupportedError
 from copyless.vision.video import VideoSource
-from video_helpers import EXPECTED, make_clip
+from video_helpers import EXPECTED, identity_net, make_clip
 
 NORM = {"mean": (127, 127, 127), "std": (128, 128, 128)}
-
-
-def _identity(height: int, width: int, opset: int = 17) -> onnx.ModelProto:
-    """x [1,3,h,w] -> rgb = x: the compiled graph's output is its converted RGB input."""
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["rgb"])],
-        "identity",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, height, width])],
-        [helper.make_tensor_value_info("rgb", TensorProto.FLOAT, [1, 3, height, width])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return model
 
 
 def _flat(y: int, u: int, v: int, fmt: str, size: int = 4) -> dict[str, np.ndarray]:
@@ -58,7 +43,7 @@ def _flat(y: int, u: int, v: int, fmt: str, size: int = 4) -> dict[str, np.ndarr
 def test_colour_matrices_and_ranges(
     fmt: str, options: dict[str, str], yuv: tuple[int, int, int], rgb: tuple[int, int, int]
 ) -> None:
-    compiled = compile_to_memory(_identity(4, 4), input_format=fmt, **options)
+    compiled = compile_to_memory(identity_net(4, 4), input_format=fmt, **options)
     got = run_compiled(compiled, _flat(*yuv, fmt))["rgb"][0]
     np.testing.assert_allclose(got.mean(axis=(1, 2)), rgb, atol=3.0)
     assert got.min() >= 0.0 and got.max() <= 255.0  # clipped like swscale
@@ -66,19 +51,20 @@ def test_colour_matrices_and_ranges(
 
 def test_an_opset_12_model_gets_resize_11_inputs() -> None:
     """Resize before opset 13 requires roi and scales (empty tensors with sizes)."""
-    compiled = compile_to_memory(_identity(4, 4, opset=12), input_format="nv12", input_size="8x8")
+    model = identity_net(4, 4, opset=12)
+    compiled = compile_to_memory(model, input_format="nv12", input_size="8x8")
     got = run_compiled(compiled, _flat(81, 90, 240, "nv12", size=8))["rgb"][0]
     np.testing.assert_allclose(got.mean(axis=(1, 2)), (255, 0, 0), atol=3.0)
 
 
 def test_planes_are_the_graph_inputs_with_equal_views() -> None:
-    compiled = compile_to_memory(_identity(8, 8), input_format="i420", input_size=(97, 131))
+    compiled = compile_to_memory(identity_net(8, 8), input_format="i420", input_size=(97, 131))
     assert [(s.name, s.hw.shape) for s in compiled.inputs] == [
         ("x_y", (1, 97, 131)), ("x_u", (1, 49, 66)), ("x_v", (1, 49, 66))]  # fmt: skip
     for spec in compiled.inputs:
         assert spec.hw.data_type is DataType.UINT8 and spec.cpu.tensor_type is TensorType.CPU
         assert (spec.cpu.shape, spec.cpu.memory_layout) == (spec.hw.shape, spec.hw.memory_layout)
-    nv12 = compile_to_memory(_identity(8, 8), input_format="nv12", input_size=(97, 131))
+    nv12 = compile_to_memory(identity_net(8, 8), input_format="nv12", input_size=(97, 131))
     assert [s.hw.shape for s in nv12.inputs] == [(1, 97, 131), (1, 49, 66, 2)]
 
 
@@ -92,7 +78,7 @@ def test_conversion_matches_swscale_on_a_decoded_frame(
     clip = make_clip(tmp_path / f"c.{suffix}", 64, 96, 1, codec=codec, pix_fmt=pix_fmt)
     with VideoSource(clip) as source:
         assert source.info.yuv_range == yuv_range
-        compiled = compile_to_memory(_identity(64, 96), input_format="i420", yuv_range=yuv_range)
+        compiled = compile_to_memory(identity_net(64, 96), input_format="i420", yuv_range=yuv_range)
         frame = next(source.frames())
         feeds = {f"x_{p}": plane[None] for p, plane in zip("yuv", frame.planes, strict=True)}
         got = run_compiled(compiled, feeds)["rgb"][0].transpose(1, 2, 0)
@@ -146,18 +132,7 @@ def test_yuv_views_give_the_rgb_paths_labels(effnet: Path, clip: Path, fmt: str)
 
 def test_yuv_options_are_checked() -> None:
     with pytest.raises(UnsupportedError, match=r"needs a float \[N,3,H,W\] input"):
-        compile_to_memory(_gray(), input_format="nv12")
+        compile_to_memory(identity_net(4, 4, channels=1), input_format="nv12")
     with pytest.raises(OptionError, match="input_layout"):
-        compile_to_memory(_identity(4, 4), input_format="i420", input_layout="NHWC")
+        compile_to_memory(identity_net(4, 4), input_format="i420", input_layout="NHWC")
 
-
-def _gray() -> onnx.ModelProto:
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])],
-        "gray",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 10
-    return model
