@@ -105,3 +105,14 @@ def test_live_sources_are_recognised(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     assert is_live(fifo) and is_live("rtsp://camera.local/stream") and is_live("/dev/video0")
     assert not is_live(tmp_path / "clip.mp4") and not is_live("file://clip.mp4")
+
+
+def test_a_size_change_mid_stream_is_refused_after_the_frames_before_it(tmp_path: Path) -> None:
+    first = make_clip(tmp_path / "a.ts", 48, 64, frames_per_scene=1).read_bytes()
+    second = make_clip(tmp_path / "b.ts", 32, 48, frames_per_scene=1).read_bytes()
+    joined = tmp_path / "joined.ts"
+    joined.write_bytes(first + second)  # MPEG-TS streams concatenate
+    got = []
+    with VideoSource(joined) as source, pytest.raises(VideoError, match="is 48x32, the stream"):
+        got.extend(f.index for f in source.frames())
+    assert got == [0, 1]

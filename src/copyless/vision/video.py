@@ -213,6 +213,11 @@ class VideoSource:
             )
 
     def _frame(self, index: int, frame: Any) -> VideoFrame:
+        if (frame.width, frame.height) != (self.info.width, self.info.height):
+            raise VideoError(
+                f"{self.source}: frame {index} is {frame.width}x{frame.height}, the stream "
+                f"started at {self.info.width}x{self.info.height} (size changes are not supported)"
+            )
         want = "nv12" if self.info.input_format == "nv12" else "yuv420p"
         if _DIRECT.get(frame.format.name, ("",))[0] != self.info.input_format:
             frame = frame.reformat(format=want)
