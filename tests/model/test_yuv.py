@@ -136,3 +136,31 @@ def test_yuv_options_are_checked() -> None:
     with pytest.raises(OptionError, match="input_layout"):
         compile_to_memory(identity_net(4, 4), input_format="i420", input_layout="NHWC")
 
+
+
+@pytest.mark.parametrize(("fmt", "lines"), [("i420", (128, 64)), ("nv12", (128, 128))])
+@pytest.mark.parametrize("crop", [None, 0.875])
+def test_padded_lines_give_what_compact_planes_give(
+    fmt: str, lines: tuple[int, int], crop: float | None
+) -> None:
+    options = {"input_format": fmt, "input_size": (48, 72), "input_crop": crop}
+    compact = compile_to_memory(identity_net(16, 16), **options)
+    padded = compile_to_memory(identity_net(16, 16), input_line_sizes=lines, **options)
+    rng = np.random.default_rng(7)
+    feeds, padded_feeds = {}, {}
+    for small, big in zip(compact.inputs, padded.inputs, strict=True):
+        data = rng.integers(0, 256, big.hw.shape, np.uint8)  # padding bytes are noise
+        padded_feeds[big.name] = data
+        feeds[small.name] = np.ascontiguousarray(data[:, :, : small.hw.shape[2]])
+    assert [s.hw.shape[2] for s in padded.inputs] == ([128, 64, 64] if fmt == "i420" else [128, 64])
+    np.testing.assert_array_equal(
+        run_compiled(padded, padded_feeds)["rgb"], run_compiled(compact, feeds)["rgb"]
+    )
+
+
+def test_line_sizes_too_small_are_refused() -> None:
+    with pytest.raises(OptionError, match=r"luma >= 72, chroma >= 72, even"):
+        compile_to_memory(identity_net(8, 8), input_format="nv12", input_size=(48, 72),
+                          input_line_sizes="128,70")  # fmt: skip
+    with pytest.raises(OptionError, match="need input_format='i420' or 'nv12'"):
+        compile_to_memory(identity_net(8, 8), input_format="rgbx", input_line_sizes=(8, 4))

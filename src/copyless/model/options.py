@@ -39,6 +39,7 @@ _KNOWN = frozenset(
         "input_format",
         "input_size",
         "input_crop",
+        "input_line_sizes",
         "yuv_matrix",
         "yuv_range",
         "mean",
@@ -69,6 +70,7 @@ class CompileOptions:
     input_format: str | None = None  # None or a key of input_formats.INPUT_FORMATS
     input_size: tuple[int, int] | None = None  # (H, W) of the frames (with input_format)
     input_crop: float | None = None  # centre-crop fraction of the frame (with input_size)
+    input_line_sizes: tuple[int, int] | None = None  # i420/nv12: bytes per luma/chroma line
     yuv_matrix: str = "bt601"  # i420/nv12 only: "bt601" or "bt709"
     yuv_range: str = "limited"  # i420/nv12 only: "limited" or "full"
     mean: tuple[float, float, float] | None = None
@@ -104,6 +106,7 @@ class CompileOptions:
             "input_format": self.input_format,
             "input_size": None if self.input_size is None else list(self.input_size),
             "input_crop": self.input_crop,
+            "input_line_sizes": self.input_line_sizes,
             "yuv_matrix": self.yuv_matrix,
             "yuv_range": self.yuv_range,
             "mean": self.mean,
@@ -134,7 +137,8 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
     if size is not None and fmt is None:
         raise OptionError("input_size needs an input_format (it sizes the decoder's frame)")
     crop = _crop(raw.get("input_crop"), size)
-    yuv = {k: raw.get(k) for k in ("yuv_matrix", "yuv_range") if raw.get(k) is not None}
+    keys = ("yuv_matrix", "yuv_range", "input_line_sizes")
+    yuv = {k: raw.get(k) for k in keys if raw.get(k) is not None}
     if yuv and (fmt is None or not fmt.yuv):
         raise OptionError(f"{sorted(yuv)} need input_format='i420' or 'nv12'")
     quantize = raw.get("quantize")
@@ -158,6 +162,7 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         input_format=None if fmt is None else fmt.name,
         input_size=size,
         input_crop=crop,
+        input_line_sizes=_line_sizes(raw.get("input_line_sizes")),
         yuv_matrix=yuv_option(raw.get("yuv_matrix"), "yuv_matrix", tuple(YUV_MATRICES), "bt601"),
         yuv_range=yuv_option(raw.get("yuv_range"), "yuv_range", YUV_RANGES, "limited"),
         mean=_triple(raw.get("mean"), "mean", positive=False),
@@ -211,6 +216,20 @@ def _input_size(value: Any) -> tuple[int, int] | None:
             f"input_size must be (H, W) or 'HxW' with sides 1..{MAX_INPUT_SIDE}, got {value!r}"
         )
     return (sides[0], sides[1])
+
+
+def _line_sizes(value: Any) -> tuple[int, int] | None:
+    """``(luma, chroma)`` or ``"LUMA,CHROMA"``: bytes per line of the decoder's planes."""
+    if value is None:
+        return None
+    try:
+        items = value.split(",") if isinstance(value, str) else list(value)
+        sizes = [int(v) for v in items]
+    except (TypeError, ValueError):
+        sizes = []
+    if len(sizes) != 2 or not all(1 <= v <= 4 * MAX_INPUT_SIDE for v in sizes):
+        raise OptionError(f"input_line_sizes must be (luma, chroma) bytes per line, got {value!r}")
+    return (sizes[0], sizes[1])
 
 
 def _crop(value: Any, size: tuple[int, int] | None) -> float | None:

@@ -7,6 +7,10 @@ per plane, named ``x_y``, ``x_u``, ``x_v`` (I420) or ``x_y``, ``x_uv`` (NV12):
 * Y ``[N, H, W]``; U and V ``[N, ceil(H/2), ceil(W/2)]``; interleaved UV
   ``[N, ceil(H/2), ceil(W/2), 2]``. Each plane's CPU view equals its HW view (no conversion
   in the runner either).
+* ``input_line_sizes=(luma, chroma)``: the planes as the decoder lays them out, lines padded
+  to those byte counts (FFmpeg aligns line sizes: a 72-pixel-wide frame has 128-byte luma
+  lines); the widths become the line sizes (NV12: half the chroma line, two bytes each) and
+  the graph's first ``Slice`` drops the padding, so such planes bind without a copy too.
 
 The graph starts with, per plane, the centre crop (``Slice``, even edges), ``Cast`` and a
 linear ``Resize`` (antialiased like PIL's bilinear when the opset allows) straight to the
@@ -53,8 +57,17 @@ def plane_infos(cpu: NpuTensorInfo, opts: CompileOptions) -> tuple[NpuTensorInfo
         raise ValueError(f"input_format {opts.input_format!r} has no planes")
     pixels, _ = pixel_geometry(cpu, opts, align=2)
     n, _, height, width = pixels.shape
-    chroma = (n, (height + 1) // 2, (width + 1) // 2)
-    shapes = {"y": (n, height, width), "u": chroma, "v": chroma, "uv": (*chroma, 2)}
+    rows, cols = (height + 1) // 2, (width + 1) // 2
+    nv12 = fmt.name == "nv12"
+    luma, chroma = opts.input_line_sizes or (width, 2 * cols if nv12 else cols)
+    if luma < width or chroma < (2 * cols if nv12 else cols) or (nv12 and chroma % 2):
+        raise OptionError(
+            f"input_line_sizes {(luma, chroma)} cannot hold {fmt.name} lines of a {width}-wide "
+            f"frame (luma >= {width}, chroma >= {2 * cols if nv12 else cols}"
+            f"{', even' if nv12 else ''})"
+        )
+    shapes = {"y": (n, height, luma), "u": (n, rows, chroma), "v": (n, rows, chroma),
+              "uv": (n, rows, chroma // 2, 2)}  # fmt: skip
     return tuple(
         NpuTensorInfo(
             f"{cpu.name}_{plane}",
@@ -109,17 +122,20 @@ def fold_yuv_input(
     if names != [p.name for p in planes]:
         raise UnsupportedError(f"the model already has a tensor named like a plane of {names}")
     prefix = f"copyless/in/{cpu.name}"
-    _, (_, crop) = pixel_geometry(cpu, opts, align=2)
+    pixels, (_, crop) = pixel_geometry(cpu, opts, align=2)
     target = (cpu.shape[0], 1, cpu.shape[2], cpu.shape[3])
-    luma = _plane_chain(model, scope, f"{prefix}/y", names[0], planes[0].shape, crop, target)
+    height, width = pixels.shape[2], pixels.shape[3]
+    valid = ((height, width), ((height + 1) // 2, (width + 1) // 2))  # samples, not padding
+    luma = _plane_chain(
+        model, scope, f"{prefix}/y", (names[0], planes[0].shape, valid[0]), crop, target
+    )
+    v = None
     if len(planes) == 3:  # I420: stack U and V as two channels
         v = NodeChain(scope, names[2], f"{prefix}/v")
         v.op("Reshape", v.const(_channel_shape(planes[2].shape), np.int64, "shape"))
-        chroma = _plane_chain(
-            model, scope, f"{prefix}/uv", names[1], planes[1].shape, crop, target, v
-        )
-    else:
-        chroma = _plane_chain(model, scope, f"{prefix}/uv", names[1], planes[1].shape, crop, target)
+    chroma = _plane_chain(
+        model, scope, f"{prefix}/uv", (names[1], planes[1].shape, valid[1]), crop, target, v
+    )
     chain = NodeChain(scope, luma.current, prefix)
     chain.op("Concat", chroma.current, axis=1)
     m, b = colour_matrix(opts.yuv_matrix, opts.yuv_range == "full")
@@ -132,7 +148,7 @@ def fold_yuv_input(
     if cpu.data_type is not DataType.FLOAT32:
         chain.op("Cast", to=ELEM_OF[cpu.data_type])
     chain.finish(cpu.name)
-    parts = [luma, chroma, *([v] if len(planes) == 3 else []), chain]
+    parts = [luma, chroma, *([v] if v is not None else []), chain]
     nodes = [node for part in parts for node in part.nodes]
     _prepend(graph, nodes, [i for part in parts for i in part.initializers])
     _replace_input(graph, cpu.name, names, planes)
@@ -142,14 +158,15 @@ def _plane_chain(
     model: onnx.ModelProto,
     scope: NameScope,
     prefix: str,
-    name: str,
-    shape: tuple[int, ...],
+    plane: tuple[str, tuple[int, ...], tuple[int, int]],
     crop: tuple[int, int, int, int] | None,
     target: tuple[int, int, int, int],
     second: NodeChain | None = None,
 ) -> NodeChain:
     """One plane (Y, interleaved UV, or U with ``second`` holding V) to float NCHW at the
-    model's size: ``[N, C, h, w]``."""
+    model's size: ``[N, C, h, w]``. ``plane`` is the graph input's name, its shape (lines
+    may be padded: ``input_line_sizes``) and the ``(rows, columns)`` of samples in it."""
+    name, shape, valid = plane
     chain = NodeChain(scope, name, prefix)
     interleaved = len(shape) == 4
     if interleaved:
@@ -159,14 +176,13 @@ def _plane_chain(
     if second is not None:
         chain.op("Concat", second.current, axis=1)
     channels = 2 if interleaved or second is not None else 1
-    region = shape[1:3]
-    if crop is not None:
-        sub = 1 if channels == 1 else 2
-        top, left, height, width = (v // sub for v in crop)
+    sub = 1 if channels == 1 else 2
+    top, left, height, width = (v // sub for v in crop) if crop else (0, 0, *valid)
+    if crop is not None or tuple(shape[1:3]) != valid:  # the crop, or the line padding
         chain.op("Slice", chain.const([top, left], np.int64, "starts"),
                  chain.const([top + height, left + width], np.int64, "ends"),
                  chain.const([2, 3], np.int64, "axes"))  # fmt: skip
-        region = (height, width)
+    region = (height, width)
     chain.op("Cast", to=onnx.TensorProto.FLOAT)
     if tuple(region) != target[2:]:
         _resize(model, chain, (target[0], channels, target[2], target[3]))
