@@ -136,11 +136,13 @@ def test_the_cli_takes_vart_spellings(effnet: Path, tmp_path: Path) -> None:
 def test_the_cli_compiles_decoder_planes(effnet: Path, tmp_path: Path) -> None:
     out = tmp_path / "i420.rai"
     flags = ["--input-format", "i420", "--input-size", "120x160", "--yuv-matrix", "bt709",
-             "--yuv-range", "full", "--input-crop", "0.875"]  # fmt: skip
+             "--yuv-range", "full", "--input-crop", "0.875",
+             "--input-line-sizes", "192,96"]  # fmt: skip
     assert main([str(effnet), "-o", str(out), *flags]) == 0
     compiled = cl.model.load_model(out)
     assert [(s.name, s.hw.shape) for s in compiled.inputs] == [
-        ("input_y", (1, 120, 160)), ("input_u", (1, 60, 80)), ("input_v", (1, 60, 80))]  # fmt: skip
+        ("input_y", (1, 120, 192)), ("input_u", (1, 60, 96)), ("input_v", (1, 60, 96))]  # fmt: skip
     options = json.loads(compiled.metadata["options"])
     assert (options["yuv_matrix"], options["yuv_range"], options["input_crop"]) == (
         "bt709", "full", 0.875)  # fmt: skip
+    assert options["input_line_sizes"] == [192, 96]

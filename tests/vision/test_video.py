@@ -116,3 +116,18 @@ def test_a_size_change_mid_stream_is_refused_after_the_frames_before_it(tmp_path
     with VideoSource(joined) as source, pytest.raises(VideoError, match="is 48x32, the stream"):
         got.extend(f.index for f in source.frames())
     assert got == [0, 1]
+
+
+def test_padded_planes_are_never_copied(clips: dict[str, Path]) -> None:
+    with VideoSource(clips["padded"]) as source:
+        assert source.line_sizes() == (128, 64)  # decodes frame 0 now...
+        source.padded = True
+        frames = list(source.frames(limit=2))
+    assert [f.index for f in frames] == [0, 1]  # ...and still yields it first
+    frame = frames[0]
+    assert not frame.copied
+    assert [p.shape for p in frame.planes] == [(48, 128), (24, 64), (24, 64)]
+    for plane, array in zip(frame.frame.planes, frame.planes, strict=True):
+        assert np.shares_memory(array, np.frombuffer(plane, np.uint8))
+    yuv = frame.frame.to_ndarray(format="yuv420p")
+    assert np.array_equal(yuv[:48], frame.planes[0][:, :72])

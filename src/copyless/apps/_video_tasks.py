@@ -87,8 +87,15 @@ def task_for(out: NpuTensorInfo, quant: QuantParameters | None, info: StreamInfo
     )
 
 
-def builtin_for(name: str, info: StreamInfo) -> Path:
-    """Zoo model ``name`` compiled for this stream's planes, size and colours (cached)."""
+def compact_line_sizes(info: StreamInfo) -> tuple[int, int]:
+    """Bytes per luma and chroma line of unpadded planes of this stream."""
+    chroma = (info.width + 1) // 2
+    return info.width, 2 * chroma if info.input_format == "nv12" else chroma
+
+
+def builtin_for(name: str, info: StreamInfo, line_sizes: tuple[int, int] | None = None) -> Path:
+    """Zoo model ``name`` compiled for this stream's planes, size and colours (cached);
+    with the decoder's ``line_sizes`` when its lines are padded (planes bound as they are)."""
     prep = zoo.preprocessing(name)
     options: dict[str, Any] = {
         "input_format": info.input_format,
@@ -96,6 +103,8 @@ def builtin_for(name: str, info: StreamInfo) -> Path:
         "yuv_matrix": info.yuv_matrix,
         "yuv_range": info.yuv_range,
     }
+    if line_sizes is not None and line_sizes != compact_line_sizes(info):
+        options["input_line_sizes"] = line_sizes
     if name == DETECTOR:  # any multiple of 32: keep the frame's aspect, long side <= 640
         scale = min(1.0, DETECTOR_SIZE / max(info.height, info.width))
         h, w = (max(32, round(side * scale / 32) * 32) for side in (info.height, info.width))

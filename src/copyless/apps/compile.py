@@ -53,6 +53,9 @@ The other formats work the same way (pixel units, mean/std folded, --input-size)
   nv12                   uint8 Y [N,H,W] and interleaved UV [N,H/2,W/2,2] (NAME_y, NAME_uv)
 For i420/nv12 the graph converts YUV to RGB (--yuv-matrix bt601 (default) or bt709,
 --yuv-range limited (default) or full) after resizing each plane; the CPU never converts.
+--input-line-sizes LUMA,CHROMA: the planes with the decoder's line padding (e.g. 128,64 for
+a 120-pixel-wide frame; NV12's chroma line holds U and V), dropped by the graph: bound as
+decoded, without a copy.
 
 --quantize int8 --calibration DIR: static QDQ INT8 (uint8 activations per tensor, int8 weights
 per output channel: onnxruntime's fast U8S8 form) calibrated on the images in
@@ -88,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--input-crop", type=float, metavar="FRACTION",
                    help="centre-crop this fraction of the frame first (0.875: resize 256 + "
                    "crop 224)")  # fmt: skip
+    p.add_argument("--input-line-sizes", metavar="LUMA,CHROMA",
+                   help="i420/nv12: bytes per plane line as the decoder pads them")  # fmt: skip
     p.add_argument("--yuv-matrix", choices=["bt601", "bt709"], help="i420/nv12 colour matrix")
     p.add_argument("--yuv-range", choices=["limited", "full"], help="i420/nv12 value range")
     p.add_argument("--mean", help="R,G,B mean in pixel units (rgbx / calibration)")
@@ -146,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             "input_format": args.input_format,
             "input_size": args.input_size,
             "input_crop": args.input_crop,
+            "input_line_sizes": args.input_line_sizes,
             "yuv_matrix": args.yuv_matrix,
             "yuv_range": args.yuv_range,
             "mean": _triple(args.mean),

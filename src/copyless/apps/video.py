@@ -5,10 +5,11 @@
 The pipeline (three stages overlap):
 
 1. A decoder thread (PyAV, FFmpeg's own threads) yields I420/NV12 planes over the decoder's
-   frame memory (:class:`copyless.vision.video.VideoSource`: no copy unless the lines are
-   padded) into a bounded queue. From a file it waits for room; from a live source (camera,
-   URL, pipe: ``--live`` forces it) it drops the oldest queued frame, and the closing block
-   counts the frames dropped.
+   frame memory (:class:`copyless.vision.video.VideoSource`; the built-in models are compiled
+   for the decoder's line sizes, so no copy even when lines are padded; a model compiled for
+   compact planes gets padded lines compacted, counted as ``copied``) into a bounded queue.
+   From a file it waits for room; from a live source (camera, URL, pipe: ``--live`` forces
+   it) it drops the oldest queued frame, and the closing block counts the frames dropped.
 2. The main thread wraps the planes as HW input tensors (``USER_POINTER_CMA``, bound in
    place) and submits them with ``execute_async`` into one of ``--slots`` slots; the graph
    converts colours, crops, resizes and normalises (the model is compiled with
@@ -55,7 +56,7 @@ from ..vision.video_writer import VideoWriter
 from ._bench import now
 from ._models import CLASSIFIER
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
-from ._video_tasks import BUILTIN, builtin_for, task_for
+from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes, task_for
 
 _END = object()
 
@@ -88,6 +89,7 @@ class _Times:
     decoded: int = 0
     done: int = 0
     dropped: int = 0
+    copied: int = 0  # frames whose padded plane lines were compacted (a copy)
 
     def block(self, wall: float, live: bool, errors: int = 0) -> list[str]:
         n = max(1, self.done)
@@ -103,6 +105,8 @@ class _Times:
         lines.append(f"{'frames':<24}{self.done}")
         if live:
             lines.append(f"{'dropped':<24}{self.dropped} (the model could not keep up)")
+        if self.copied:
+            lines.append(f"{'copied':<24}{self.copied} frames (padded plane lines compacted)")
         if errors:
             lines.append(f"{'decoder errors':<24}{errors}")
         return lines
@@ -169,7 +173,8 @@ def _run(source: VideoSource, args: argparse.Namespace) -> int:
     info = source.info
     try:
         name = args.model or CLASSIFIER
-        model = builtin_for(name, info) if name in BUILTIN else Path(name)
+        builtin = name in BUILTIN
+        model = builtin_for(name, info, source.line_sizes()) if builtin else Path(name)
         if not model.exists():
             raise VideoError(f"no model at {model} (built-in models: {', '.join(BUILTIN)})")
         options = runner_options(args, max_concurrent_runs=args.slots)
@@ -181,7 +186,7 @@ def _run(source: VideoSource, args: argparse.Namespace) -> int:
             planes = _model_planes(runner)
             if planes != info.input_format:
                 source.use_planes(planes)  # e.g. an NV12 model on an I420 clip: one CPU pass
-            inputs = _check_inputs(runner, planes, info.height, info.width)
+            inputs = _check_inputs(runner, source)
             writer = VideoWriter(args.output, info.width, info.height, info.rate) if args.output \
                 else None  # fmt: skip
             try:
@@ -199,20 +204,28 @@ def _model_planes(runner: Runner) -> str:
     return "nv12" if runner.get_num_input_tensors() == 2 else "i420"
 
 
-def _check_inputs(runner: Runner, fmt: str, height: int, width: int) -> list[NpuTensorInfo]:
-    """The model's HW inputs, checked against the planes of a ``fmt`` frame."""
+def _check_inputs(runner: Runner, source: VideoSource) -> list[NpuTensorInfo]:
+    """The model's HW inputs, checked against the planes of the source's frames: compact, or
+    with the decoder's line padding (then ``source.padded`` is set: no copy at all)."""
     infos = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
-    ch, cw = (height + 1) // 2, (width + 1) // 2
-    expected = [(1, height, width), (1, ch, cw), (1, ch, cw)] if fmt == "i420" else \
-        [(1, height, width), (1, ch, cw, 2)]  # fmt: skip
-    got = [i.shape for i in infos]
-    if got != expected or any(i.data_type is not DataType.UINT8 for i in infos):
+    info, got = source.info, [i.shape for i in infos]
+    compact = _plane_shapes(info.input_format, info.height, compact_line_sizes(info))
+    padded = _plane_shapes(info.input_format, info.height, source.line_sizes())
+    if any(i.data_type is not DataType.UINT8 for i in infos) or got not in (compact, padded):
         raise VideoError(
-            f"the model takes {[i.describe() for i in infos]}; this clip gives {fmt} planes "
-            f"{expected} uint8: compile it with --input-format {fmt} --input-size "
-            f"{height}x{width}"
+            f"the model takes {[i.describe() for i in infos]}; this clip gives "
+            f"{info.input_format} planes {compact} uint8: compile it with --input-format "
+            f"{info.input_format} --input-size {info.height}x{info.width}"
         )
+    source.padded = got == padded and got != compact
     return infos
+
+
+def _plane_shapes(fmt: str, height: int, lines: tuple[int, int]) -> list[tuple[int, ...]]:
+    rows = (height + 1) // 2
+    if fmt == "nv12":
+        return [(1, height, lines[0]), (1, rows, lines[1] // 2, 2)]
+    return [(1, height, lines[0]), (1, rows, lines[1]), (1, rows, lines[1])]
 
 
 class _Pipeline:
@@ -336,6 +349,7 @@ class _Pipeline:
         ]
         slot.submitted = now()
         self.times.preprocess += slot.submitted - t0
+        self.times.copied += frame.copied
         slot.finished.clear()
         done = slot.finished.append
         handle = self.runner.execute_async([tensors], [[slot.output]], lambda _h: done(now()))

@@ -29,9 +29,11 @@ parentheses; see ``copyless-compile --help``):
 ``input_format="rgbx_fp16" | "rgbx_bf16" | "rgbp" | "rgbp_fp16" | "rgbp_float"``
     The same in other pixel formats (packed RGBx FP16/BF16, planar RGB); see
     :mod:`.input_formats`. Integer HW views carry ``QuantParameters(1.0, 0)``, float ones none.
-``input_format="i420" | "nv12"``, ``yuv_matrix="bt601" | "bt709"``, ``yuv_range``
-    The input becomes the video decoder's uint8 planes (one graph input each) and the graph
-    converts them to RGB; see :mod:`.yuv`.
+``input_format="i420" | "nv12"``, ``yuv_matrix="bt601" | "bt709"``, ``yuv_range``,
+``input_line_sizes=(luma, chroma)``
+    The input becomes the video decoder's uint8 planes (one graph input each, lines padded
+    as the decoder pads them with ``input_line_sizes``) and the graph converts them to RGB;
+    see :mod:`.yuv`.
 ``input_layout`` / ``input_dtype`` / ``output_layout`` / ``output_dtype`` (``--input-layout`` ...)
     The HW view's layout (``NHWC``, ``NHWC4``, ``NC4HW4``, ``HCWNC4`` ...) and dtype (``bf16``,
     ``fp16``, ``fp32``; ``int8`` with ``quantize``); one value for every tensor or a

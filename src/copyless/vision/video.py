@@ -6,9 +6,11 @@ model compiled with ``input_format="i420" | "nv12"`` takes, without colour conve
 over the decoder's own frame memory:
 
 * Copies: none when a plane's line size equals its row (the common case: 640-pixel-wide
-  frames have 640-byte luma lines). A plane whose lines are padded (the decoder aligns line
-  sizes to 32 or 64 bytes: a 120-pixel-wide frame has 128-byte luma lines) is compacted into
-  a new array, one copy of that plane; ``VideoFrame.copied`` says so.
+  frames have 640-byte luma lines), and none ever with ``VideoSource.padded`` set, for
+  models compiled with the decoder's :meth:`VideoSource.line_sizes` (``input_line_sizes``:
+  the graph drops the padding). Otherwise a plane whose lines are padded (the decoder aligns
+  line sizes: a 120-pixel-wide frame has 128-byte luma lines) is compacted into a new array,
+  one copy of that plane; ``VideoFrame.copied`` says so.
 * Pixel formats other than ``yuv420p``/``yuvj420p`` (I420) and ``nv12`` (4:2:2, 4:4:4,
   10-bit...) are converted to ``yuv420p`` by libswscale, a CPU pass per frame, logged once.
 * Colours are never converted: the stream's matrix (BT.601 or BT.709) and range (limited
@@ -145,6 +147,11 @@ class VideoSource:
         self._stream.thread_type = "AUTO"
         self._stream.thread_count = threads
         self.info = self._probe(is_live(source) if live is None else live, planes)
+        #: Yield planes with their line padding (shapes ``(rows, line_size)``): never a copy;
+        #: for models compiled with :meth:`line_sizes`. Default False: compact planes.
+        self.padded = False
+        self._peeked: list[Any] = []
+        self._decoder = self._decode()
 
     def _probe(self, live: bool, planes: str | None) -> StreamInfo:
         ctx = self._stream.codec_context
@@ -175,18 +182,39 @@ class VideoSource:
             raise VideoError(f"planes must be 'i420' or 'nv12', got {planes!r}")
         self.info = dataclasses.replace(self.info, input_format=planes)
 
+    def line_sizes(self) -> tuple[int, int]:
+        """Bytes per line of the luma and chroma planes the frames will have (NV12: of the
+        interleaved UV plane), read from the first frame, which is decoded now and yielded
+        first by :meth:`frames`. A compiler given them (``input_line_sizes``) makes a model
+        that takes the planes with their padding: set ``padded`` and no frame is copied."""
+        if not self._peeked:
+            first = next(self._decoder, None)
+            if first is None:
+                raise VideoError(f"{self.source}: no frame to decode")
+            self._peeked.append(first)
+        planes = self._converted(self._peeked[0]).planes
+        return int(planes[0].line_size), int(planes[1].line_size)
+
     def frames(self, limit: int | None = None) -> Iterator[VideoFrame]:
         """Decode frames in order (at most ``limit``). Raises :class:`VideoError` when the
         stream fails to decode or ends early; frames already yielded stay valid."""
+        count = 0
+        while limit is None or count < limit:
+            frame = self._peeked.pop(0) if self._peeked else next(self._decoder, None)
+            if frame is None:
+                return
+            yield self._frame(count, frame)
+            count += 1
+
+    def _decode(self) -> Iterator[Any]:
+        """The stream's frames as PyAV decodes them, then the end-of-stream checks."""
         av, count, packets, end = self._av, 0, 0, 0.0
         step = 1.0 / self.info.rate if self.info.rate else 0.0
         try:
             for packet in self._container.demux(self._stream):
                 packets += packet.size > 0
                 for frame in packet.decode():
-                    if limit is not None and count >= limit:
-                        return
-                    yield self._frame(count, frame)
+                    yield frame
                     count += 1
                     if frame.time is not None:
                         end = max(end, float(frame.time) + _duration(frame, step))
@@ -218,9 +246,7 @@ class VideoSource:
                 f"{self.source}: frame {index} is {frame.width}x{frame.height}, the stream "
                 f"started at {self.info.width}x{self.info.height} (size changes are not supported)"
             )
-        want = "nv12" if self.info.input_format == "nv12" else "yuv420p"
-        if _DIRECT.get(frame.format.name, ("",))[0] != self.info.input_format:
-            frame = frame.reformat(format=want)
+        frame = self._converted(frame)
         height, width = frame.height, frame.width
         ch, cw = (height + 1) // 2, (width + 1) // 2
         if self.info.input_format == "nv12":
@@ -229,11 +255,17 @@ class VideoSource:
             shapes = [(height, width, 1), (ch, cw, 1), (ch, cw, 1)]
         planes, copied = [], False
         for plane, (rows, cols, depth) in zip(frame.planes, shapes, strict=True):
-            array, was_copied = plane_array(plane, rows, cols, depth)
+            array, was_copied = plane_array(plane, rows, cols, depth, self.padded)
             planes.append(array)
             copied = copied or was_copied
         time = None if frame.time is None else float(frame.time)
         return VideoFrame(index, tuple(planes), time, copied, frame)
+
+    def _converted(self, frame: Any) -> Any:
+        """``frame`` in the planes of ``info.input_format`` (libswscale when it differs)."""
+        if _DIRECT.get(frame.format.name, ("",))[0] == self.info.input_format:
+            return frame
+        return frame.reformat(format="nv12" if self.info.input_format == "nv12" else "yuv420p")
 
     def close(self) -> None:
         """Close the container (idempotent). Frames already decoded stay valid."""
@@ -255,14 +287,17 @@ def _duration(frame: Any, step: float) -> float:
 
 
 def plane_array(
-    plane: Any, rows: int, cols: int, depth: int
+    plane: Any, rows: int, cols: int, depth: int, padded: bool = False
 ) -> tuple[npt.NDArray[np.uint8], bool]:
     """A ``(rows, cols)`` (``depth`` 1) or ``(rows, cols, depth)`` uint8 array over a PyAV
-    plane's memory; compacted (copied, second value True) only when its lines are padded."""
+    plane's memory; compacted (copied, second value True) only when its lines are padded,
+    unless ``padded`` asks for the lines as they are (``cols`` is then the line size)."""
     line = int(plane.line_size)
     flat = np.frombuffer(plane, np.uint8)
     if flat.size < rows * line or line < cols * depth:
         raise VideoError(f"plane of {flat.size} bytes cannot hold {rows} lines of {line} bytes")
+    if padded:
+        cols = line // depth
     grid = flat[: rows * line].reshape(rows, line)[:, : cols * depth]
     copied = line != cols * depth
     if copied:
