@@ -19,8 +19,9 @@ _Staged = tuple[int, int, int]
 class CudaContext(OrtContext):
     """An IOBinding on the GPU plus the staging buffers of host-memory tensors.
 
-    The ONNX Runtime context with ``device="cuda"``: dynamic outputs are engine-allocated on
-    the GPU, so :meth:`dynamic_output` copies them to host memory (a D2H copy)."""
+    The ONNX Runtime context with ``device="cuda"``: outputs whose shape depends on the data
+    are allocated by ONNX Runtime on the GPU and :meth:`run` copies the produced bytes into
+    the caller's memory (device -> host, or device -> device for device memory: a copy)."""
 
     __slots__ = ("__weakref__", "_buffers", "_downloads", "_driver", "_finalizer", "_stream",
                  "_uploads", "_waits")  # fmt: skip
@@ -58,6 +59,25 @@ class CudaContext(OrtContext):
         """Bind ``address``: in place when it is device memory, else staged (D2H each run)."""
         self._bind(name, address, data_type, shape, output=True, allow_host=True)
 
+    def bind_output_dynamic(
+        self, name: str, address: int, data_type: DataType, capacity: tuple[int, ...]
+    ) -> None:
+        self._driver.use(self._device_id)
+        owner = self._driver.device_of(address)
+        if owner is not None and owner != self._device_id:
+            raise UnsupportedError(
+                f"{name!r}: memory on cuda:{owner} cannot take an output of cuda:{self._device_id}"
+            )
+        self._downloads.pop(name, None)
+        super().bind_output_dynamic(name, address, data_type, capacity)
+
+    def _copy_out(self, address: int, source: int, nbytes: int) -> None:
+        if self._driver.device_of(address) is None:
+            self._driver.copy_dtoh(address, source, nbytes, self._stream)
+        else:
+            self._driver.copy_dtod(address, source, nbytes, self._stream)
+        self._driver.synchronize(self._stream)
+
     def bind_device(
         self,
         name: str,
@@ -80,6 +100,8 @@ class CudaContext(OrtContext):
         output: bool,
         allow_host: bool,
     ) -> None:
+        if output:
+            self._fixed_output(name)
         key = (address, shape)
         if self._bound.get(name) == key:
             return

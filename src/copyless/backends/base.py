@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import numpy as np
-import numpy.typing as npt
-
 from ..model import Partition
 from ..types import DataType
 
@@ -33,14 +30,22 @@ class EngineContext(Protocol):
     ) -> None:
         """Bind host memory at ``address`` as output ``name``; the engine writes it in place."""
 
-    def bind_output_dynamic(self, name: str) -> None:
-        """Let the engine allocate output ``name`` (data-dependent shape)."""
+    def bind_output_dynamic(
+        self, name: str, address: int, data_type: DataType, capacity: tuple[int, ...]
+    ) -> None:
+        """Bind memory at ``address`` with room for ``capacity`` (a shape; only its
+        element count matters) as output ``name``, whose shape depends on the data. After
+        :meth:`run` the result sits C-contiguously at the start of that memory when it fits
+        (the engine writes it there, or copies it there: the backend's docstring says which);
+        when it does not fit, the memory's contents are unspecified."""
 
     def run(self) -> None:
-        """Run the graph on the bound buffers, without holding the GIL. Raises on failure."""
+        """Run the graph on the bound buffers, without holding the GIL. Raises on failure
+        (a data-dependent output too big for its memory is no failure: see
+        :meth:`produced_shape`)."""
 
-    def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:
-        """The engine-allocated result of a dynamic output after :meth:`run`."""
+    def produced_shape(self, name: str) -> tuple[int, ...]:
+        """The shape the last :meth:`run` produced for data-dependent output ``name``."""
 
     def close(self) -> None:
         """Release the binding state."""

@@ -62,6 +62,7 @@ class NpuTensor:
         "_memory_type",
         "_offset",
         "_parent",
+        "_produced_shape",
     )
 
     def __init__(self, info: NpuTensorInfo, buffer: Any, memory_type: MemoryType) -> None:
@@ -80,6 +81,7 @@ class NpuTensor:
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._export_fd = -1
         self._bytes: npt.NDArray[np.uint8] | None = None
+        self._produced_shape: tuple[int, ...] | None = None
         if memory_type is MemoryType.DMA_FD:
             try:
                 # Private mapping plus a private dup (or the fd itself when owned).
@@ -222,6 +224,7 @@ class NpuTensor:
         sub._memory = self._memory
         sub._finalizer = None
         sub._export_fd = self._export_fd
+        sub._produced_shape = None
         return sub
 
     # -- the VART-ML accessors ----------------------------------------------------------
@@ -242,6 +245,14 @@ class NpuTensor:
     def offset(self) -> int:
         """Byte offset into the parent's buffer (0 for a tensor that is no sub-tensor)."""
         return self._offset
+
+    @property
+    def produced_shape(self) -> tuple[int, ...] | None:
+        """For an output whose shape depends on the data: the shape the last job that wrote
+        this tensor produced (set when the job ends: before its callback runs). The result
+        sits C-contiguously at the start of the buffer; when it did not fit (the job ended
+        with INVALID_OUTPUT) this is the shape needed. None otherwise."""
+        return self._produced_shape
 
     @property
     def closed(self) -> bool:
@@ -373,6 +384,12 @@ def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
         )
     if info.data_type is DataType.UNKNOWN:
         raise TensorError(f"tensor {info.name!r}: data type UNKNOWN has no element size")
+    if not info.bounded:
+        raise TensorError(
+            f"tensor {info.name!r}: shape {list(info.shape)} has data-dependent dims with no "
+            "known bound (-1); replace them with the capacity you want, e.g. "
+            "dataclasses.replace(info, shape=(...))"
+        )
     if buffer is None:
         raise TensorError(f"tensor {info.name!r}: no buffer given (None)")
     if info.tensor_type is TensorType.HW and memory_type is MemoryType.USER_POINTER_NON_CMA:

@@ -255,13 +255,15 @@ def _output_fold(
     wanted = opts.pick(opts.output_dtype, cpu.name)
     quant = q.outputs.get(cpu.name) if q else None
     dtype, quant = _dtype_and_quant(cpu, wanted, quant, "output_dtype")
-    fold = Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
-    if cpu.name in unknown and not fold.identity and fold.hw.shape != cpu.shape:
-        raise UnsupportedError(
-            f"output {cpu.name!r} has data-dependent dims {list(unknown[cpu.name])}; its HW "
-            "view can change the dtype but not the layout"
-        )
-    return fold
+    if cpu.name in unknown:
+        if layout is not None and layout is not cpu.memory_layout:
+            raise UnsupportedError(
+                f"output {cpu.name!r} has data-dependent dims {list(unknown[cpu.name])}; its "
+                "HW view can change the dtype but not the layout"
+            )
+        hw = dataclasses.replace(cpu, tensor_type=TensorType.HW, data_type=dtype)
+        return Fold(cpu, hw, cpu.data_type, quant)
+    return Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
 
 
 def _declare_outputs(

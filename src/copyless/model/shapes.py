@@ -202,8 +202,8 @@ class Probed:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The shape with unknown dims recorded as 1."""
-        return tuple(1 if d is None else d for d in self.dims)
+        """The shape with unknown dims recorded as -1."""
+        return tuple(-1 if d is None else d for d in self.dims)
 
 
 _ORT_TYPES: dict[str, DataType] = {
