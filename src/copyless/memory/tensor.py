@@ -384,12 +384,7 @@ def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
         )
     if info.data_type is DataType.UNKNOWN:
         raise TensorError(f"tensor {info.name!r}: data type UNKNOWN has no element size")
-    if not info.bounded:
-        raise TensorError(
-            f"tensor {info.name!r}: shape {list(info.shape)} has data-dependent dims with no "
-            "known bound (-1); replace them with the capacity you want, e.g. "
-            "dataclasses.replace(info, shape=(...))"
-        )
+    check_bounded(info)
     if buffer is None:
         raise TensorError(f"tensor {info.name!r}: no buffer given (None)")
     if info.tensor_type is TensorType.HW and memory_type is MemoryType.USER_POINTER_NON_CMA:
@@ -407,6 +402,16 @@ def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
         raise TensorError(
             f"tensor {info.name!r}: an int ({buffer}) is only a buffer for DMA_FD, "
             f"not {memory_type.name}"
+        )
+
+
+def check_bounded(info: NpuTensorInfo) -> None:
+    """TensorError for an info with -1 dims (data-dependent, no bound known)."""
+    if not info.bounded:
+        raise TensorError(
+            f"tensor {info.name!r}: shape {list(info.shape)} has data-dependent dims with no "
+            "known bound (-1); replace them with the capacity you want, e.g. "
+            "dataclasses.replace(info, shape=(...))"
         )
 
 

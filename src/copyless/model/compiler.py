@@ -118,7 +118,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     check_interface(model)
     model.ir_version = min(model.ir_version or IR_VERSION, IR_VERSION)
     fixed = fix_inputs(model, opts)
-    cpu_outputs, unknown = output_infos(model, probe(model))
+    cpu_outputs, unknown = output_infos(model, probe(model), opts)
     _check_names(opts, fixed.infos, cpu_outputs)
     quantized = _quantize(model, opts, fixed.infos) if opts.quantize else None
     work = quantized.model if quantized else model
@@ -305,7 +305,7 @@ def _partition(
             p.dtype,
             TensorDirection.OUTPUT,
             TensorType.HW,
-            cpu_layout_for(len(p.dims)),
+            cpu_layout_for(len(p.shape)),
             p.shape,
         )
         infos[tensor] = tensor_value_info(tensor, p.dtype, p.shape)

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..backends.base import Backend, Engine
 from ..memory import HostMemory, NpuTensor
+from ..memory.tensor import check_bounded
 from ..model import CompiledModel, TensorSpec
 from ..types import (
     JobHandle,
@@ -180,12 +181,17 @@ class Runner:
     def allocate_npu_tensor(self, info: NpuTensorInfo, memory_bank: int | None = None) -> NpuTensor:
         """A runner-allocated (XRT_BO) tensor over fd-backed memory, exportable as an fd.
 
+        For an output whose shape depends on the data, ``info`` may be the model's with its
+        capacity dims changed (``dataclasses.replace(info, shape=...)``); -1 dims raise
+        :class:`TensorError`.
+
         The memory is released when the last reference to the tensor (and its views) goes.
         ``memory_bank`` is accepted for VART-ML compatibility; host memory has one bank.
         """
         self._check_open()
         if not isinstance(info, NpuTensorInfo):
             raise TensorError(f"info must be an NpuTensorInfo, got {type(info).__name__}")
+        check_bounded(info)  # a data-dependent output's info takes the caller's capacity
         if memory_bank is not None and (
             isinstance(memory_bank, bool) or not isinstance(memory_bank, int) or memory_bank < 0
         ):
