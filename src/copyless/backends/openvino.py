@@ -217,7 +217,9 @@ class OpenVinoBackend:
         try:
             model = self._core.read_model(model=bytes(partition.onnx_bytes))
         except Exception as exc:
-            raise ModelLoadError(f"{partition.name}: OpenVINO cannot read it: {exc}") from exc
+            # A graph OpenVINO parses but has no conversion for is unsupported, not corrupt.
+            error = UnsupportedError if "OpConversionFailure" in str(exc) else ModelLoadError
+            raise error(f"{partition.name}: OpenVINO cannot read it: {exc}") from exc
         try:
             compiled = self._core.compile_model(model, self._device, config)
         except Exception as exc:

@@ -261,29 +261,42 @@ def _flatten(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
 @rule("Reshape")
 def _reshape(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x, shape = tensor(ins[0]), tensor(ins[1])
-    if shape.values is None or x.dims is None:
+    if x.dims is None or shape.dims is None or len(shape.dims) != 1:
         return [None]
-    keep_zero = bool(attr(node, "allowzero", 0))
-    dims: list[Interval | None] = []  # None: the one inferred dim (-1)
-    for i, v in enumerate(shape.values):
-        copied = x.dims[i] if i < len(x.dims) else UNKNOWN_DIM
+    values = shape.values
+    if values is None:  # the rank is known, the dims are not
+        if not is_exact(shape.dims[0]):
+            return [None]
+        values = ((None, None),) * int(shape.dims[0][0] or 0)
+    total = product(x.dims)
+    dims = _reshaped(values, x.dims, total, bool(attr(node, "allowzero", 0)))
+    if total[0]:  # no dim of a non-empty tensor exceeds its element count
+        dims = [(d[0], total[1] if d[1] is None else min(d[1], total[1] or d[1])) for d in dims]
+    return [Abstract(tuple(dims), x.values)]
+
+
+def _reshaped(
+    values: tuple[Interval, ...], dims: Dims, total: Interval, keep_zero: bool
+) -> list[Interval]:
+    out: list[Interval | None] = []  # None: the one inferred dim (-1)
+    for i, v in enumerate(values):
+        copied = dims[i] if i < len(dims) else UNKNOWN_DIM
         if v == (-1, -1):
-            dims.append(None)
+            out.append(None)
         elif v[0] is None or v[0] < 0:
-            dims.append(UNKNOWN_DIM)  # might be -1: inferred at run time
+            out.append(UNKNOWN_DIM)  # might be -1: inferred at run time
         elif v == (0, 0) and not keep_zero:
-            dims.append(copied)
+            out.append(copied)
         elif v[0] == 0 and not keep_zero:
-            dims.append(join(dim(v), copied))  # might be 0: copies the input's dim
+            out.append(join(dim(v), copied))  # might be 0: copies the input's dim
         else:
-            dims.append(dim(v))
-    if None in dims:
-        others = product([d for d in dims if d is not None])
-        total = product(x.dims)
+            out.append(dim(v))
+    if None in out:
+        others = product([d for d in out if d is not None])
         hi = None if total[1] is None or not others[0] else total[1] // others[0]
         lo = floordiv(total, others)[0] if others[0] and others[1] else 0
-        dims[dims.index(None)] = (max(lo or 0, 0), hi)
-    return [Abstract(tuple(d or UNKNOWN_DIM for d in dims), x.values)]
+        out[out.index(None)] = (max(lo or 0, 0), hi)
+    return [d or UNKNOWN_DIM for d in out]
 
 
 @rule("Shape")

@@ -40,6 +40,9 @@ parentheses; see ``copyless-compile --help``):
 ``cpu_ops=("Softmax",)`` | ``cpu_partition_after="name"`` | ``cpu_tail=True``
 (``--cpu-ops Softmax,TopK``, ``--cpu-partition-after NAME``, ``--cpu-tail``)
     Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`.partition`.
+``output_capacity={"boxes": (100, 6)}`` (``--output-capacity boxes=100x6``)
+    The capacity of an output whose shape depends on the data (see :mod:`.capacity`): by
+    default each such dim reports the bound the compiler derives, or -1 where it knows none.
 ``name="..."`` (``--name``)
     The compiled model's name (default: the file stem or the graph name).
 
@@ -149,6 +152,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
         for f in out_folds
     )
     _log.info("compiled %s: %d partition(s), batch %d", name, len(partitions), fixed.batch_size)
+    _log_capacities(outputs)
     return CompiledModel(
         name=name,
         inputs=inputs,
@@ -162,6 +166,21 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "options": json.dumps(opts.to_json(), sort_keys=True),
         },
     )
+
+
+def _log_capacities(outputs: tuple[TensorSpec, ...]) -> None:
+    for spec in outputs:
+        if not spec.dynamic:
+            continue
+        dims, shape = list(spec.dynamic_dims), list(spec.cpu.shape)
+        if spec.cpu.bounded:
+            _log.info("output %r: data-dependent dims %s, capacity %s", spec.name, dims, shape)
+        else:
+            _log.warning(
+                "output %r %s: data-dependent dims with no known bound (-1); allocate it "
+                "with the capacity you need, or compile with output_capacity "
+                "(--output-capacity %s=...)", spec.name, shape, spec.name,
+            )  # fmt: skip
 
 
 def _check_names(
