@@ -4,6 +4,7 @@ inputs reach them (a bound, and a tight one). Then ``output_capacity``, and the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -17,6 +18,7 @@ from onnx import TensorProto, numpy_helper
 import copyless as cl
 from copyless.apps.compile import main as compile_main
 from copyless.model import compile_to_memory, load_model
+from copyless.model.directory import write_directory
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 Feeds = Callable[[np.random.Generator, bool], dict[str, np.ndarray]]
@@ -280,3 +282,14 @@ def test_outputs_that_cannot_be_described_are_refused_by_name(kind, make) -> Non
     graph.graph.output.append(make())
     with pytest.raises(cl.UnsupportedError, match="'y'"):
         compile_to_memory(graph)
+
+
+def test_a_manifest_with_minus_one_elsewhere_is_refused(tmp_path) -> None:
+    unbounded = next(c for c in CASES if c.name == "unbounded").graph
+    out = write_directory(compile_to_memory(unbounded), tmp_path / "m")
+    assert load_model(out).outputs[0].cpu.shape == (-1, -1)  # as compiled: loads
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["outputs"][0]["dynamic_dims"] = [0]  # dim 1 is -1 but no longer data-dependent
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(cl.ModelLoadError, match="-1 dims"):
+        load_model(out)
