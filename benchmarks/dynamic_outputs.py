@@ -117,7 +117,8 @@ def plain_openvino(data: np.ndarray, threads: int):
 
     core = ov.Core()
     config = {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32"}
-    compiled = core.compile_model(core.read_model(dynamic_model().SerializeToString()), "CPU", config)
+    graph = core.read_model(dynamic_model().SerializeToString())
+    compiled = core.compile_model(graph, "CPU", config)
     request = compiled.create_infer_request()
     request.set_input_tensor(0, ov.Tensor(data, shared_memory=True))
 
