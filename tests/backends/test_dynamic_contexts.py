@@ -18,6 +18,7 @@ from copyless.backends.onnxruntime import OrtCpuBackend
 from copyless.backends.openvino import OpenVinoBackend, OvContext
 from copyless.model import Partition
 from copyless.runner.options import parse_options
+from model_helpers import nonzero_net, with_nonzeros
 
 I64, F32 = cl.DataType.INT64, cl.DataType.FLOAT32
 
@@ -40,16 +41,7 @@ def _load(backend: str, model: onnx.ModelProto) -> Engine:
 
 def nonzero_model(rank_known: bool = True) -> onnx.ModelProto:
     """x [3,4] -> nz = NonZero(x) and r = Relu(x) (a fixed output beside it)."""
-    return _model(
-        [oh.make_node("NonZero", ["x"], ["nz"]), oh.make_node("Relu", ["x"], ["r"])],
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4])],
-        [
-            oh.make_tensor_value_info(
-                "nz", onnx.TensorProto.INT64, [2, "k"] if rank_known else None
-            ),
-            oh.make_tensor_value_info("r", onnx.TensorProto.FLOAT, [3, 4]),
-        ],
-    )
+    return nonzero_net(declared=[2, "k"] if rank_known else None)
 
 
 @pytest.fixture(params=["onnxruntime", "openvino"])
@@ -65,12 +57,6 @@ def engine(request: pytest.FixtureRequest) -> Callable[[onnx.ModelProto], Engine
         e.close()
 
 
-def _with_nonzeros(x: np.ndarray, count: int, seed: int) -> None:
-    flat = np.zeros(x.size, np.float32)
-    flat[np.random.default_rng(seed).choice(x.size, count, replace=False)] = 1.0
-    x[...] = flat.reshape(x.shape)
-
-
 @pytest.mark.parametrize("capacity", [(2, 12), (2, 30), (24,)], ids=["exact", "larger", "flat"])
 def test_changing_shapes_land_at_the_start_of_the_buffer(engine, capacity) -> None:
     context = engine(nonzero_model()).new_context()
@@ -81,7 +67,7 @@ def test_changing_shapes_land_at_the_start_of_the_buffer(engine, capacity) -> No
     context.bind_output("r", r.ctypes.data, F32, r.shape)
     context.bind_output_dynamic("nz", out.ctypes.data, I64, capacity)
     for step, count in enumerate((3, 3, 5, 1, 12, 0, 7)):
-        _with_nonzeros(x, count, step)
+        with_nonzeros(x, count, step)
         out[:] = -7
         context.run()
         assert context.produced_shape("nz") == (2, count)
@@ -101,7 +87,7 @@ def test_too_small_reports_the_shape_and_the_context_goes_on(engine) -> None:
     context.bind_output("r", r.ctypes.data, F32, r.shape)
     context.bind_output_dynamic("nz", small.ctypes.data, I64, small.shape)
     for step, count in enumerate((2, 9, 4, 11, 1)):
-        _with_nonzeros(x, count, step)
+        with_nonzeros(x, count, step)
         context.run()  # never raises for a result that does not fit
         assert context.produced_shape("nz") == (2, count)
         np.testing.assert_array_equal(r, x)  # the fixed output is written either way
@@ -120,7 +106,7 @@ def test_unknown_rank_output_fills_a_flat_capacity(engine) -> None:
     context.bind_output("r", r.ctypes.data, F32, r.shape)
     context.bind_output_dynamic("nz", out.ctypes.data, I64, out.shape)
     for step, count in enumerate((6, 2, 12)):
-        _with_nonzeros(x, count, step)
+        with_nonzeros(x, count, step)
         context.run()
         assert context.produced_shape("nz") == (2, count)
         np.testing.assert_array_equal(out[: 2 * count].reshape(2, count), np.stack(np.nonzero(x)))
@@ -183,7 +169,7 @@ def test_openvino_writes_in_place_within_the_ports_bound() -> None:
     context.bind_input("x", x.ctypes.data, F32, x.shape)
     context.bind_output("r", r.ctypes.data, F32, r.shape)
     context.bind_output_dynamic("nz", out.ctypes.data, I64, (2, 32))
-    _with_nonzeros(x, 5, 0)
+    with_nonzeros(x, 5, 0)
     context.run()
     port = engine.output_names.index("nz")
     tensor = context.request.get_output_tensor(port)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import onnx
-import onnx.helper as oh
 import pytest
 
 import copyless as cl
@@ -17,37 +15,16 @@ from copyless.model import CompiledModel, compile_to_memory
 from copyless.runner import RunnerFactory
 from copyless.runner.options import RunnerOptions
 from cuda_helpers import requires_cuda
+from model_helpers import nonzero_net, with_nonzeros
 
 pytestmark = [pytest.mark.cuda, requires_cuda]
 IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT
 S = cl.StatusCode
 
 
-def _nonzero() -> onnx.ModelProto:
-    graph = oh.make_graph(
-        [oh.make_node("NonZero", ["x"], ["nz"]), oh.make_node("Relu", ["x"], ["r"])],
-        "nonzero",
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4])],
-        [
-            oh.make_tensor_value_info("nz", onnx.TensorProto.INT64, None),
-            oh.make_tensor_value_info("r", onnx.TensorProto.FLOAT, [3, 4]),
-        ],
-    )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    model.ir_version = 10
-    return model
-
-
 @pytest.fixture(scope="module")
 def compiled() -> CompiledModel:
-    return compile_to_memory(_nonzero())
-
-
-def _fill(x: np.ndarray, count: int, seed: int) -> np.ndarray:
-    flat = np.zeros(12, np.float32)
-    flat[np.random.default_rng(seed).choice(12, count, replace=False)] = 1.0
-    x[...] = flat.reshape(3, 4)
-    return np.stack(np.nonzero(x))
+    return compile_to_memory(nonzero_net())
 
 
 def test_changing_shapes_too_small_and_async_on_the_gpu(compiled) -> None:
@@ -59,7 +36,7 @@ def test_changing_shapes_too_small_and_async_on_the_gpu(compiled) -> None:
         small = runner.allocate_npu_tensor(dataclasses.replace(nz_info, shape=(2, 4)))
         r = runner.allocate_npu_tensor(r_info)
         for step, count in enumerate([3, 7, 1, 12, 0]):
-            expected = _fill(x.numpy(), count, step)
+            expected = with_nonzeros(x.numpy(), count, step)
             assert runner.execute([[x]], [[nz, r]]) is S.SUCCESS
             assert nz.produced_shape == expected.shape
             np.testing.assert_array_equal(nz.numpy().reshape(-1)[: expected.size], expected.ravel())
@@ -71,7 +48,7 @@ def test_changing_shapes_too_small_and_async_on_the_gpu(compiled) -> None:
             xi = runner.allocate_npu_tensor(x.info)
             yi = runner.allocate_npu_tensor(nz_info)
             ri = runner.allocate_npu_tensor(r_info)
-            expected = _fill(xi.numpy(), 2 + 5 * i, 10 + i)
+            expected = with_nonzeros(xi.numpy(), 2 + 5 * i, 10 + i)
             jobs.append((runner.execute_async([[xi]], [[yi, ri]]), yi, expected, xi, ri))
         for handle, yi, expected, *_held in jobs:
             assert runner.wait(handle, 10_000) is S.SUCCESS
@@ -84,7 +61,7 @@ def test_dynamic_output_into_device_memory(compiled) -> None:
     engine = CudaBackend(RunnerOptions(device="cuda")).load(compiled.partitions[0], 1)
     context = engine.new_context()
     x = np.zeros((3, 4), np.float32)
-    expected = _fill(x, 5, 0)
+    expected = with_nonzeros(x, 5, 0)
     d_x = cupy.asarray(x)
     d_nz = cupy.full(24, -1, cupy.int64)
     d_r = cupy.zeros((3, 4), cupy.float32)

@@ -17,39 +17,21 @@ import pytest
 
 import copyless as cl
 from copyless.model import CompiledModel, compile_to_memory
+from model_helpers import nonzero_net, with_nonzeros
 
 IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT
 HW, CPU = cl.TensorType.HW, cl.TensorType.CPU
 S = cl.StatusCode
 
 
-def nonzero_model(batch: int | str = 3, declared: list | None = None) -> onnx.ModelProto:
-    """x [B,4] float -> nz = NonZero(x) [2, k] int64, r = Relu(x) [B,4]."""
-    graph = oh.make_graph(
-        [oh.make_node("NonZero", ["x"], ["nz"]), oh.make_node("Relu", ["x"], ["r"])],
-        "nonzero",
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [batch, 4])],
-        [
-            oh.make_tensor_value_info("nz", onnx.TensorProto.INT64, declared),
-            oh.make_tensor_value_info("r", onnx.TensorProto.FLOAT, [batch, 4]),
-        ],
-    )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    model.ir_version = 10
-    return model
-
-
 @pytest.fixture(scope="module")
 def nonzero() -> CompiledModel:
-    return compile_to_memory(nonzero_model())
+    return compile_to_memory(nonzero_net())
 
 
 def _fill(x: cl.NpuTensor, count: int, seed: int) -> np.ndarray:
     """Put ``count`` non-zeros at random places in ``x``; NonZero's expected result."""
-    flat = np.zeros(x.info.size, np.float32)
-    flat[np.random.default_rng(seed).choice(flat.size, count, replace=False)] = 2.0
-    x.numpy()[...] = flat.reshape(x.info.shape)
-    return np.stack(np.nonzero(x.numpy()))
+    return with_nonzeros(x.numpy(), count, seed)
 
 
 def _tensors(runner, capacity=(2, 12), view=HW):
@@ -155,7 +137,7 @@ def test_too_small_then_recover(nonzero, make_runner, caplog) -> None:
 def unknown_rank_model() -> onnx.ModelProto:
     """x [3,4], flat bool -> nz: NonZero(x) [2, k], or flattened [2k] when ``flat``: its rank
     is known only at run time."""
-    model = nonzero_model()
+    model = nonzero_net()
     del model.graph.node[0]
     model.graph.input.append(oh.make_tensor_value_info("flat", onnx.TensorProto.BOOL, []))
     out = oh.make_tensor_value_info("y", onnx.TensorProto.INT64, None)
@@ -200,7 +182,7 @@ def test_unknown_rank_reads_minus_one_and_takes_a_flat_capacity(make_runner, run
 
 
 def test_dtype_conversion_of_a_cpu_view(make_runner) -> None:
-    model = nonzero_model()
+    model = nonzero_net()
     model.graph.node.append(oh.make_node("Compress", ["x", "keep"], ["picked"], axis=1))
     model.graph.input.append(oh.make_tensor_value_info("keep", onnx.TensorProto.BOOL, [4]))
     model.graph.output.append(oh.make_tensor_value_info("picked", onnx.TensorProto.FLOAT, None))
@@ -225,7 +207,7 @@ def test_dtype_conversion_of_a_cpu_view(make_runner) -> None:
 
 
 def test_one_tensor_holds_a_batchs_result(make_runner) -> None:
-    compiled = compile_to_memory(nonzero_model(batch="N"), batch_size=2)
+    compiled = compile_to_memory(nonzero_net(batch="N"), batch_size=2)
     runner = make_runner(compiled)
     assert runner.get_tensor_info_by_name("nz").shape == (2, 8)
     frames = [runner.allocate_npu_tensor(dataclasses.replace(i, shape=(1, 4)))
