@@ -220,6 +220,25 @@ def _gather(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     return [Abstract(dims, values)]
 
 
+@rule("GatherND")
+def _gather_nd(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
+    data, idx = tensor(ins[0]).dims, tensor(ins[1]).dims
+    if data is None or idx is None or not idx or not is_exact(idx[-1]):
+        return [None]
+    batch = attr(node, "batch_dims", 0)
+    return [Abstract(idx[:-1] + data[batch + int(idx[-1][0] or 0) :])]
+
+
+@rule("GatherElements")
+def _gather_elements(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
+    return [Abstract(tensor(ins[1]).dims)]
+
+
+@rule("ScatterND", "ScatterElements", "Scatter")
+def _scatter(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
+    return [Abstract(tensor(ins[0]).dims)]
+
+
 @rule("Unsqueeze")
 def _unsqueeze(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x = tensor(ins[0])
