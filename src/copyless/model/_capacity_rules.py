@@ -339,23 +339,23 @@ def _slice(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x = tensor(ins[0])
     if x.dims is None:
         return [None]
+    given = [i < len(ins) and ins[i] is not None for i in range(5)]
     starts, ends = ints(ins[1]), ints(ins[2])
-    axes = ints(ins[3]) if len(ins) > 3 and ins[3] is not None else None
-    steps = ints(ins[4]) if len(ins) > 4 and ins[4] is not None else None
-    rank = len(x.dims)
-    if axes is None and not (len(ins) > 3 and ins[3] is not None) and starts is not None:
+    axes = ints(ins[3]) if given[3] else None
+    steps = ints(ins[4]) if given[4] else ()
+    if not given[3] and starts is not None:
         axes = tuple(range(len(starts)))
+    known = None not in (starts, ends, axes, steps)  # every parameter's value
+    rank = len(x.dims)
     dims = list(x.dims)
-    touched = range(rank) if axes is None else [_axis(a, rank) for a in axes]
-    for k, a in enumerate(touched):
+    for k, a in enumerate(range(rank) if axes is None else [_axis(a, rank) for a in axes]):
         d = dims[a]
-        if is_exact(d) and starts is not None and ends is not None and axes is not None:
-            step = steps[k] if steps is not None else 1
-            dims[a] = exact(len(range(int(d[0] or 0))[slice(starts[k], ends[k], step)]))
+        if known and is_exact(d):
+            cut = slice(starts[k], ends[k], steps[k] if steps else 1)  # type: ignore[index]
+            dims[a] = exact(len(range(int(d[0] or 0))[cut]))
         else:
-            dims[a] = (0, d[1])
+            dims[a] = (0, d[1])  # never more than the input has
     values = None
-    if rank == 1 and x.values is not None and is_exact(dims[0]) and starts and ends:
-        step = steps[0] if steps else 1
-        values = x.values[slice(starts[0], ends[0], step)]
+    if known and rank == 1 and x.values is not None and is_exact(dims[0]):
+        values = x.values[slice(starts[0], ends[0], steps[0] if steps else 1)]  # type: ignore[index]
     return [Abstract(tuple(dims), values)]
