@@ -52,11 +52,15 @@ from ._openvino_tensors import (
     raw_infer,
     raw_infer_call,
 )
+from .base import Capabilities
 
 __all__ = ["INSTALL_HINT", "OpenVinoBackend", "OvContext", "OvEngine"]
 
 logger = logging.getLogger(__name__)
 _RUN = raw_infer()
+#: Host memory wrapped in place, ``InferRequest.infer`` as the fast path's call; the
+#: streams of one compiled model serve every request, so async jobs share the engines.
+CAPABILITIES = Capabilities(raw_call=True)
 
 
 class OvContext:
@@ -123,6 +127,9 @@ class OvContext:
     def produced_shape(self, name: str) -> tuple[int, ...]:
         return self._dynamic.shapes[name]
 
+    def order_after(self, streams: tuple[int, ...]) -> None:
+        raise UnsupportedError("an OpenVINO context runs on no CUDA stream")
+
     @property
     def request(self) -> Any:
         """The ``openvino.InferRequest`` (for inspection and tests)."""
@@ -135,6 +142,8 @@ class OvContext:
 
 class OvEngine:
     """One partition compiled by OpenVINO."""
+
+    capabilities = CAPABILITIES
 
     def __init__(self, compiled: Any, partition: Partition) -> None:
         self._compiled = compiled
@@ -192,6 +201,7 @@ class OpenVinoBackend:
     """OpenVINO on the device and with the performance hint the runner options name."""
 
     name = "openvino"
+    capabilities = CAPABILITIES
 
     def __init__(self, options: BackendOptions) -> None:
         self._core = ov.Core()
