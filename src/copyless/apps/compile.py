@@ -13,6 +13,7 @@ Examples::
         --std 128,128,128 --quantize int8 --calibration photos/
     copyless-compile det.onnx -o det.rai --input-shape x=1x3x640x640 --input-layout HCWNC4 \\
         --input-dtype bf16 --cpu-tail
+    copyless-compile nms.onnx -o nms.rai --output-capacity selected=100x3
 
 Exit status: 0 on success, 2 for bad arguments or an unsupported model, 1 for an
 unreadable model.
@@ -65,6 +66,13 @@ INT8 HW views carrying their quantization parameters (RGBx inputs stay UINT8 pix
 stays float between Q/DQ pairs): fewer, larger INT8 regions; OpenVINO compiles some such
 graphs that it refuses with onnxruntime's default choice (e.g. the PP-OCRv4 detector).
 
+Outputs whose shape depends on the data (NonZero, NonMaxSuppression, TopK, Unique, shapes
+computed from values...) report each such dim as a capacity: the bound the compiler derives
+(NonZero of a [3,4] input: [2,12]), or -1 where it knows none (an unknown rank: [-1]).
+--output-capacity NAME=D0xD1... sets it (repeatable; the static dims must be given as they
+are): the runner writes the result at the start of a tensor that size and reports the shape
+produced (NpuTensor.produced_shape).
+
 CPU partition (one of): --cpu-ops Softmax,TopK (those ops and everything reading their
 results run on CPU), --cpu-partition-after NAME (everything reading that node's outputs),
 --cpu-tail (everything after the last Conv).
@@ -106,6 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-ops", help="comma-separated op types that start the CPU partition")
     p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
     p.add_argument("--cpu-tail", action="store_true", help="run what follows the last Conv on CPU")
+    p.add_argument("--output-capacity", action="append", default=[], metavar="NAME=D0xD1x...",
+                   help="capacity of an output whose shape depends on the data")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="log the compiler's steps")
     return p
 
@@ -166,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_ops": args.cpu_ops,
             "cpu_partition_after": args.cpu_partition_after,
             "cpu_tail": args.cpu_tail,
+            "output_capacity": dict(
+                parse_shape(s, "--output-capacity") for s in args.output_capacity
+            ) or None,
         }
         out = compile_model(args.model, args.output, **options)
     except argparse.ArgumentTypeError as exc:

@@ -51,6 +51,9 @@ parentheses; see ``copyless-compile --help``):
 ``cpu_ops=("Softmax",)`` | ``cpu_partition_after="name"`` | ``cpu_tail=True``
 (``--cpu-ops Softmax,TopK``, ``--cpu-partition-after NAME``, ``--cpu-tail``)
     Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`.partition`.
+``output_capacity={"boxes": (100, 6)}`` (``--output-capacity boxes=100x6``)
+    The capacity of an output whose shape depends on the data (see :mod:`.capacity`): by
+    default each such dim reports the bound the compiler derives, or -1 where it knows none.
 ``name="..."`` (``--name``)
     The compiled model's name (default: the file stem or the graph name).
 
@@ -98,7 +101,8 @@ from .yuv import fold_yuv_input, is_yuv, plane_folds
 
 _log = logging.getLogger(__name__)
 
-COMPILER_VERSION = "3"  # 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8)
+# 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: capacities of data-dependent dims
+COMPILER_VERSION = "4"
 
 
 def artifact_key(source: str, options: Mapping[str, Any]) -> str:
@@ -132,7 +136,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     check_interface(model)
     model.ir_version = min(model.ir_version or IR_VERSION, IR_VERSION)
     fixed = fix_inputs(model, opts)
-    cpu_outputs, unknown = output_infos(model, probe(model))
+    cpu_outputs, unknown = output_infos(model, probe(model), opts)
     _check_names(opts, fixed.infos, cpu_outputs)
     quantized = _quantize(model, opts, fixed.infos) if opts.quantize else None
     work = quantized.model if quantized else model
@@ -171,6 +175,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
         for f in out_folds
     )
     _log.info("compiled %s: %d partition(s), batch %d", name, len(partitions), fixed.batch_size)
+    _log_capacities(outputs)
     return CompiledModel(
         name=name,
         inputs=inputs,
@@ -184,6 +189,21 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "options": json.dumps(opts.to_json(), sort_keys=True),
         },
     )
+
+
+def _log_capacities(outputs: tuple[TensorSpec, ...]) -> None:
+    for spec in outputs:
+        if not spec.dynamic:
+            continue
+        dims, shape = list(spec.dynamic_dims), list(spec.cpu.shape)
+        if spec.cpu.bounded:
+            _log.info("output %r: data-dependent dims %s, capacity %s", spec.name, dims, shape)
+        else:
+            _log.warning(
+                "output %r %s: data-dependent dims with no known bound (-1); allocate it "
+                "with the capacity you need, or compile with output_capacity "
+                "(--output-capacity %s=...)", spec.name, shape, spec.name,
+            )  # fmt: skip
 
 
 def _check_names(
@@ -267,13 +287,15 @@ def _output_fold(
     wanted = opts.pick(opts.output_dtype, cpu.name)
     quant = q.outputs.get(cpu.name) if q else None
     dtype, quant = _dtype_and_quant(cpu, wanted, quant, "output_dtype")
-    fold = Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
-    if cpu.name in unknown and not fold.identity and fold.hw.shape != cpu.shape:
-        raise UnsupportedError(
-            f"output {cpu.name!r} has data-dependent dims {list(unknown[cpu.name])}; its HW "
-            "view can change the dtype but not the layout"
-        )
-    return fold
+    if cpu.name in unknown:
+        if layout is not None and layout is not cpu.memory_layout:
+            raise UnsupportedError(
+                f"output {cpu.name!r} has data-dependent dims {list(unknown[cpu.name])}; its "
+                "HW view can change the dtype but not the layout"
+            )
+        hw = dataclasses.replace(cpu, tensor_type=TensorType.HW, data_type=dtype)
+        return Fold(cpu, hw, cpu.data_type, quant)
+    return Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
 
 
 def _declare_outputs(
@@ -315,7 +337,7 @@ def _partition(
             p.dtype,
             TensorDirection.OUTPUT,
             TensorType.HW,
-            cpu_layout_for(len(p.dims)),
+            cpu_layout_for(len(p.shape)),
             p.shape,
         )
         infos[tensor] = tensor_value_info(tensor, p.dtype, p.shape)
