@@ -135,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         with source, _FFmpegErrors() as errors:
-            args.ffmpeg_errors = errors
-            return _run(source, args)
+            return _run(source, args, errors)
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
@@ -169,7 +168,7 @@ class _FFmpegErrors(logging.Handler):
         self._av.logging.set_level(self._level)
 
 
-def _run(source: VideoSource, args: argparse.Namespace) -> int:
+def _run(source: VideoSource, args: argparse.Namespace, errors: _FFmpegErrors) -> int:
     info = source.info
     try:
         name = args.model or CLASSIFIER
@@ -190,7 +189,7 @@ def _run(source: VideoSource, args: argparse.Namespace) -> int:
             writer = VideoWriter(args.output, info.width, info.height, info.rate) if args.output \
                 else None  # fmt: skip
             try:
-                return _Pipeline(runner, inputs, writer, args, info).run(source)
+                return _Pipeline(runner, inputs, writer, args, info).run(source, errors.messages)
             finally:
                 if writer is not None:
                     writer.close()
@@ -261,7 +260,8 @@ class _Pipeline:
             self.failure = f"warm-up inference returned {status.name}"
         return self.failure is None
 
-    def run(self, source: VideoSource) -> int:
+    def run(self, source: VideoSource, errors: list[str]) -> int:
+        """Decode, infer and postprocess every frame; ``errors`` collects FFmpeg's messages."""
         if not self.warm_up():
             print(f"error: {self.failure}", file=sys.stderr)
             return 1
@@ -279,7 +279,6 @@ class _Pipeline:
             decoder.join()
         for slot in self._in_order(len(self.slots)):
             self._finish(slot)
-        errors = self.args.ffmpeg_errors.messages
         for line in self.times.block(now() - start, source.info.live, len(errors)):
             print(line)
         if errors and self.failure is None and not source.info.live:
