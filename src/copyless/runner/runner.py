@@ -366,8 +366,8 @@ class Runner:
                 for tensor in plan.synced:
                     if tensor.info.direction is TensorDirection.OUTPUT:
                         tensor.sync_buffer()
-        except DynamicOutputTooSmall as exc:
-            logger.error("job %d: %s", job_id, exc)
+        except DynamicOutputTooSmall as exc:  # the text only: a record keeping the
+            logger.error("job %d: %s", job_id, str(exc))  # exception keeps its frames
             return StatusCode.INVALID_OUTPUT
         except MemoryError:
             logger.exception("job %d: out of memory", job_id)
