@@ -60,6 +60,7 @@ def test_gpus_are_shared_out_over_the_actors() -> None:
     assert gpus_per_actor(JobSettings(actors=4, **cuda), cluster(1)) == 0.25
     assert gpus_per_actor(JobSettings(actors=3, **cuda), cluster(2)) == pytest.approx(2 / 3)
     assert gpus_per_actor(JobSettings(actors=1, **cuda), cluster(2)) == 1.0
+    assert gpus_per_actor(JobSettings(actors=2, device="tensorrt"), cluster(1)) == 0.5
     with pytest.raises(ClusterError, match=r"--device cuda: .* has no GPU \(8 CPUs on 2"):
         gpus_per_actor(JobSettings(**cuda), cluster(0))
 

@@ -1,7 +1,7 @@
 """copyless-batch: classify many images on Ray, one Parquet row per image.
 
 ``copyless-batch INPUT... -o OUT.parquet [-m MODEL] [--address ADDR] [--actors N]
-[--batch-size B] [--runner onnxruntime|openvino] [--device cpu|cuda] [-k TOP]``
+[--batch-size B] [--runner onnxruntime|openvino] [--device cpu|cuda|tensorrt] [-k TOP]``
 
 INPUT: image files, directories (searched recursively for .jpg/.jpeg/.png) or globs. With
 no ``--address`` a private local Ray is started for the run and stopped at its end (quiet,
@@ -63,17 +63,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--address", help="HOST:PORT of a `ray start --head` cluster")
     parser.add_argument("--actors", type=int, default=1, help="inference actors (default 1)")
     parser.add_argument("--batch-size", type=int, default=32, help="images per batch (32)")
-    add_runner_argument(parser)
-    parser.add_argument(
-        "--device", choices=["cpu", "cuda"], default="cpu", help="cuda: actors take GPUs"
-    )
+    add_runner_argument(parser)  # --runner, --device (cuda/tensorrt: the actors take GPUs)
     parser.add_argument("-k", "--top", type=int, default=5, help="classes per image (5)")
     args = parser.parse_args(argv)
     for flag in ("actors", "batch_size", "top"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be >= 1")
-    if args.device == "cuda" and args.runner != "onnxruntime":
-        parser.error("--device cuda runs on --runner onnxruntime")
+    if args.device != "cpu" and args.runner != "onnxruntime":
+        parser.error(f"--device {args.device} runs on --runner onnxruntime")
     return args
 
 

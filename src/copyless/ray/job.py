@@ -42,7 +42,8 @@ Batch = dict[str, npt.NDArray[Any]]
 @dataclass(frozen=True, slots=True)
 class JobSettings:
     """How a job runs: ``actors`` Predictor actors taking batches of ``batch_size`` frames
-    with ``in_flight`` jobs each, on ``runner_type`` and ``device`` ("cpu" | "cuda"),
+    with ``in_flight`` jobs each, on ``runner_type`` and ``device`` ("cpu", "cuda",
+    "tensorrt"),
     returning the ``top_k`` classes of each image. ``cpus_per_actor`` is what each actor
     reserves from Ray; with ``device="cuda"``, GPUs are shared out by :func:`gpus_per_actor`.
     """
@@ -60,23 +61,23 @@ class JobSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise OptionError(f"{name} must be an int >= 1, got {value!r}")
-        if self.device not in ("cpu", "cuda"):
-            raise OptionError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
-        if self.device == "cuda" and self.runner_type is not RunnerType.ONNXRUNTIME:
-            raise OptionError("device 'cuda' runs on the onnxruntime runner")
+        if self.device not in ("cpu", "cuda", "tensorrt"):
+            raise OptionError(f"device must be 'cpu', 'cuda' or 'tensorrt', got {self.device!r}")
+        if self.device != "cpu" and self.runner_type is not RunnerType.ONNXRUNTIME:
+            raise OptionError(f"device {self.device!r} runs on the onnxruntime runner")
         if not self.cpus_per_actor > 0:
             raise OptionError(f"cpus_per_actor must be > 0, got {self.cpus_per_actor!r}")
 
 
 def gpus_per_actor(settings: JobSettings, cluster: ClusterInfo) -> float:
-    """The GPU share each actor asks Ray for: 0 on CPU; with ``device="cuda"`` the
-    cluster's GPUs spread over the actors (fractional when actors outnumber GPUs, at most
-    one each). Raises :class:`ClusterError` when the cluster has no GPU."""
-    if settings.device != "cuda":
+    """The GPU share each actor asks Ray for: 0 on CPU; with ``device`` "cuda" or
+    "tensorrt" the cluster's GPUs spread over the actors (fractional when actors outnumber
+    GPUs, at most one each). Raises :class:`ClusterError` when the cluster has no GPU."""
+    if settings.device == "cpu":
         return 0.0
     if cluster.gpus < 1:
         raise ClusterError(
-            f"--device cuda: the Ray cluster at {cluster.address} has no GPU "
+            f"--device {settings.device}: the Ray cluster at {cluster.address} has no GPU "
             f"({cluster.cpus:g} CPUs on {cluster.nodes} node(s))"
         )
     return min(1.0, math.floor(cluster.gpus) / settings.actors)

@@ -7,8 +7,14 @@ A :class:`CallPlan` says for each model tensor where its bytes are for this call
   buffer (inputs) or from it (outputs). One conversion pass; a gather copy first when
   several per-frame tensors make up the batch.
 * ``GATHER``: HW-view frames that are not contiguous, copied into / out of staging.
-* ``DYNAMIC``: an output whose shape depends on the data: the engine allocates it and the
-  result is copied into the bound tensor.
+* ``DYNAMIC``: an output whose shape depends on the data: one tensor (the same in every
+  row) holds the whole batch's result, C-contiguously at its start; its info names the
+  capacity. Bound in place when its dtype is the HW view's (the backend says whether the
+  engine writes it there or copies it there), else staged and converted.
+
+Each tensor's memory must be on a device the runner's engines bind (``memory``: ``"cpu"``,
+``"cuda:0"``...); device memory is bound only DIRECT (no conversion on the host), and the
+producer streams device tensors carry are listed in ``CallPlan.waits``.
 
 Plans are cached by the identity of the tensors (VART-ML's NpuTensor caching): a loop that
 reuses its tensors validates them once. A plan refers to its tensors weakly: a cached plan
@@ -103,6 +109,7 @@ class CallPlan:
     staged_outputs: tuple[Bind, ...]  # outputs needing a conversion, scatter or copy
     synced_refs: Refs  # tensors whose sync_buffer() does real work
     refs: Refs  # every tensor of the call
+    waits: tuple[int, ...] = ()  # producer CUDA streams the engines must wait for
 
     @property
     def synced(self) -> tuple[NpuTensor, ...]:
@@ -128,8 +135,10 @@ def build_plan(
     batch_size: int,
     inputs: Any,
     outputs: Any,
+    memory: tuple[str, ...] = ("cpu",),
 ) -> CallPlan:
-    """Validate ``inputs``/``outputs`` ([batch][tensor] lists). Raises :class:`PlanError`."""
+    """Validate ``inputs``/``outputs`` ([batch][tensor] lists) for a runner whose engines
+    bind memory on the devices ``memory`` names. Raises :class:`PlanError`."""
     in_frames = _frames(inputs, len(in_specs), batch_size, StatusCode.INVALID_INPUT, "inputs")
     out_frames = _frames(outputs, len(out_specs), batch_size, StatusCode.INVALID_OUTPUT, "outputs")
     if len(in_frames) != len(out_frames):
@@ -139,11 +148,11 @@ def build_plan(
         )
     frames = len(in_frames)
     in_binds = tuple(
-        _bind(spec, [row[i] for row in in_frames], StatusCode.INVALID_INPUT, batch_size)
+        _placed(spec, [row[i] for row in in_frames], StatusCode.INVALID_INPUT, batch_size, memory)
         for i, spec in enumerate(in_specs)
     )
     out_binds = tuple(
-        _bind(spec, [row[i] for row in out_frames], StatusCode.INVALID_OUTPUT, batch_size)
+        _placed(spec, [row[i] for row in out_frames], StatusCode.INVALID_OUTPUT, batch_size, memory)
         for i, spec in enumerate(out_specs)
     )
     converted = sum(
@@ -167,6 +176,7 @@ def build_plan(
             ]
         ),
         _refs([t for b in in_binds + out_binds for t in b.tensors]),
+        _producer_streams(in_binds),
     )
 
 
@@ -193,15 +203,52 @@ def _frames(
     return frames
 
 
+def _placed(
+    spec: TensorSpec,
+    tensors: list[NpuTensor],
+    status: StatusCode,
+    batch_size: int,
+    memory: tuple[str, ...],
+) -> Bind:
+    """:func:`_bind`, after checking each tensor's device; device memory binds DIRECT only."""
+    for tensor in tensors:
+        if tensor.device not in memory:
+            raise PlanError(
+                status,
+                f"tensor {spec.name!r}: memory on {tensor.device}, but this runner binds "
+                f"memory on {', '.join(memory)} only",
+            )
+    bind = _bind(spec, tensors, status, batch_size)
+    if bind.kind != DIRECT and any(t.device_memory is not None for t in tensors):
+        why = {
+            CONVERT: "a CPU-view tensor is converted on the host: use the HW view",
+            GATHER: "its frames are not one contiguous batch",
+            DYNAMIC: "a data-dependent output is copied on the host: pass host memory",
+        }[bind.kind]
+        raise PlanError(status, f"tensor {spec.name!r} on {tensors[0].device}: {why}")
+    return bind
+
+
+def _producer_streams(binds: tuple[Bind, ...]) -> tuple[int, ...]:
+    streams: dict[int, None] = {}
+    for bind in binds:
+        for tensor in bind.tensors:
+            memory = tensor.device_memory
+            if memory is not None and memory.stream is not None:
+                streams[memory.stream] = None
+    return tuple(streams)
+
+
 def _bind(spec: TensorSpec, tensors: list[NpuTensor], status: StatusCode, batch_size: int) -> Bind:
     first = tensors[0].info
     view = first.tensor_type
     expected = spec.hw if view is TensorType.HW else spec.cpu
-    for tensor in tensors:
-        _check_view(tensor.info, expected, status, spec.dynamic)
-    whole = tensors[0].info.shape == expected.shape
     if spec.dynamic:
-        return Bind(DYNAMIC, spec, view, _refs(tensors))
+        _check_dynamic(spec, tensors, expected, status)
+        return Bind(DYNAMIC, spec, view, _refs(tensors[:1]), tensors[0].address)
+    for tensor in tensors:
+        _check_view(tensor.info, expected, status)
+    whole = tensors[0].info.shape == expected.shape
     if len(tensors) > 1 and whole and batch_size > 1:
         raise PlanError(status, f"{spec.name!r}: per-frame tensors must have batch 1")
     if view is TensorType.CPU:
@@ -215,20 +262,48 @@ def _bind(spec: TensorSpec, tensors: list[NpuTensor], status: StatusCode, batch_
     return Bind(GATHER, spec, view, _refs(tensors))
 
 
-def _check_view(
-    info: NpuTensorInfo, expected: NpuTensorInfo, status: StatusCode, dynamic: bool
-) -> None:
-    same = (
+def _same_view(info: NpuTensorInfo, expected: NpuTensorInfo) -> bool:
+    return (
         info.data_type is expected.data_type
         and info.memory_layout is expected.memory_layout
         and info.memory_layout_order == expected.memory_layout_order
     )
-    shape_ok = dynamic or info.shape in (expected.shape, frame_shape(expected))
-    if not (same and shape_ok):
+
+
+def _check_view(info: NpuTensorInfo, expected: NpuTensorInfo, status: StatusCode) -> None:
+    if not (_same_view(info, expected) and info.shape in (expected.shape, frame_shape(expected))):
         raise PlanError(
             status,
             f"tensor {info.describe()} does not match the model's "
             f"{expected.tensor_type.name} view {expected.describe()}",
+        )
+
+
+def _check_dynamic(
+    spec: TensorSpec, tensors: list[NpuTensor], expected: NpuTensorInfo, status: StatusCode
+) -> None:
+    """A data-dependent output: one packed tensor of the view's dtype and layout whose dims
+    equal the view's except the data-dependent ones (any capacity there)."""
+    info = tensors[0].info
+    fixed = [i for i in range(len(expected.shape)) if i not in spec.dynamic_dims]
+    fits = (
+        _same_view(info, expected)
+        and info.strides is None
+        and len(info.shape) == len(expected.shape)
+        and all(info.shape[i] == expected.shape[i] for i in fixed)
+    )
+    if not fits:
+        raise PlanError(
+            status,
+            f"tensor {info.describe()} does not fit the model's {expected.tensor_type.name} "
+            f"view {expected.describe()}: same dtype and layout, packed, and the same dims "
+            f"except the data-dependent ones {list(spec.dynamic_dims)} (a capacity there)",
+        )
+    if any(t is not tensors[0] for t in tensors):
+        raise PlanError(
+            status,
+            f"output {spec.name!r} depends on the data: one tensor holds the whole batch's "
+            "result; pass the same tensor in every row",
         )
 
 
