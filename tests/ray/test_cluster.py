@@ -44,10 +44,10 @@ def test_unknown_host() -> None:
         check_reachable("nonexistent.invalid:6379", timeout_s=5)
 
 
-def test_one_ray_per_process(ray_head) -> None:
+def test_one_ray_per_process(ray_driver) -> None:
     with pytest.raises(ClusterError, match="already initialised"), local_ray():
         pass
-    with pytest.raises(ClusterError, match="already initialised"), join_cluster(ray_head.address):
+    with pytest.raises(ClusterError, match="already initialised"), join_cluster(ray_driver.address):
         pass
 
 

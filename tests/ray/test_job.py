@@ -68,7 +68,7 @@ def _bad_files(folder: Path) -> list[str]:
 
 
 def test_photos_are_classified_in_place_and_bad_files_are_rows(
-    ray_head, photo_folder, batch_model, tmp_path
+    ray_driver, photo_folder, batch_model, tmp_path
 ) -> None:
     _, expected = photo_folder
     bad = _bad_files(tmp_path / "bad")
@@ -101,7 +101,7 @@ def test_photos_are_classified_in_place_and_bad_files_are_rows(
 
 
 def test_killed_actor_batches_are_retried_and_each_image_comes_out_once(
-    ray_head, photo_folder, batch_model, tmp_path
+    ray_driver, photo_folder, batch_model, tmp_path
 ) -> None:
     _, expected = photo_folder
     paths = sorted(expected)
