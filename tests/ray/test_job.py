@@ -126,8 +126,6 @@ def test_killed_actor_batches_are_retried_and_each_image_comes_out_once(
     assert collections.Counter(out_paths) == collections.Counter(paths)  # each exactly once
     pids = {int(pid) for b in batches for pid in b["pid"]}
     assert killed[0] in pids and len(pids) == 2  # the first batch, then the restarted actor
-    with pytest.raises(ProcessLookupError):
-        os.kill(killed[0], 0)
     for batch in batches:
         for path, class_id in zip(batch["path"], batch["class_id"], strict=True):
             assert class_id in expected[path]
