@@ -58,11 +58,12 @@ ASAN_OPTIONS = (
 UBSAN_OPTIONS = "print_stacktrace=1:halt_on_error=1"
 
 
-def build(flavour: str) -> Path:
-    """The package copied to build/sanitize-<flavour>/ with the three kernels instrumented."""
+def build(flavour: str, name: str = "") -> Path:
+    """The package copied to build/sanitize-<flavour>[-name]/ with the three kernels
+    instrumented (one folder per fuzz harness, so a new build never changes a running one)."""
     compiler, extra, _ = FLAVOURS[flavour]
     compiler = os.environ.get("CC", compiler) if flavour == "test" else compiler
-    out = ROOT / "build" / f"sanitize-{flavour}"
+    out = ROOT / "build" / "-".join(filter(None, ["sanitize", flavour, name]))
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(
@@ -150,7 +151,7 @@ def run_tests(pytest_args: list[str], smoke_runs: int) -> int:
 
 
 def run_fuzzer(harness: str, fuzzer_args: list[str]) -> int:
-    package = build("fuzz")
+    package = build("fuzz", harness)
     env = environment("fuzz", package)
     check_loaded(env, package)
     corpus = ROOT / "fuzz" / "corpus" / harness

@@ -100,6 +100,7 @@ def quantize(x: np.ndarray[Any, Any], q: QuantParameters, t: DataType) -> np.nda
     v = x.astype(np.float32) / np.float32(q.scale)
     v = np.where(np.isnan(v), np.float32(0), v).astype(np.float64)
     v = np.trunc(v) if q.rounding_mode is RoundingMode.ROUND_TOWARD_ZERO else np.rint(v)
+    v = np.clip(v, -(2.0**65), 2.0**65)  # +-inf saturate like any value past the range
     ints = [min(max(int(e) + q.zero_point, int(info.min)), int(info.max)) for e in v.ravel()]
     return np.array(ints, dtype=object).reshape(x.shape).astype(t.to_numpy())
 

@@ -19,6 +19,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -595,6 +596,114 @@ static int read_dims(PyObject *seq, Py_ssize_t *out, int ndim, const char *what)
     return 0;
 }
 
+/* ------------------------------------------------------------ validating a plan
+ *
+ * Python (copyless/layout/plan.py: Plan._build_kernel over nest.build_nest and
+ * plan.element_rule) only builds consistent plans, but nothing here relies on it: every
+ * parameter is checked against what the walk above assumes, and the bytes the walk can
+ * touch are bounded by src_nbytes / dst_nbytes, which run() checks against the buffers. A
+ * wrong plan is a ValueError, never an access outside the buffers.
+ */
+
+/* Which (op, source type, destination type) triples the kernels implement; the Python
+ * side's rules are plan.element_rule. */
+static int op_fits(int op, int st, int dt) {
+    const int sf = st == T_F32 || st == T_F16 || st == T_BF16;
+    const int df = dt == T_F32 || dt == T_F16 || dt == T_BF16;
+    switch (op) {
+    case OP_COPY: return st == dt;
+    case OP_FCAST: return sf && df;
+    case OP_QUANT: return sf && !df && dt != T_BOOL;   /* store_quant: integer targets */
+    case OP_DEQUANT: return !sf && df;                  /* bool -> float is (q - 0) * 1 */
+    case OP_ICAST: return !sf && !df;
+    case OP_FTOBOOL: return sf && dt == T_BOOL;
+    default: return 0;
+    }
+}
+
+/* The zero point fits the integer side (element_rule checks it against np.iinfo). */
+static int zp_fits(int t, int64_t zp) {
+    if (zp < int_min(t)) return 0;
+    return zp < 0 || (uint64_t)zp <= int_max(t);
+}
+
+/* a * b + c into *out without overflow (all >= 0); 0 on overflow. */
+static int mul_add(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t *out) {
+    Py_ssize_t m;
+    return !__builtin_mul_overflow(a, b, &m) && !__builtin_add_overflow(m, c, out);
+}
+
+/* Valid positions of the pad dim under block index cb (walk() clips the same way). */
+static Py_ssize_t valid_at(const PlanObject *p, Py_ssize_t cb) {
+    Py_ssize_t v = p->channels - cb * p->group; /* cb * group checked in plan_check */
+    Py_ssize_t n = p->shape[p->pad_dim];
+    return v < 0 ? 0 : (v > n ? n : v);
+}
+
+/* One past the last byte walk() touches through `str` (source or destination strides);
+ * `all_pad` when every pad position is visited (a filled destination). -1 on overflow. */
+static Py_ssize_t reach(const PlanObject *p, const Py_ssize_t *str, int itemsize, int all_pad) {
+    if (p->elements == 0) return 0;
+    const int pad = p->pad_dim >= 0, joint = pad && !all_pad;
+    Py_ssize_t last = 0;
+    for (int i = 0; i < p->ndim; i++) {
+        if (joint && (i == p->pad_dim || i == p->cb_dim)) continue;
+        if (!mul_add(p->shape[i] - 1, str[i], last, &last)) return -1;
+    }
+    if (joint) { /* the furthest (block, pad) position with a real channel */
+        Py_ssize_t best = -1, blocks = p->cb_dim >= 0 ? p->shape[p->cb_dim] : 1;
+        for (Py_ssize_t cb = 0; cb < blocks; cb++) {
+            Py_ssize_t v = valid_at(p, cb), at;
+            if (v < 1) continue;
+            if (!mul_add(v - 1, str[p->pad_dim], 0, &at)) return -1;
+            if (p->cb_dim >= 0 && !mul_add(cb, str[p->cb_dim], at, &at)) return -1;
+            if (at > best) best = at;
+        }
+        if (best < 0) return 0; /* no real channel: nothing read (a filled dst is all_pad) */
+        if (__builtin_add_overflow(last, best, &last)) return -1;
+    }
+    return __builtin_add_overflow(last, (Py_ssize_t)itemsize, &last) ? -1 : last;
+}
+
+static const char *plan_check(PlanObject *p, double scale) {
+    if (p->stype < 0 || p->stype >= T_COUNT || p->dtype < 0 || p->dtype >= T_COUNT)
+        return "unknown element type";
+    if (p->op < 0 || p->op >= OP_COUNT || !op_fits(p->op, p->stype, p->dtype))
+        return "operation does not fit the element types";
+    if (p->op == OP_QUANT || p->op == OP_DEQUANT) {
+        /* element_rule / QuantParameters: a positive scale, finite as float32 */
+        if (!(scale > 0.0 && scale <= FLT_MAX) || (float)scale == 0.0f)
+            return "scale must be positive and finite in float32";
+        if (!zp_fits(p->op == OP_QUANT ? p->dtype : p->stype, p->zp))
+            return "zero point outside the integer type";
+    }
+    if (p->pad_mode < PAD_NONE || p->pad_mode > PAD_SKIP || p->group < 1 || p->channels < 0)
+        return "bad channel padding";
+    /* nest.build_nest: a pad dim exactly when padding; its block dim (if any) outside it */
+    if ((p->pad_mode == PAD_NONE) != (p->pad_dim == -1) || p->pad_dim < -1 ||
+        p->pad_dim >= p->ndim || p->cb_dim < -1 || p->cb_dim >= p->ndim ||
+        (p->pad_dim >= 0 && p->cb_dim >= p->pad_dim))
+        return "bad pad / block dims";
+    if (p->pad_dim < 0) p->cb_dim = -1; /* no padding: the block index is never read */
+    Py_ssize_t product;
+    if (p->cb_dim >= 0 && !mul_add(p->shape[p->cb_dim], p->group, 0, &product))
+        return "block count overflows";
+    if (p->src_nbytes < 0 || p->dst_nbytes < 0) return "negative byte size";
+    Py_ssize_t elements = 1;
+    for (int i = 0; i < p->ndim; i++) {
+        if (p->shape[i] < 0 || p->sstr[i] < 0 || p->dstr[i] < 0)
+            return "negative extent or stride";
+        if (__builtin_mul_overflow(elements, p->shape[i], &elements)) return "too many elements";
+    }
+    p->elements = elements;
+    Py_ssize_t s_reach = reach(p, p->sstr, ITEMSIZE[p->stype], 0);
+    Py_ssize_t d_reach = reach(p, p->dstr, ITEMSIZE[p->dtype], p->pad_mode == PAD_FILL);
+    if (s_reach < 0 || d_reach < 0) return "strides overflow";
+    if (s_reach > p->src_nbytes || d_reach > p->dst_nbytes)
+        return "the strides reach past src_nbytes / dst_nbytes";
+    return NULL;
+}
+
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"shape", "src_strides", "dst_strides", "src_type", "dst_type",
                              "op", "scale", "zero_point", "toward_zero", "pad_dim", "cb_dim",
@@ -605,6 +714,7 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     long long zp;
     const char *pad;
     Py_ssize_t pad_len;
+    self->kernel = NULL; /* run() refuses a plan whose init failed */
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOiiidLpiiinny#nn", kwlist, &shape, &sstr,
                                      &dstr, &self->stype, &self->dtype, &self->op, &scale, &zp,
                                      &self->toward_zero, &self->pad_dim, &self->cb_dim,
@@ -621,22 +731,15 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         read_dims(sstr, self->sstr, self->ndim, "src_strides") ||
         read_dims(dstr, self->dstr, self->ndim, "dst_strides"))
         return -1;
-    if (self->stype < 0 || self->stype >= T_COUNT || self->dtype < 0 || self->dtype >= T_COUNT ||
-        self->op < 0 || self->op >= OP_COUNT || pad_len != ITEMSIZE[self->dtype] ||
-        self->pad_dim >= self->ndim || self->cb_dim >= self->ndim || self->group < 1) {
-        PyErr_SetString(PyExc_ValueError, "inconsistent plan parameters");
+    self->zp = zp;
+    const char *why = plan_check(self, scale);
+    if (why == NULL && pad_len != ITEMSIZE[self->dtype]) why = "pad_value is not one item";
+    if (why != NULL) {
+        PyErr_Format(PyExc_ValueError, "inconsistent plan parameters: %s", why);
         return -1;
     }
-    self->elements = 1;
-    for (int i = 0; i < self->ndim; i++) {
-        if (self->shape[i] < 0 || self->sstr[i] < 0 || self->dstr[i] < 0) {
-            PyErr_SetString(PyExc_ValueError, "negative extent or stride");
-            return -1;
-        }
-        self->elements *= self->shape[i];
-    }
-    self->scale = (float)scale;
-    self->zp = zp;
+    self->scale = (float)scale; /* in float32 range: plan_check (or unused: scale 1 ops) */
+    if (self->op != OP_QUANT && self->op != OP_DEQUANT) self->scale = 1.0f;
     self->lo_f = (float)((double)int_min(self->dtype) - (double)zp);
     self->hi_f = (float)((double)int_max(self->dtype) - (double)zp);
     self->lo_d = (double)int_min(self->dtype);
@@ -652,10 +755,14 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     self->inv = (float)(1.0 / (double)self->scale);
     self->exact_inv = mantissa == 0.5 && isnormal(self->inv) && isnormal(self->scale);
     self->interleave = NULL;
-    if (self->ndim >= 2 && self->pad_mode != PAD_SKIP && self->dstr[self->ndim - 2] == di &&
-        self->dstr[self->ndim - 1] == self->shape[self->ndim - 2] * di &&
-        self->cb_dim != self->ndim - 2)
-        self->interleave = interleaver(di, self->shape[self->ndim - 2]);
+    /* interleave_rows() reads whole rows of the last dim: never when that dim is clipped
+     * (the pad dim) or when the block index would change inside the last two dims. */
+    const int kl = self->ndim - 2, nl = self->ndim - 1;
+    Py_ssize_t pixel;
+    if (self->ndim >= 2 && self->pad_mode != PAD_SKIP && self->pad_dim != nl &&
+        self->cb_dim < kl && self->dstr[kl] == di &&
+        mul_add(self->shape[kl], di, 0, &pixel) && self->dstr[nl] == pixel)
+        self->interleave = interleaver(di, self->shape[kl]);
     self->kernel = pick_kernel(self->op, self->stype, self->dtype, self->toward_zero,
                                self->exact_inv);
     return 0;
@@ -674,6 +781,12 @@ static PyObject *plan_run(PlanObject *self, PyObject *const *args, Py_ssize_t na
     }
     PyObject *result = NULL;
     const char *s = (const char *)sb.buf;
+    if (self->kernel == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the plan was not initialised");
+        PyBuffer_Release(&sb);
+        PyBuffer_Release(&db);
+        return NULL;
+    }
     char *d = (char *)db.buf;
     if (sb.len < self->src_nbytes || db.len < self->dst_nbytes) {
         PyErr_Format(PyExc_ValueError, "buffers of %zd / %zd bytes, the views need %zd / %zd",
@@ -705,6 +818,7 @@ static PyMethodDef plan_methods[] = {
 };
 
 static PyObject *plan_get_kernel(PlanObject *self, void *closure) {
+    if (self->kernel == NULL) return PyUnicode_FromString("none");
     return PyUnicode_FromString(self->kernel == k_generic ? "generic"
                                 : self->kernel == k_copy  ? "copy"
                                                           : "specialised");
