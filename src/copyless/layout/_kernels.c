@@ -513,10 +513,13 @@ INTERLEAVE(uint32_t, 2) INTERLEAVE(uint32_t, 3) INTERLEAVE(uint32_t, 4)
 static void interleave_uint8_t_4(const char *rows, char *d, Py_ssize_t m) {
     const uint8_t *r = (const uint8_t *)rows;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint32_t *o = (uint32_t *)d;
-    for (Py_ssize_t i = 0; i < m; i++)
-        o[i] = (uint32_t)r[i] | (uint32_t)r[CHUNK + i] << 8 | (uint32_t)r[2 * CHUNK + i] << 16 |
-               (uint32_t)r[3 * CHUNK + i] << 24;
+    /* memcpy: a uint8 destination is only byte-aligned (UBSan's misaligned store, found by
+     * fuzz_layout); compilers still emit one vector store per 4-16 pixels. */
+    for (Py_ssize_t i = 0; i < m; i++) {
+        uint32_t px = (uint32_t)r[i] | (uint32_t)r[CHUNK + i] << 8 |
+                      (uint32_t)r[2 * CHUNK + i] << 16 | (uint32_t)r[3 * CHUNK + i] << 24;
+        memcpy(d + 4 * i, &px, 4);
+    }
 #else
     for (Py_ssize_t i = 0; i < m; i++)
         for (int k = 0; k < 4; k++) ((uint8_t *)d)[i * 4 + k] = r[k * CHUNK + i];
