@@ -957,6 +957,7 @@ static PyMethodDef plan_methods[] = {
 
 static PyObject *plan_get_kernel(PlanObject *self, void *closure) {
     if (self->kernel == NULL) return PyUnicode_FromString("none");
+    if (self->fused_pixels) return PyUnicode_FromString("fused pixels");
     return PyUnicode_FromString(self->kernel == k_generic ? "generic"
                                 : self->kernel == k_copy  ? "copy"
                                                           : "specialised");

@@ -203,7 +203,8 @@ class Plan:
 
     @property
     def kernel(self) -> str:
-        """Which inner kernel runs: ``"copy"``, ``"specialised"`` or ``"generic"``."""
+        """Which inner kernel runs: ``"copy"``, ``"specialised"``, ``"generic"``, or
+        ``"fused pixels"`` (float32 planes quantized straight into 4-byte pixels)."""
         return self._kernel.kernel
 
     def run(self, src: Any, dst: Any) -> None:
