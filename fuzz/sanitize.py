@@ -141,15 +141,30 @@ def run_tests(pytest_args: list[str], smoke_runs: int) -> int:
     if code or smoke_runs <= 0:
         return code
     for harness in HARNESSES:
-        cmd = [sys.executable, str(ROOT / "fuzz" / f"fuzz_{harness}.py"), f"-runs={smoke_runs}",
-               "-seed=1", "-print_final_stats=1"]  # fmt: skip
-        result = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+        code = smoke(harness, env, smoke_runs)
+        if code:
+            return code
+    print(f"[sanitize] total: {time.monotonic() - start:.0f} s", flush=True)
+    return 0
+
+
+def smoke(harness: str, env: dict[str, str], runs: int) -> int:
+    """Replay the harness's past findings (fuzz/regressions/<harness>/), then fuzz ``runs``
+    inputs from a fixed seed. Files given one by one are only executed: nothing is written."""
+    script = str(ROOT / "fuzz" / f"fuzz_{harness}.py")
+    saved = sorted(str(p) for p in (ROOT / "fuzz" / "regressions" / harness).glob("*"))
+    commands = [[script, *saved]] if saved else []
+    commands.append([script, f"-runs={runs}", "-seed=1", "-print_final_stats=1"])
+    for args in commands:
+        result = subprocess.run([sys.executable, *args], env=env, cwd=ROOT, capture_output=True,
+                                text=True)  # fmt: skip
         stats = [line for line in result.stderr.splitlines() if "number_of_executed_units" in line]
-        print(f"[sanitize] fuzz_{harness}: rc {result.returncode} {' '.join(stats)}", flush=True)
+        what = "fuzz" if stats else f"{len(saved)} saved inputs"
+        print(f"[sanitize] fuzz_{harness} {what}: rc {result.returncode} {' '.join(stats)}",
+              flush=True)  # fmt: skip
         if result.returncode:
             print(result.stdout[-5000:], result.stderr[-20000:], sep="\n")
             return result.returncode
-    print(f"[sanitize] total: {time.monotonic() - start:.0f} s", flush=True)
     return 0
 
 
@@ -177,7 +192,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     test = sub.add_parser("test", help="build with gcc/cc, run the C-backed tests + fuzz smoke")
-    test.add_argument("--smoke-runs", type=int, default=3000, help="executions per harness")
+    test.add_argument("--smoke-runs", type=int, default=2000, help="executions per harness")
     fuzz = sub.add_parser("fuzz", help="build with clang (coverage), run one harness")
     fuzz.add_argument("harness", choices=HARNESSES)
     sub.add_parser("build", help="only build both flavours")

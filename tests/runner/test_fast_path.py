@@ -306,3 +306,28 @@ def test_python_path_calls_do_not_reinstall_a_replayable_plan(
     assert runner.execute([[x]], [[y]]) is OK
     assert runner.get_property("fast_calls") == replayed + 1
     _check(y, model, data)
+
+
+def test_a_fast_path_made_without_init_is_safe_to_call() -> None:
+    # fuzz_runner finding: FastPath.__new__ left the attribute name NULL; a call after an
+    # install then crashed (segfault) in the "is the tensor closed" lookup.
+    from copyless.runner._fast import FastPath
+
+    class Tensor:
+        _bytes = b"open"
+
+    x, y = Tensor(), Tensor()
+    path = FastPath.__new__(FastPath)
+    assert path.install((x, y), (1, 1), (1, 1), (), None) == 0
+    assert path([[x]], [[y]]) is None  # the default success object
+    assert path.count == 1
+
+
+@pytest.mark.parametrize("rows", [(2**62, 4), (0, 1), (65, 1), (-1, -1)])
+def test_install_refuses_row_shapes_past_the_tensor_limit(rows: tuple[int, int]) -> None:
+    # fuzz_runner finding (UBSan): 2**62 * 4 overflowed to 0 and the entry was installed.
+    from copyless.runner._fast import FastPath
+
+    path = FastPath(OK)
+    with pytest.raises(ValueError, match="rows and cols"):
+        path.install((object(),), rows, (1, 1), (), None)
