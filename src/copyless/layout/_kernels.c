@@ -906,6 +906,11 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
+/* run(src, dst). Checked here: both export a C-contiguous buffer (PyBUF_SIMPLE), dst is
+ * writable, each is at least src_nbytes / dst_nbytes long (which plan_check proved the walk
+ * stays within), and they do not overlap. Python (plan.Plan.run) adds one rule C cannot
+ * see: a typed numpy array must have the view's shape and dtype, else be flat uint8, so an
+ * array of another meaning is never reinterpreted as the view's bytes. */
 static PyObject *plan_run(PlanObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "run(src, dst) takes 2 buffers");

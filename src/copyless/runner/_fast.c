@@ -150,6 +150,9 @@ static int all_open(FastPath *self, PyObject **tensors, Py_ssize_t n) {
 
 /* fast(inputs, outputs) -> success object, or None when the Python path must handle it.
  * An exception from the engine propagates (busy is reset first). */
+/* The arguments are the user's, unchecked (Runner.execute passes them straight here): only
+ * exact lists/tuples of the installed sizes whose items ARE the installed tensors match;
+ * anything else returns None and takes the Python path, which validates it. */
 static PyObject *FastPath_call(FastPath *self, PyObject *args, PyObject *kwds) {
     PyObject *inputs, *outputs;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) Py_RETURN_NONE;
@@ -230,6 +233,10 @@ static int check_shape(PyObject *shape, Py_ssize_t *rows, Py_ssize_t *cols) {
 
 /* install(tensors, (in_rows, in_cols), (out_rows, out_cols), calls, ranges) -> replaced index
  * or -1 when not installed (a fast call is running, or the path is closed). */
+/* Checked here: the argument types, 1..64 rows and cols, the tensor count, (callable,
+ * tuple) call pairs, weak-referenceable tensors. Python (replay.Replays.install) installs
+ * only a CallPlan that bound every tensor in place (runner.plan validated the tensors
+ * against the model's views); the C side never looks inside a tensor beyond `_bytes`. */
 static PyObject *FastPath_install(FastPath *self, PyObject *args) {
     PyObject *tensors, *in_shape, *out_shape, *calls, *ranges;
     Py_ssize_t in_rows, in_cols, out_rows, out_cols;

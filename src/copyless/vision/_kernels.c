@@ -274,6 +274,14 @@ static int check_dst(const Py_buffer *b, int *is_float) {
     return 0;
 }
 
+/* resample(src, dst, src_box, rect, fill, bgr). Every argument is checked here, whatever
+ * the caller: check_src (uint8 (H, W, 3|4), packed pixels, rows of positive stride, dims
+ * <= INT32_MAX), check_dst ((H, W, 3|4) uint8 or float32 of any strides, dims <= INT32_MAX),
+ * rect inside dst without an overflowing sum, the box inside the source (NaN fails), fill
+ * in 0..255. Python (preprocess.classify_preprocess / letterbox, through
+ * preprocess._source, which copies a non-packed image, and formats.image_view, which
+ * checks the destination's format, size, batch index and writability) only calls it
+ * with arguments that pass; the checks are for everything else. */
 static PyObject *resample(PyObject *self, PyObject *args) {
     PyObject *src_obj, *dst_obj;
     double bx0, by0, bx1, by1, fill;
@@ -429,6 +437,10 @@ fail:
     return -1;
 }
 
+/* components(prob, threshold). Checked here: a 2-D float32 buffer ("f", or "=f"/"<f" for
+ * an unaligned view: PROB reads through memcpy), dims <= INT32_MAX, any strides. Python
+ * (postprocess.text_boxes via _plane) passes a [H, W] float32 plane, converting other
+ * float types first. Any threshold works (NaN selects nothing). */
 static PyObject *components(PyObject *self, PyObject *args) {
     PyObject *obj;
     double thr;
