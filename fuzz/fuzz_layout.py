@@ -320,7 +320,10 @@ def run_and_compare(fdp: Any, plan: Any, src: NpuTensorInfo, dst: NpuTensorInfo,
     expected = from_logical(converted, dst, kind, pad)
     actual = physical(dst_buf, dst)
     if not ref.same(np.ascontiguousarray(expected), np.array(actual)):
-        raise AssertionError(f"wrong values {src} -> {dst} {q}\n{expected}\n{np.array(actual)}")
+        got, want = np.array(actual).reshape(-1), np.ascontiguousarray(expected).reshape(-1)
+        bad = np.flatnonzero(got.astype(np.float64) != want.astype(np.float64))[:4]
+        raise AssertionError(f"wrong values {src} -> {dst} {q}: at {bad.tolist()} "
+                             f"got {got[bad].tolist()} want {want[bad].tolist()}")  # fmt: skip
     touched = np.zeros(len(dst_buf), bool)
     offsets = element_offsets(dst)
     for b in range(dst.data_type.itemsize):

@@ -102,6 +102,24 @@ def test_padded_channels_bound_the_source_reach() -> None:
     assert dst.tolist() == [0, 2, 4, 0, 1, 3, 5, 0]
 
 
+@pytest.mark.parametrize(
+    ("data_type", "zp"),
+    [(DataType.INT64, 2**63 - 2201), (DataType.UINT64, 2**63 - 7), (DataType.INT64, -(2**63))],
+)
+def test_64_bit_quantization_adds_the_zero_point_exactly(data_type: DataType, zp: int) -> None:
+    # fuzz_layout finding: the zero point was added in doubles, so near 2**63 the result
+    # lost its low bits (...3607 came out as ...3760).
+    src = cpu((1, 1, 1, 5))
+    dst = hw_info_for(src, MemoryLayout.NCHW, data_type)
+    x = np.array([-1000.0, 0.0, 5.0, 1e30, -1e30], np.float32).reshape(src.shape)
+    out = np.zeros(dst.shape, data_type.to_numpy())
+    plan_for(src, dst, QuantParameters(1.0, zp)).run(x, out)
+    info = np.iinfo(data_type.to_numpy())
+    want = [min(max(int(v) + zp, int(info.min)), int(info.max)) for v in (-1000, 0, 5, 10**30,
+                                                                           -(10**30))]  # fmt: skip
+    assert [int(v) for v in out.reshape(-1)] == want
+
+
 def test_an_uninitialised_plan_refuses_to_run() -> None:
     plan = _kernels.Plan.__new__(_kernels.Plan)
     with pytest.raises(ValueError, match="not initialised"):

@@ -301,7 +301,27 @@ static void store_quant(const PlanObject *p, const float *v, char *d, Py_ssize_t
 #undef X
     default: break;
     }
+#ifdef __SIZEOF_INT128__
+    /* round(x / scale) is an integer-valued double; the zero point is added in 128-bit
+     * integers: in doubles, zp near 2**63 lost its low bits (fuzz_layout: float32 -> int64
+     * with zp = 2**63 - 1 - 200 gave ...3760 for ...3607). */
+    const __int128 lo = int_min(t), hi = (__int128)int_max(t);
     for (Py_ssize_t i = 0; i < n; i++) {
+        double r = (double)(v[i] / p->scale);
+        r = (r == r) ? r : 0.0;
+        r = tz ? trunc(r) : nearbyint(r);
+        r = r < -1e30 ? -1e30 : (r > 1e30 ? 1e30 : r); /* past any range, exact in int128 */
+        __int128 q = (__int128)r + p->zp;
+        q = q < lo ? lo : (q > hi ? hi : q);
+        switch (t) {
+        case T_I32: ((int32_t *)d)[i] = (int32_t)q; break;
+        case T_U32: ((uint32_t *)d)[i] = (uint32_t)q; break;
+        case T_I64: ((int64_t *)d)[i] = (int64_t)q; break;
+        default: ((uint64_t *)d)[i] = (uint64_t)q; break;
+        }
+    }
+#else
+    for (Py_ssize_t i = 0; i < n; i++) { /* exact while |round(x / scale) + zp| < 2**53 */
         double q = (double)(v[i] / p->scale);
         q = (q == q) ? q : 0.0;
         q = tz ? trunc(q) : nearbyint(q);
@@ -314,6 +334,7 @@ static void store_quant(const PlanObject *p, const float *v, char *d, Py_ssize_t
         default: ((uint64_t *)d)[i] = q >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)q; break;
         }
     }
+#endif
 }
 
 static void k_generic(const PlanObject *p, const char *s, char *d, Py_ssize_t n) {
