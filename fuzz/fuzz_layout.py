@@ -36,8 +36,8 @@ from numpy.lib.stride_tricks import as_strided
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "layout"))
 
-import copyless.layout.plan as plan_module  # noqa: E402
-from copyless import (  # noqa: E402
+import copyless.layout.plan as plan_module
+from copyless import (
     CopylessError,
     DataType,
     LayoutError,
@@ -48,17 +48,21 @@ from copyless import (  # noqa: E402
     TensorDirection,
     TensorType,
 )
-from copyless.layout import _kernels, hw_info_for, plan_for  # noqa: E402
+from copyless.layout import _kernels, hw_info_for, plan_for
 
 ML = MemoryLayout
 TYPES = [t for t in DataType if t is not DataType.UNKNOWN]
 CPU_LAYOUTS = [ML.NCHW, ML.NHWC, ML.NCHW, ML.NHWC, ML.NHW, ML.NC, ML.NCH, ML.GENERIC]
-HW_LAYOUTS = [ML.NCHW, ML.NHWC, ML.NHW, ML.NHWC4, ML.NHWC8, ML.NC4HW4, ML.NC8HW8, ML.HCWNC4,
-              ML.HCWNC8, ML.HCWNC16, ML.GENERIC, ML.NC, ML.NCH, ML.NHC, ML.NWC, ML.UNKNOWN]  # fmt: skip
+HW_LAYOUTS = [
+    ML.NCHW, ML.NHWC, ML.NHW, ML.NHWC4, ML.NHWC8, ML.NC4HW4, ML.NC8HW8, ML.HCWNC4, ML.HCWNC8,
+    ML.HCWNC16, ML.GENERIC, ML.NC, ML.NCH, ML.NHC, ML.NWC, ML.UNKNOWN,
+]  # fmt: skip
 IMAGE_HW = [ML.NCHW, ML.NHWC, ML.NHWC4, ML.NHWC8, ML.NC4HW4, ML.NC8HW8, ML.HCWNC4, ML.HCWNC8,
             ML.HCWNC16, ML.GENERIC]  # fmt: skip
 FITTING = {ML.NCHW: IMAGE_HW, ML.NHWC: IMAGE_HW, ML.NHW: [*IMAGE_HW, ML.NHW],
            ML.NC: [ML.NC, ML.GENERIC], ML.NCH: [ML.NCH, ML.GENERIC]}  # fmt: skip
+ZERO_POINTS = [0, -128, 127, 255, 256, -129, 65535, -32768, 32767, 2**31 - 1, -(2**31),
+               2**32 - 1, 2**63 - 1, -(2**63), 2**64 - 1, 2**64]  # fmt: skip
 SCALES = [1.0, 0.5, 1 / 255, 0.1, 3.0, 1e-45, 1e-40, 1e-30, 1e30, 3.4e38, 1e300, 1e-300, 0.0,
           -1.0, math.nan, math.inf, -math.inf, 2.0**-126, 2.0**127]  # fmt: skip
 MAX_ELEMENTS = 2048
@@ -71,7 +75,7 @@ class Guard:
     def __init__(self) -> None:
         self.built = 0
 
-    def Plan(self, *args: Any) -> Any:  # noqa: N802 - the C type's name
+    def Plan(self, *args: Any) -> Any:
         self.built += 1
         try:
             return _kernels.Plan(*args)
@@ -152,8 +156,7 @@ def quant(fdp: Any, src: DataType, dst: DataType) -> QuantParameters | None:
         scale = fdp.PickValueInList(SCALES[:5])
     zp = fdp.ConsumeIntInRange(-300, 300)
     if fdp.ConsumeBool():
-        zp = fdp.PickValueInList([0, -128, 127, 255, 256, -129, 65535, -32768, 32767, 2**31 - 1,
-                                  -(2**31), 2**32 - 1, 2**63 - 1, -(2**63), 2**64 - 1, 2**64])  # fmt: skip
+        zp = fdp.PickValueInList(ZERO_POINTS)
     mode = fdp.PickValueInList(list(RoundingMode))
     return QuantParameters(scale, zp, mode)  # may raise: refused in Python
 
@@ -218,6 +221,7 @@ def from_logical(logical: np.ndarray[Any, Any], info: NpuTensorInfo, kind: str, 
 def pair_kind(src: NpuTensorInfo, dst: NpuTensorInfo) -> tuple[str, Any]:
     """How the two views map onto one logical tensor (the rules of copyless.layout.nest)."""
     import layout_reference as ref
+
     from copyless.layout.views import GROUP, logical_of
 
     if (src.memory_layout, src.shape, src.memory_layout_order) == (
@@ -257,8 +261,10 @@ def check_api(fdp: Any) -> None:
     s_type, d_type = fdp.PickValueInList(TYPES), fdp.PickValueInList(TYPES)
     cpu = cpu_info(fdp, s_type)
     hw = hw_info(fdp, cpu, d_type)
-    src, dst = (cpu, hw) if fdp.ConsumeBool() else (dataclasses.replace(hw, data_type=s_type),
-                                                   dataclasses.replace(cpu, data_type=d_type))  # fmt: skip
+    src, dst = cpu, hw
+    if fdp.ConsumeBool():  # HW -> CPU
+        src = dataclasses.replace(hw, data_type=s_type)
+        dst = dataclasses.replace(cpu, data_type=d_type)
     if max(math.prod(src.shape), math.prod(dst.shape)) > MAX_ELEMENTS:
         return
     src, dst = with_strides(fdp, src, False), with_strides(fdp, dst, True)
@@ -403,9 +409,10 @@ def check(data: bytes) -> None:
 
 
 if __name__ == "__main__":
+    from harness import main
+
     import copyless.layout.nest
     import copyless.layout.views
-    from harness import main
 
     main(check, [plan_module, copyless.layout.nest, copyless.layout.views], check_api,
          run_and_compare, check_raw)  # fmt: skip

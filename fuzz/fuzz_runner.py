@@ -22,7 +22,7 @@ tensors. Run through ``fuzz/sanitize.py``: ``.venv/bin/python fuzz/sanitize.py f
 
 from __future__ import annotations
 
-import sys
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -100,8 +100,9 @@ def new_tensor(fdp: Any, direction: Any, index: int) -> Slot | None:
                                   cl.MemoryType.USER_POINTER_NON_CMA)  # fmt: skip
         elif kind == 3:  # a sub-tensor ending at (or past) its parent's last byte
             extra = fdp.ConsumeIntInRange(0, 64)
+            parent_shape = (1, info.size_in_bytes + extra)
             parent_info = cl.NpuTensorInfo("parent", cl.DataType.UINT8, direction, HW,
-                                           cl.MemoryLayout.NC, (1, info.size_in_bytes + extra))  # fmt: skip
+                                           cl.MemoryLayout.NC, parent_shape)  # fmt: skip
             parent = RUNNER.allocate_npu_tensor(parent_info)
             offset = extra - fdp.ConsumeIntInRange(0, 2) + 1
             tensor = RUNNER.allocate_sub_tensor(parent, info, offset)
@@ -194,10 +195,8 @@ def check_calls(fdp: Any) -> None:
         elif op == 3:
             pool[k] = None  # the last reference: the fast path's weak one dies with it
         elif op == 4 and pool[k] and pool[k].direction is IN:  # type: ignore[union-attr]
-            try:
+            with contextlib.suppress(cl.CopylessError, ValueError):  # closed or read-only
                 pool[k].write(values(fdp))  # type: ignore[union-attr]
-            except (cl.CopylessError, ValueError):
-                pass  # closed or read-only
         else:
             execute(fdp, pool)
 
@@ -278,9 +277,10 @@ def check(data: bytes) -> None:
 
 
 if __name__ == "__main__":
+    from harness import main
+
     import copyless.runner.jobs as jobs
     import copyless.runner.replay as replay
     import copyless.runner.runner as runner_module
-    from harness import main
 
     main(check, [runner_module, replay, jobs], check_calls, execute, new_tensor, check_raw)

@@ -21,7 +21,6 @@ Run through ``fuzz/sanitize.py``: ``.venv/bin/python fuzz/sanitize.py fuzz visio
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from PIL import Image
 
 import copyless.vision.postprocess as postprocess
 import copyless.vision.preprocess as preprocess
-from copyless import DataType, MemoryLayout, NpuTensorInfo, TensorDirection, TensorType
+from copyless import NpuTensorInfo, TensorDirection, TensorType
 from copyless.vision import _kernels
 from copyless.vision.formats import ColourFormat
 
@@ -75,9 +74,10 @@ def image(fdp: Any) -> np.ndarray[Any, Any]:
 def pil_resize(img: np.ndarray[Any, Any], box: tuple[float, ...], ow: int, oh: int) -> Any:
     """(oh, ow, 3) float64 RGB: each channel resized by Pillow in mode F (exact floats)."""
     rgb = np.ascontiguousarray(img[..., :3]).astype(np.float32)
-    planes = [np.asarray(Image.fromarray(rgb[..., k], "F").resize((ow, oh), Image.BILINEAR,
-                                                                   box=box))  # fmt: skip
-              for k in range(3)]  # fmt: skip
+    planes = []
+    for k in range(3):
+        plane = Image.fromarray(rgb[..., k], "F")
+        planes.append(np.asarray(plane.resize((ow, oh), Image.BILINEAR, box=box)))
     return np.stack(planes, -1).astype(np.float64)
 
 
@@ -317,8 +317,9 @@ def check(data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    import copyless.vision.formats as formats
     from harness import main
+
+    import copyless.vision.formats as formats
 
     main(check, [preprocess, postprocess, formats], check_preprocess, check_resample,
          check_components)  # fmt: skip

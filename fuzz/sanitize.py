@@ -135,7 +135,8 @@ def run_tests(pytest_args: list[str], smoke_runs: int) -> int:
     env = environment("test", package)
     check_loaded(env, package)
     print(f"[sanitize] built in {time.monotonic() - start:.0f} s", flush=True)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS, *DESELECT, *pytest_args]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS, *DESELECT,
+           *pytest_args]  # fmt: skip
     code = subprocess.run(cmd, env=env, cwd=ROOT).returncode
     print(f"[sanitize] tests: {time.monotonic() - start:.0f} s", flush=True)
     if code or smoke_runs <= 0:

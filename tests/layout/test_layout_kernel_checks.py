@@ -63,6 +63,11 @@ def test_uint64_zero_point_past_int64_is_a_layout_error() -> None:
         plan_for(cpu((1, 3, 2, 2)), hw, QuantParameters(1.0, 2**64 - 1))
 
 
+# the block dim must come before its pad dim (walk() passes the block index down)
+PAD_AFTER_BLOCK = dict(shape=[2, 2], src_strides=[8, 4], dst_strides=[8, 4], pad_dim=0, cb_dim=1,
+                       pad_mode=1)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("changes", "why"),
     [
@@ -77,14 +82,15 @@ def test_uint64_zero_point_past_int64_is_a_layout_error() -> None:
         (dict(op=QUANT, dst_type=U8, scale=float("nan"), pad_value=b"\0"), "scale"),
         (dict(op=QUANT, dst_type=U8, zero_point=256, pad_value=b"\0"), "zero point"),
         (dict(pad_mode=1), "pad / block"),  # padding without a pad dim
-        (dict(shape=[2, 2], src_strides=[8, 4], dst_strides=[8, 4], pad_dim=0, cb_dim=1,
-              pad_mode=1), "pad / block"),  # fmt: skip
+        (PAD_AFTER_BLOCK, "pad / block"),
         (dict(group=0), "padding"),
         (dict(pad_value=b"\0"), "one item"),
         (dict(src_nbytes=-1), "negative"),
     ],
 )
-def test_the_c_plan_refuses_what_does_not_fit_its_buffers(changes: dict[str, Any], why: str) -> None:
+def test_the_c_plan_refuses_what_does_not_fit_its_buffers(
+    changes: dict[str, Any], why: str
+) -> None:
     # fuzz_layout RAW mode finding: the kernel trusted Python's nest, and random
     # parameters read and wrote past the buffers (a segfault without the sanitizer).
     with pytest.raises(ValueError, match=why):
@@ -94,8 +100,9 @@ def test_the_c_plan_refuses_what_does_not_fit_its_buffers(changes: dict[str, Any
 def test_padded_channels_bound_the_source_reach() -> None:
     # NCHW C=3 -> NHWC4: the pad dim has 4 positions but the source only 3 planes.
     shape = [2, 4]  # [pixels, channels]
+    reach = 1 * 4 + 2 * 8 + 4  # last pixel, last real plane, one float
     plan = raw_plan(shape=shape, src_strides=[4, 8], dst_strides=[16, 4], pad_dim=1,
-                    pad_mode=1, channels=3, src_nbytes=(1 * 4 + 2 * 8) + 4, dst_nbytes=32)  # fmt: skip
+                    pad_mode=1, channels=3, src_nbytes=reach, dst_nbytes=32)  # fmt: skip
     src = np.arange(6, dtype=np.float32)  # planes [0 1] [2 3] [4 5]
     dst = np.full(8, -1, np.float32)
     plan.run(src, dst)
@@ -149,7 +156,7 @@ FUSED_CASES = [
     (c, t, m, s, w, zp)
     for c, w in ((3, 37), (4, 8), (1, 2), (2, 1029))
     for t, zp in ((DataType.UINT8, 0), (DataType.UINT8, 255), (DataType.INT8, -128),
-                  (DataType.INT8, 5))  # fmt: skip
+                  (DataType.INT8, 5))
     for m in (RoundingMode.ROUND_TO_NEAREST_EVEN, RoundingMode.ROUND_TOWARD_ZERO)
     for s in (1.0, 0.75)  # a power of two multiplies, others divide
 ]

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 import copyless as cl
-from copyless.vision import Letterbox, classify_preprocess, text_boxes
-from copyless.vision import _kernels
+from copyless.vision import Letterbox, _kernels, classify_preprocess, text_boxes
 
 
 def unaligned(values: np.ndarray) -> np.ndarray:
