@@ -65,6 +65,7 @@ class Slot:
     def __init__(self, tensor: cl.NpuTensor, direction: Any, index: int, view: Any) -> None:
         self.tensor, self.direction, self.index, self.view = tensor, direction, index, view
         self.values: np.ndarray[Any, Any] | None = None
+        self.readonly = not tensor.bytes_view().flags.writeable
 
     @property
     def cpu_info(self) -> cl.NpuTensorInfo:
@@ -168,6 +169,8 @@ def execute(fdp: Any, pool: list[Slot | None]) -> None:
         raise AssertionError(f"execute returned {status!r}")
     if status is not cl.StatusCode.SUCCESS:
         return
+    if s.readonly or d.readonly:
+        raise AssertionError("SUCCESS writing outputs into read-only memory")
     spans = [x.span() for x in (a, b, s, d)]
     disjoint = all(p[1] <= q[0] or q[1] <= p[0] for i, p in enumerate(spans)
                    for q in spans[i + 1 :])  # fmt: skip

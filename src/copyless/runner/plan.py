@@ -132,6 +132,16 @@ def build_plan(
     """Validate ``inputs``/``outputs`` ([batch][tensor] lists). Raises :class:`PlanError`."""
     in_frames = _frames(inputs, len(in_specs), batch_size, StatusCode.INVALID_INPUT, "inputs")
     out_frames = _frames(outputs, len(out_specs), batch_size, StatusCode.INVALID_OUTPUT, "outputs")
+    for b, row in enumerate(out_frames):
+        for t, tensor in enumerate(row):
+            # An INPUT tensor over read-only memory (a PROT_READ mmap, a read-only array)
+            # in an output position: bound in place, the engine's write was a segfault
+            # (found by fuzz/fuzz_runner.py).
+            if not tensor.bytes_view().flags.writeable:
+                raise PlanError(
+                    StatusCode.INVALID_OUTPUT,
+                    f"outputs[{b}][{t}] {tensor.info.describe()} is read-only memory",
+                )
     if len(in_frames) != len(out_frames):
         raise PlanError(
             StatusCode.INVALID_OUTPUT,
