@@ -33,6 +33,26 @@ from copyless import NpuTensorInfo, TensorDirection, TensorType
 from copyless.vision import _kernels
 from copyless.vision.formats import ColourFormat
 
+
+class Guard:
+    """Stands in for ``_kernels`` inside the preprocess/postprocess modules: counts the C
+    calls, so a refusal can be checked to come from Python, before C saw the arguments."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def resample(self, *args: Any) -> None:
+        self.calls += 1
+        _kernels.resample(*args)
+
+    def components(self, *args: Any) -> Any:
+        self.calls += 1
+        return _kernels.components(*args)
+
+
+GUARD = Guard()
+preprocess._kernels = GUARD  # type: ignore[assignment]
+postprocess._kernels = GUARD  # type: ignore[assignment]
 SENTINEL = 0xA5
 FILLS = [0.0, 114.0, 255.0, -1.0, 256.0, math.nan, math.inf, -0.0, 1e300, 127.5]
 EDGES = [0.0, 0.5, 1.0, 1e-9, -1e-9, 1e-6, 2.0**31, math.nan, math.inf, -math.inf]
@@ -161,12 +181,15 @@ def check_preprocess(fdp: Any) -> None:
         crop = pick(fdp, 1, 40, [0, -1, resize_short, resize_short + 1])
         canvas = Canvas(fdp, fmt, batch, max(crop, 1), max(crop, 1))
         dst = (canvas.buffer, canvas.info)
+        calls = GUARD.calls
         try:
             preprocess.classify_preprocess(img, dst, colour_format=fmt, resize_short=resize_short,
                                            crop=crop, batch_index=index)  # fmt: skip
         except (ValueError, IndexError) as exc:
             if 0 < crop <= resize_short and 0 <= index < batch and index is not True:
                 raise AssertionError(f"refused a valid call: {exc}") from exc
+            if GUARD.calls != calls:
+                raise AssertionError(f"C saw the arguments before the refusal: {exc}") from exc
             return
         box, rect, fill = classify_geometry(img, resize_short, crop), (0, 0, crop, crop), 0.0
         size = (crop, crop)
@@ -175,12 +198,15 @@ def check_preprocess(fdp: Any) -> None:
         fill = pick(fdp, 0, 255, [-1, 256, 114])
         canvas = Canvas(fdp, fmt, batch, max(size_, 1), max(size_, 1))
         dst = (canvas.buffer, canvas.info)
+        calls = GUARD.calls
         try:
             lb = preprocess.letterbox(img, dst, colour_format=fmt, size=size_, fill=fill,
                                       batch_index=index)  # fmt: skip
         except (ValueError, IndexError) as exc:
             if size_ > 0 and 0 <= fill <= 255 and 0 <= index < batch and index is not True:
                 raise AssertionError(f"refused a valid call: {exc}") from exc
+            if GUARD.calls != calls:
+                raise AssertionError(f"C saw the arguments before the refusal: {exc}") from exc
             return
         h, w = img.shape[:2]
         new_w = min(size_, max(1, round(w * lb.scale)))
