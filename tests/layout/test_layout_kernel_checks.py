@@ -68,6 +68,13 @@ PAD_AFTER_BLOCK = dict(shape=[2, 2], src_strides=[8, 4], dst_strides=[8, 4], pad
                        pad_mode=1)  # fmt: skip
 
 
+# fuzz_layout finding (UBSan): block 1 holds no real channel (3 channels, groups of 8), so
+# nothing is read there, but walk() still formed its pointer: 1 * 2**62 overflowed.
+BLOCK_WITHOUT_CHANNELS = dict(shape=[2, 4], src_strides=[2**62, 4], dst_strides=[16, 4],
+                              pad_dim=1, cb_dim=0, pad_mode=1, group=8, channels=3,
+                              dst_nbytes=32)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("changes", "why"),
     [
@@ -83,6 +90,7 @@ PAD_AFTER_BLOCK = dict(shape=[2, 2], src_strides=[8, 4], dst_strides=[8, 4], pad
         (dict(op=QUANT, dst_type=U8, zero_point=256, pad_value=b"\0"), "zero point"),
         (dict(pad_mode=1), "pad / block"),  # padding without a pad dim
         (PAD_AFTER_BLOCK, "pad / block"),
+        (BLOCK_WITHOUT_CHANNELS, "reach past"),
         (dict(group=0), "padding"),
         (dict(pad_value=b"\0"), "one item"),
         (dict(src_nbytes=-1), "negative"),

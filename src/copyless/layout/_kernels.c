@@ -806,6 +806,9 @@ static Py_ssize_t reach(const PlanObject *p, const Py_ssize_t *str, int itemsize
     }
     if (joint) { /* the furthest (block, pad) position with a real channel */
         Py_ssize_t best = -1, blocks = p->cb_dim >= 0 ? p->shape[p->cb_dim] : 1;
+        /* walk() forms the pointer of every block, with or without a real channel: a
+         * stride of 2**62 past the last real block overflowed (fuzz_layout, UBSan). */
+        if (p->cb_dim >= 0 && !mul_add(blocks - 1, str[p->cb_dim], 0, &best)) return -1;
         for (Py_ssize_t cb = 0; cb < blocks; cb++) {
             Py_ssize_t v = valid_at(p, cb), at;
             if (v < 1) continue;
