@@ -84,7 +84,7 @@ from .shapes import session as ort_session
 
 _log = logging.getLogger(__name__)
 
-COMPILER_VERSION = "3"  # 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8)
+COMPILER_VERSION = "4"  # 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: byte-first prefix
 
 
 def artifact_key(source: str, options: Mapping[str, Any]) -> str:

@@ -1,10 +1,11 @@
 """Folding view conversions into the graph: the HW view of an input becomes the graph input,
 the HW view of an output the graph output.
 
-For an input the graph starts with, in order: the dtype step (``Cast``, or
-``DequantizeLinear`` for a quantized integer view), the layout step (``Slice`` of the channel
-padding, ``Transpose``/``Reshape`` back to the model's NCHW), for frames of another size a
-linear ``Resize`` to the model's own H x W, and for packed RGBx pixels the normalisation
+For an input the graph starts with the dtype step (``Cast``, or ``DequantizeLinear`` for a
+quantized integer view) and the layout step (``Transpose``/``Reshape`` back to the model's
+NCHW, ``Slice`` of the channel padding), the layout step first when the HW elements are
+narrower than the model's (bytes move faster than floats); then, for frames of another size,
+a linear ``Resize`` to the model's own H x W, and for packed RGBx pixels the normalisation
 ``(x - mean) / std`` as one ``Mul`` + ``Add``. For an output the graph ends with
 the layout step (``Transpose``, ``Pad`` with zeros, ``Reshape``) then the dtype step (``Cast``
 or ``QuantizeLinear``, which maps the zero padding to the zero point).
@@ -87,13 +88,19 @@ def fold_input(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
     rename_reads(graph.node, name, internal)
     chain = NodeChain(scope, name, f"copyless/in/{name}")
     hw, cpu = fold.hw, fold.cpu
+    # Narrow elements (uint8 pixels, int8) are moved before they are widened: the layout
+    # step then shuffles bytes, not floats (see .stem for the measurements).
+    narrow = hw.data_type.itemsize < fold.model_dtype.itemsize
+    if narrow:
+        _to_logical(chain, hw, cpu)
     if fold.normalize is not None:
         chain.op("Cast", to=onnx.TensorProto.FLOAT)
     elif fold.quant is not None:
         _dequantize(chain, fold.quant, hw.data_type)
     elif hw.data_type is not fold.model_dtype:
         chain.op("Cast", to=ELEM_OF[fold.model_dtype])
-    _to_logical(chain, hw, cpu)
+    if not narrow:
+        _to_logical(chain, hw, cpu)
     if fold.resize is not None:
         _resize(model, chain, cpu.shape[:2] + fold.resize)
     if fold.normalize is not None:
@@ -258,10 +265,13 @@ def _to_logical(chain: NodeChain, hw: NpuTensorInfo, cpu: NpuTensorInfo) -> None
     if layout is MemoryLayout.NHW:
         chain.op("Reshape", _i64(chain, [n, c, h, w], "shape"))
     elif layout in (MemoryLayout.NHWC, MemoryLayout.NHWC4, MemoryLayout.NHWC8):
+        # Transpose first: the padding channels are then whole planes, and the Slice of
+        # whole planes is a few copies where a Slice of NHWC's last axis is a strided
+        # gather (onnxruntime: 10-20x slower).
+        chain.op("Transpose", perm=[0, 3, 1, 2])
         if hw.shape[3] != c:
             chain.op("Slice", _i64(chain, [0], "starts"), _i64(chain, [c], "ends"),
-                     _i64(chain, [3], "axes"))  # fmt: skip
-        chain.op("Transpose", perm=[0, 3, 1, 2])
+                     _i64(chain, [1], "axes"))  # fmt: skip
     else:
         g = GROUP[layout]
         blocks = -(-c // g)
