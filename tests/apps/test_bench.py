@@ -1,4 +1,5 @@
-"""copyless-bench on the real EfficientNet-Lite0 and photo: rows, ratios, JSON, PNG, gate."""
+"""copyless-bench on the real EfficientNet-Lite0 and photo: rows, ratios, limits, stages,
+verdicts, JSON, PNG, gate."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from copyless.apps.bench.gate import disagreement
 from copyless.apps.bench.models import Config
 from copyless.apps.bench.peers import plain
 from copyless.apps.bench.pipeline import Pipeline
+from copyless.apps.bench.report import Row, verdicts
 from copyless.apps.bench.tasks import Outcome
 
-ONLY = ["ort-iobinding", "openvino-sync", "copyless-ort-zc", "copyless-ort-async2"]
+ONLY = ["engine-ort", "engine-ov", "ort-iobinding", "openvino-sync", "copyless-ort-zc",
+        "copyless-ov-zc", "copyless-ort-async2"]  # fmt: skip
+STAGES = {"decode", "preprocess", "infer", "postprocess"}
 CAT = {281, 282, 285}
 
 
@@ -44,7 +48,33 @@ def test_quick_run_rows_and_ratios(quick_run: tuple[int, dict, Path]) -> None:
     assert rows["copyless-ort-async2"]["mode"] == "async"
     assert rows["copyless-ort-zc"]["family"] == "copyless"
     assert data["machine"]["cores"] >= 1 and data["machine"]["onnxruntime"]
-    assert data["settings"]["rounds"] == 1
+    assert data["settings"]["rounds"] == 1 and data["settings"]["decode"] is True
+
+
+def test_engine_alone_rows_are_each_engines_limit(quick_run: tuple[int, dict, Path]) -> None:
+    _, data, _ = quick_run
+    rows = {r["pipeline"]: r for r in data["rows"]}
+    for engine, limit in (("ort", "engine-ort"), ("ov", "engine-ov")):
+        assert rows[limit]["family"] == "limit" and rows[limit]["vs_limit"] == 1.0
+        for row in rows.values():
+            if row["engine"] == engine:
+                want = row["ms_per_frame"] / rows[limit]["ms_per_frame"]
+                assert row["vs_limit"] == pytest.approx(want), row["pipeline"]
+    assert rows["plain"]["engine"] == "ort" and rows["copyless-ov-zc"]["engine"] == "ov"
+    assert "float32" in rows["engine-ov"]["note"]  # copyless's OpenVINO precision
+    assert rows["engine-ort"]["stages_ms"] == {}  # nothing but the engine runs
+
+
+def test_sync_pipelines_time_every_stage(quick_run: tuple[int, dict, Path]) -> None:
+    _, data, _ = quick_run
+    rows = {r["pipeline"]: r for r in data["rows"]}
+    for name in ("plain", "ort-iobinding", "copyless-ort-zc", "copyless-ov-zc"):
+        stages = rows[name]["stages_ms"]
+        assert set(stages) == STAGES, name
+        assert all(v > 0 for v in stages.values())
+        assert sum(stages.values()) <= rows[name]["ms_per_frame"] * 1.5  # laps within the frame
+    assert set(rows["openvino-sync"]["stages_ms"]) == {"decode", "infer", "postprocess"}
+    assert rows["copyless-ort-async2"]["stages_ms"] == {}  # overlapped stages: no breakdown
 
 
 def test_quick_run_png(quick_run: tuple[int, dict, Path]) -> None:
@@ -59,15 +89,21 @@ def test_table_on_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
             "--json", str(tmp_path / "t.json"), "--png", str(tmp_path / "t.png")]  # fmt: skip
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
-    lines = [line for line in captured.out.splitlines() if "efficientnet-lite0 fp32 b1" in line]
+    table, breakdown, *_ = captured.out.strip().split("\n\n")
+    lines = [line for line in table.splitlines() if "efficientnet-lite0 fp32 b1" in line]
     assert [line.split()[3] for line in lines] == ["plain", "copyless-ort-cpu"]
-    assert "1.00x" in lines[0]
+    assert "1.00x" in lines[0] and "x limit" in table
+    assert [line.split()[3] for line in breakdown.splitlines()[2:4]] == [
+        "plain", "copyless-ort-cpu",
+    ]  # fmt: skip
+    assert "fastest copyless pipeline copyless-ort-cpu" in breakdown  # the verdict follows
+    assert "NOT zero-copy" in breakdown  # the only copyless row is the CPU view
     assert "efficientnet-lite0 fp32 b1" in captured.err  # progress goes to stderr
 
 
 def _zeros_pipeline(assets: cli.Assets) -> Pipeline:
     """The plain pipeline fed zeros instead of the photo: a deliberately wrong pipeline."""
-    honest = plain(assets.peer_model, assets.task, assets.pil, assets.config.batch)
+    honest = plain(assets.peer_model, assets.task, assets.photo, assets.config.batch)
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(assets.peer_model), providers=["CPUExecutionProvider"])
@@ -88,6 +124,24 @@ def test_wrong_pipeline_is_flagged_and_not_timed() -> None:
     wrong = by_name["zeros"]
     assert wrong.status == "WRONG" and wrong.ms_per_frame is None and wrong.speedup is None
     assert "top-1" in wrong.note
+
+
+def _row(name: str, ms: float, rounds: tuple[float, ...]) -> Row:
+    return Row("m", "fp32", 1, name, "copyless", "sync", "ok", ms_per_frame=ms, rounds_ms=rounds,
+               stages_ms={"infer": ms - 1.0, "preprocess": 1.0})  # fmt: skip
+
+
+def test_verdicts_name_the_fastest_copyless_pipeline_and_why() -> None:
+    zc, cpu = _row("copyless-ort-zc", 5.0, (4.9, 5.2)), _row("copyless-ort-cpu", 5.5, (5.4, 5.6))
+    assert verdicts([zc, cpu]) == [
+        "m fp32 b1: fastest copyless pipeline copyless-ort-zc (5.000 ms/frame), zero-copy"
+    ]
+    close = _row("copyless-ort-cpu", 4.95, (4.8, 5.0))
+    (line,) = verdicts([zc, close])
+    assert "NOT zero-copy" in line and "within noise" in line
+    far = _row("copyless-ort-cpu", 4.0, (3.9, 4.1))
+    (line,) = verdicts([zc, far])
+    assert "25.0% slower beyond the rounds' spread (preprocess +0.000 ms, infer +1.000 ms)" in line
 
 
 def test_gate_rules() -> None:
@@ -113,6 +167,7 @@ def test_gate_rules() -> None:
         (["--only", "copyless-turbo"], "--only"),
         (["--frames", "0"], "--frames"),
         (["--photo", "moon"], "moon"),
+        (["--ov-precision", "int4"], "--ov-precision"),
     ],
 )
 def test_bad_arguments_exit_2(

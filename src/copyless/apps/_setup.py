@@ -20,7 +20,7 @@ from ..memory import NpuTensor
 from ..runner import Runner, RunnerFactory
 from ..types import CopylessError, RunnerType, StatusCode, TensorType
 from ..vision import decode
-from ._bench import StageTimes, now
+from .bench.stages import StageTimes, now
 
 EXIT_USAGE = 2
 

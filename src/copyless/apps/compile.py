@@ -39,6 +39,10 @@ normalised) with quant scale 1, zero point 0. With --input-size HxW the HW view 
 decoder's frame [N,H,W,4] of that size, resized in the graph (Resize, linear, antialiased
 when the model's opset allows 18) to the model's own size before the normalisation.
 
+--mean/--std, --resize and --colour-order are recorded in the compiled model (metadata
+"preprocessing") so that applications prepare photos as the model expects: copyless-zerocopy
+and copyless-detect read them, and warn when they are missing.
+
 --quantize int8 --calibration DIR: static QDQ INT8 (uint8 activations per tensor, int8 weights
 per output channel: onnxruntime's fast U8S8 form) calibrated on the images in
 DIR, resized to the input size and normalised with --mean/--std. Float inputs and outputs get
@@ -71,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="frame size of the rgbx input (the graph resizes it)")  # fmt: skip
     p.add_argument("--mean", help="R,G,B mean in pixel units (rgbx / calibration)")
     p.add_argument("--std", help="R,G,B std in pixel units (rgbx / calibration)")
+    p.add_argument("--resize", metavar="POLICY",
+                   help="recorded for apps: crop[:0.875] | letterbox[:114] | stretch")  # fmt: skip
+    p.add_argument("--colour-order", choices=["rgb", "bgr"],
+                   help="recorded for apps: the model's channel order")  # fmt: skip
     for flag in ("input-layout", "input-dtype", "output-layout", "output-dtype"):
         p.add_argument(f"--{flag}", action="append", default=[], metavar="[NAME=]VALUE",
                        help=f"HW view {flag.replace('-', ' ')}")  # fmt: skip
@@ -131,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_ops": args.cpu_ops,
             "cpu_partition_after": args.cpu_partition_after,
             "cpu_tail": args.cpu_tail,
+            "resize": args.resize,
+            "colour_order": args.colour_order,
         }
         out = compile_model(args.model, args.output, **options)
     except argparse.ArgumentTypeError as exc:

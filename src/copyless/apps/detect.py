@@ -1,22 +1,25 @@
 """copyless-detect: zero-copy text detection with the PP-OCRv4 detector at 640x640.
 
 The photo is letterboxed straight into the runner-allocated RGBx input tensor (the HW view of
-the detector compiled with its ImageNet normalisation folded in), the probability map is read
-in place, and the text boxes are drawn on the photo and saved as a PNG. ``-n`` prints the same
-benchmark block as copyless-zerocopy; ``-c`` uses the CPU tensor type instead.
+the detector compiled with its ImageNet normalisation folded in; a model given with ``-m`` is
+prepared as its compiled record says, with a warning for what it lacks), the probability map
+is read in place, and the text boxes are drawn on the photo and saved as a PNG. ``-n`` prints
+the same benchmark block as copyless-zerocopy; ``-c`` uses the CPU tensor type instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 import numpy.typing as npt
 
 from ..runner import Runner
 from ..types import TensorDirection
-from ..vision import draw_boxes, letterbox, text_boxes
-from ._models import DETECTOR_SIZE, builtin_detector
+from ..vision import draw_boxes, text_boxes
+from ._models import builtin_detector
+from ._prepare import preparer_for, warning
 from ._setup import image_parser, parse_image_args, run_image_app, tensor_type, timed_runs
 
 
@@ -39,6 +42,9 @@ def _detect(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespa
     view = tensor_type(args)
     (in_info,) = runner.get_tensors_info(TensorDirection.INPUT, view)
     (out_info,) = runner.get_tensors_info(TensorDirection.OUTPUT, view)
+    prepare = preparer_for(runner, in_info)
+    if prepare.assumed:
+        print(warning(args.model_dir or runner.model.name, prepare.assumed), file=sys.stderr)
     x = runner.allocate_npu_tensor(in_info)
     y = runner.allocate_npu_tensor(out_info)
     done = timed_runs(
@@ -46,7 +52,7 @@ def _detect(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespa
         x,
         y,
         args.runs,
-        lambda: letterbox(image, x, size=DETECTOR_SIZE),
+        lambda: prepare(image, x),
         lambda placement: text_boxes(y, placement, threshold=args.threshold),
     )
     if done is None:

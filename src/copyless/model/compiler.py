@@ -40,6 +40,10 @@ parentheses; see ``copyless-compile --help``):
 ``cpu_ops=("Softmax",)`` | ``cpu_partition_after="name"`` | ``cpu_tail=True``
 (``--cpu-ops Softmax,TopK``, ``--cpu-partition-after NAME``, ``--cpu-tail``)
     Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`.partition`.
+``resize="crop:0.875" | "letterbox:114" | "stretch"``, ``colour_order="rgb" | "bgr"``
+(``--resize``, ``--colour-order``)
+    Recorded, with mean/std, for the applications that feed the model (metadata key
+    ``"preprocessing"``; see :mod:`.preprocessing`); they do not change the graph.
 ``name="..."`` (``--name``)
     The compiled model's name (default: the file stem or the graph name).
 
@@ -78,6 +82,8 @@ from .folding import Fold, check_opset, fold_input, fold_output
 from .graph import IR_VERSION, NameScope, cpu_layout_for, graph_inputs, tensor_value_info
 from .options import CompileOptions, parse_options
 from .partition import Part, find_cut, forward_boundaries, split
+from .preprocessing import KEY as PREPROCESSING_KEY
+from .preprocessing import record as record_preprocessing
 from .quantize import Quantized, calibration_batches, quantize_int8
 from .shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from .shapes import session as ort_session
@@ -160,7 +166,25 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "compiler": f"copyless.model.compiler/{COMPILER_VERSION}",
             "producer": f"{model.producer_name} {model.producer_version}".strip(),
             "options": json.dumps(opts.to_json(), sort_keys=True),
+            PREPROCESSING_KEY: _preprocessing(opts, fixed.infos),
         },
+    )
+
+
+def _preprocessing(opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]) -> str:
+    """The preprocessing record of the (first) image input, as the metadata stores it."""
+    image = inputs[0] if inputs else None
+    size = None
+    if image is not None and len(image.shape) == 4:
+        size = (image.shape[2], image.shape[3])
+    return record_preprocessing(
+        input_format=opts.input_format,
+        mean=opts.mean,
+        std=opts.std,
+        colour_order=opts.colour_order,
+        resize=opts.resize,
+        frame=opts.input_size or size,
+        model_size=size,
     )
 
 

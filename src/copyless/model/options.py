@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..types import DataType, MemoryLayout, OptionError
+from .preprocessing import ResizePolicy, parse_colour_order, parse_resize
 
 _DTYPE_ALIASES = {
     "bf16": DataType.BF16,
@@ -49,6 +50,8 @@ _KNOWN = frozenset(
         "cpu_ops",
         "cpu_partition_after",
         "cpu_tail",
+        "resize",
+        "colour_order",
     }
 )
 
@@ -76,6 +79,8 @@ class CompileOptions:
     cpu_ops: tuple[str, ...] = ()
     cpu_partition_after: str | None = None
     cpu_tail: bool = False
+    resize: ResizePolicy | None = None  # recorded for applications (see .preprocessing)
+    colour_order: str | None = None  # "RGB" | "BGR", recorded for applications
 
     @property
     def partitioned(self) -> bool:
@@ -108,6 +113,8 @@ class CompileOptions:
             "cpu_ops": list(self.cpu_ops),
             "cpu_partition_after": self.cpu_partition_after,
             "cpu_tail": self.cpu_tail,
+            "resize": None if self.resize is None else str(self.resize),
+            "colour_order": self.colour_order,
         }
 
 
@@ -157,6 +164,8 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         cpu_ops=cpu_ops,
         cpu_partition_after=None if after is None else str(after),
         cpu_tail=cpu_tail,
+        resize=parse_resize(raw.get("resize")),
+        colour_order=parse_colour_order(raw.get("colour_order")),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .decode import decode
 from .formats import ColourFormat, Destination, colour_format_for
 from .postprocess import Box, draw_boxes, softmax_topk, text_boxes
-from .preprocess import Letterbox, classify_preprocess, letterbox
+from .preprocess import Letterbox, classify_preprocess, letterbox, stretch
 
 __all__ = [
     "Box",
@@ -23,5 +23,6 @@ __all__ = [
     "draw_boxes",
     "letterbox",
     "softmax_topk",
+    "stretch",
     "text_boxes",
 ]

@@ -111,6 +111,29 @@ def letterbox(
     return Letterbox(scale, pad_x, pad_y, width, height, size)
 
 
+def stretch(
+    image: npt.NDArray[np.uint8],
+    dst: Destination,
+    *,
+    colour_format: ColourFormat | None = None,
+    batch_index: int = 0,
+) -> None:
+    """Resize the whole image to the destination's frame size, aspect ratio not kept.
+
+    For inputs whose graph resizes again (``input_size``) or models trained on stretched
+    photos. Writes image ``batch_index`` of ``dst`` in place.
+    """
+    src = _source(image)
+    fmt = _format(dst, colour_format)
+    info = _tensor_array(dst)[1]
+    planar = fmt is ColourFormat.RGBP_FLOAT
+    height, width = info.shape[2:4] if planar else info.shape[1:3]
+    view = image_view(dst, fmt, height, width, batch_index)
+    src_h, src_w = src.shape[:2]
+    _kernels.resample(src, view, (0.0, 0.0, float(src_w), float(src_h)),
+                      (0, 0, width, height), 0.0, fmt.bgr)  # fmt: skip
+
+
 def _format(dst: Destination, colour_format: ColourFormat | None) -> ColourFormat:
     if colour_format is not None:
         if not isinstance(colour_format, ColourFormat):
