@@ -177,3 +177,26 @@ def test_bad_arguments_exit_2(
         cli.main(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_every_benchmark_runs_one_way(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    for name in ("peers", "prefix", "runner", "layout", "soak"):
+        assert f"  {name} " in listed, name
+    assert cli.main(["layout", "--sizes", "8x8", "--repeats", "1"]) == 0  # a benchmarks/ program
+    assert "8x8" in capsys.readouterr().out
+    assert cli.main(["no-such-benchmark"]) == 2
+    assert "no benchmark 'no-such-benchmark'" in capsys.readouterr().err
+
+
+def test_prefix_profiles_the_folded_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["prefix", "--model", "efficientnet-lite0", "--runs", "2", "--engines", "ort"]
+    assert cli.main(argv) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [row[:3] for row in rows] == [
+        ["efficientnet-lite0", "ort", "rgbx"], ["efficientnet-lite0", "ort", "alone"],
+    ]  # fmt: skip
+    rgbx, alone = rows
+    assert float(rgbx[4]) > 0 and rgbx[6::2] == ["Pad", "Transpose", "Slice", "Cast"]
+    assert float(alone[4]) == 0.0  # the engine alone has no folded node

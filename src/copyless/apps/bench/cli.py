@@ -43,7 +43,7 @@ from PIL import Image
 from ...model import zoo
 from ...types import CopylessError
 from ...vision import decode
-from . import contenders, limits, peers
+from . import contenders, limits, peers, suites
 from .gate import detail, disagreement
 from .measure import Samples, batches_per_round, interleaved
 from .models import MODELS, PRECISIONS, Config, copyless_model, peer_model
@@ -148,7 +148,11 @@ def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="copyless-bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="copyless-bench [peers]",
+        description=__doc__.splitlines()[0],
+        epilog="Other benchmarks: copyless-bench NAME [ARGS...]; copyless-bench --list.",
+    )
     p.add_argument("--model", choices=[*MODELS, "all"], default="efficientnet-lite0")
     p.add_argument("--photo", help="zoo photo (default chelsea.jpg; page for ppocr-det)")
     p.add_argument("--batch", type=_csv(int), help="batch sizes (default 1,8; 1,4 ppocr-det)")
@@ -192,6 +196,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``copyless-bench [NAME] [ARGS...]``: run benchmark ``NAME`` (see :mod:`.suites`;
+    ``--list`` names them); without a name, or with options first, the ``peers`` suite."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("--list", "list"):
+        print("\n".join(suites.describe()))
+        return 0
+    if not args or args[0].startswith("-"):
+        return run_peers(args)
+    name, rest = args[0], args[1:]
+    builtin = suites.builtin()
+    if name in builtin:
+        return builtin[name](rest)
+    found = suites.scripts()
+    if name in found:
+        return suites.run_script(found[name], rest)
+    names = ", ".join([*builtin, *found])
+    print(f"copyless-bench: error: no benchmark {name!r}; choose from {names}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def run_peers(argv: Sequence[str] | None = None) -> int:
+    """The ``peers`` suite (this module's docstring)."""
     args = parse_args(argv)
     names = list(MODELS) if args.model == "all" else [args.model]
     configs = [

@@ -220,10 +220,11 @@ def _stages(ax: Any, config: str, group: list[Row]) -> None:
         widths = [r.stages_ms.get(stage, 0.0) for r in staged]
         ax.barh(names, widths, left=left, color=STAGE_COLOURS[stage])
         left = [a + b for a, b in zip(left, widths, strict=True)]
-    for row in group:
-        if row.family == "limit" and row.ms_per_frame is not None:
-            ax.axvline(row.ms_per_frame, color=COLOURS["limit"], linestyle=":", linewidth=1.5)
-            ax.text(row.ms_per_frame, -0.6, f" {row.pipeline}", fontsize=7,
-                    color=COLOURS["limit"], va="top")  # fmt: skip
+    limits = [r for r in group if r.family == "limit" and r.ms_per_frame is not None]
+    for index, row in enumerate(limits):
+        ms = row.ms_per_frame or 0.0
+        ax.axvline(ms, color=COLOURS["limit"], linestyle=":", linewidth=1.5)
+        ax.text(ms, len(staged) - 0.5 - 0.45 * index, f" {row.pipeline} {ms:.2f} ms",
+                fontsize=7, color="#8a6414", va="bottom")  # fmt: skip
     ax.set_title(f"{config}: where the time goes (ms/frame)", fontsize=10, loc="left")
     ax.tick_params(axis="y", labelsize=8)
