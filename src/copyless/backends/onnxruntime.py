@@ -6,11 +6,11 @@ written to the caller's memory in place; a context rebinds only when an address 
 wrapper's per-call bookkeeping; ONNX Runtime releases the GIL while it runs.
 
 Threads: each partition has one ``InferenceSession`` shared by every slot; its intra-op pool
-has ``num_threads`` threads (the runner picks it, see runner/options.py). With spinning (the
-runner's default) the pool's threads spin between the parallel sections of a run, as
+has ``num_threads`` threads (the runner picks it, see runner/options.py). By default they
+block when idle, so they do not take the CPU from Python pre/post-processing or from other
+processes; with ``engine_spinning`` they spin between the parallel sections of a run, as
 onnxruntime's own default does, and stop when the run returns
-(``session.force_spinning_stop``), so idle engine threads do not take the CPU from Python
-pre/post-processing between runs; without it they block at once.
+(``session.force_spinning_stop``), never between runs.
 """
 
 from __future__ import annotations

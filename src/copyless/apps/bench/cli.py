@@ -15,6 +15,8 @@ needed DCT scale for copyless's); ``--predecoded`` reuses the decoded photo inst
 VART-ML samples and copyless-zerocopy time it. OpenVINO's own pipelines run at OpenVINO's
 own precision (bf16 on AVX512-BF16/AMX CPUs: what its users get), copyless's at its
 default (f32, the model's precision); ``--ov-precision f32|bf16`` sets one for all.
+copyless's sync onnxruntime engines spin within runs, as onnxruntime's defaults do for the
+plain pipeline and engine-ort (``--no-spin``: they block, the runner's default).
 
 Deterministic inputs (the zoo's models and photos, fixed compile options and calibration),
 interleaved rounds, medians: run it on a quiet machine for figures, e.g. ::
@@ -77,6 +79,7 @@ class Settings:
     photo: str | None
     decode: bool = True  # every frame decodes the photo (else: decoded once)
     ov_precision: str | None = None  # None: each pipeline's own default
+    spin: bool = True  # copyless's sync onnxruntime engines spin within runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +105,7 @@ Factory = Callable[[Assets], Pipeline]
 def _cl_sync(backend: str, zero_copy: bool) -> Factory:
     return lambda a: contenders.sync(
         a.copyless_model, a.task, a.photo, a.config.batch, backend, zero_copy,
-        a.settings.ov_precision,
+        a.settings.ov_precision, a.settings.spin,
     )  # fmt: skip
 
 
@@ -174,6 +177,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--ov-precision", choices=["default", "f32", "bf16"], default="default",
                    help="OpenVINO inference precision for every OpenVINO pipeline (default: "
                    "each one's own: OpenVINO's choice for its pipelines, f32 for copyless)")
+    p.add_argument("--no-spin", action="store_true",
+                   help="copyless's sync onnxruntime engines block instead of spinning within "
+                   "runs (the runner's default; faster on a loaded machine)")  # fmt: skip
     args = p.parse_args(argv)
     args.frames = args.frames if args.frames is not None else (4 if args.quick else None)
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 7)
@@ -229,7 +235,7 @@ def run_peers(argv: Sequence[str] | None = None) -> int:
     chosen = [n for n in FACTORIES if n == PLAIN or args.only is None or n in args.only]
     precision = None if args.ov_precision == "default" else args.ov_precision
     settings = Settings(args.frames, args.rounds, tuple(chosen), args.photo,
-                        not args.predecoded, precision)  # fmt: skip
+                        not args.predecoded, precision, not args.no_spin)  # fmt: skip
     guess = sum(_GUESS_MS[c.model] * (args.frames or c.spec.frames) for c in configs)
     seconds = guess * len(chosen) * (args.rounds + 1) / 1e3
     _say(f"{len(configs)} configuration(s) x {len(chosen)} pipelines, {args.rounds} rounds: "

@@ -19,7 +19,10 @@ with ``copyless.vision.decode`` at the smallest libjpeg-turbo DCT scale the resi
 
 ``<backend>`` is ``ort`` (RunnerType.ONNXRUNTIME) or ``ov`` (RunnerType.OPENVINO); runner
 options are copyless's defaults except ``inference_precision`` when ``--ov-precision`` sets
-one.
+one, and ``engine_spinning`` for the sync pipelines: they spin within each run as
+copyless-zerocopy does (and as the plain pipeline's and engine-ort's onnxruntime defaults
+do), unless ``--no-spin``. The async pipelines keep the default (their jobs run one engine
+thread each on a machine of up to ``max_concurrent_runs`` cores).
 """
 
 from __future__ import annotations
@@ -83,9 +86,11 @@ class _Slot:
         return outcomes[0]
 
 
-def _runner(model: Path, backend: str, view: str, slots: int, precision: str | None) -> Runner:
+def _runner(model: Path, backend: str, view: str, slots: int, precision: str | None,
+            spin: bool = False) -> Runner:  # fmt: skip
     options: dict[str, Any] = {
         "input_tensor_type": view, "output_tensor_type": view, "max_concurrent_runs": slots,
+        "engine_spinning": spin,
     }  # fmt: skip
     if precision is not None and backend == "ov":
         options["inference_precision"] = precision
@@ -93,9 +98,9 @@ def _runner(model: Path, backend: str, view: str, slots: int, precision: str | N
 
 
 def sync(model: Path, task: Task, photo: Photo, batch: int, backend: str, zero_copy: bool,
-         precision: str | None) -> Pipeline:  # fmt: skip
+         precision: str | None, spin: bool = True) -> Pipeline:  # fmt: skip
     view = TensorType.HW if zero_copy else TensorType.CPU
-    runner = _runner(model, backend, view.name, 1, precision)
+    runner = _runner(model, backend, view.name, 1, precision, spin)
     slot = _Slot(runner, view)
     watch = Stopwatch()
 
