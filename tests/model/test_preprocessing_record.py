@@ -104,3 +104,12 @@ def test_compile_cli_records_the_flags(tmp_path: Path) -> None:
     pre = preprocessing_of(load_model(out).metadata)
     assert (pre.colour_order, str(pre.resize), pre.mean) == ("BGR", "letterbox:0", (127.0,) * 3)
     assert compile_cli.main([*argv[:-4], "--resize", "zoom"]) == 2
+
+
+def test_shrinking_frames_in_the_graph_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="copyless.model.preprocessing"):
+        compile_to_memory(conv_net(size=16), input_format="rgbx", input_size=(24, 24))
+        assert not caplog.records  # 1.5x: fine
+        compile_to_memory(conv_net(size=16), input_format="rgbx", input_size=(32, 40))
+    (record,) = caplog.records
+    assert "OpenVINO" in record.getMessage() and "2.0x" in record.getMessage()
