@@ -12,7 +12,7 @@ classifier defaults (mean/std left to the model, RGB, torchvision's crop) and na
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy.typing as npt
 from ..memory import NpuTensor
 from ..model.preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
 from ..runner import Runner
-from ..types import LayoutError, MemoryLayout, NpuTensorInfo
+from ..types import LayoutError, MemoryLayout, NpuTensorInfo, UnsupportedError
 from ..vision import (
     ColourFormat,
     Letterbox,
@@ -32,6 +32,7 @@ from ..vision import (
     stretch,
 )
 from ..vision.decode import ImageSource
+from ..vision.gpu import DeviceImage
 
 #: What the app assumes for what the model did not record.
 DEFAULT_POLICY = ResizePolicy("crop")
@@ -107,6 +108,41 @@ class Preparer:
         if self.colour is ColourFormat.RGBP_FLOAT:
             self._finish_planar(tensor.numpy()[batch_index])
         return placed
+
+    def writer(
+        self,
+        image: npt.NDArray[np.uint8],
+        tensor: NpuTensor,
+        source_size: tuple[int, int] | None = None,
+    ) -> Callable[[], Letterbox]:
+        """The apps' timed preprocess: ``image`` into frame 0 of ``tensor`` on each call.
+
+        For device memory (``--device cuda``) the image is uploaded once here and each call
+        resamples it on the GPU (crop and letterbox, RGB, normalisation in the graph: what the
+        GPU kernel writes); the call waits for the GPU so that the time is preprocessing's.
+        """
+        memory = tensor.device_memory
+        if memory is None:
+            return lambda: self(image, tensor, 0, source_size)
+        if self.policy.policy == "stretch" or self.bgr or self.normalize is not None:
+            raise UnsupportedError(
+                f"preprocessing on the GPU writes crops and letterboxes of RGB pixels; this "
+                f"model records {self.policy}, {'BGR' if self.bgr else 'RGB'}"
+                f"{', host normalisation' if self.normalize is not None else ''}"
+            )
+        gpu = DeviceImage(image, memory.device_id)
+
+        def on_gpu() -> Letterbox:
+            size = self.height
+            if self.policy.policy == "letterbox":
+                placed = gpu.letterbox(tensor, size=size, fill=self.policy.fill)
+            else:
+                gpu.classify(tensor, resize_short=self.policy.short_side(size), crop=size)
+                placed = Letterbox(1.0, 0, 0, size, size, size)
+            gpu.synchronize()  # timed as preprocessing; the runner needs no host wait
+            return placed
+
+        return on_gpu
 
     def _finish_planar(self, planes: npt.NDArray[np.float32]) -> None:
         """Channel order and host normalisation of one planar float frame, in place."""

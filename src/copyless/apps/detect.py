@@ -4,7 +4,9 @@ The photo is letterboxed straight into the runner-allocated RGBx input tensor (t
 the detector compiled with its ImageNet normalisation folded in; a model given with ``-m`` is
 prepared as its compiled record says, with a warning for what it lacks), the probability map
 is read in place, and the text boxes are drawn on the photo and saved as a PNG. ``-n`` prints
-the same benchmark block as copyless-zerocopy; ``-c`` uses the CPU tensor type instead.
+the same benchmark block as copyless-zerocopy; ``-c`` uses the CPU tensor type instead. With
+``--device cuda`` the photo is uploaded once and letterboxed on the GPU into the device input
+tensor; the probability map is copied to the host for the box search.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy.typing as npt
 from ..runner import Runner
 from ..types import TensorDirection
 from ..vision import draw_boxes, text_boxes
+from ..vision.gpu import download
 from ._models import builtin_detector
 from ._prepare import preparer_for, warning
 from ._setup import image_parser, parse_image_args, run_image_app, tensor_type, timed_runs
@@ -52,8 +55,8 @@ def _detect(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespa
         x,
         y,
         args.runs,
-        lambda: prepare(image, x),
-        lambda placement: text_boxes(y, placement, threshold=args.threshold),
+        prepare.writer(image, x),
+        lambda placement: text_boxes(download(y), placement, threshold=args.threshold),
     )
     if done is None:
         return 1

@@ -9,6 +9,10 @@ Decoding the JPEG is not part of either (done once, as in the sample): at the sm
 libjpeg-turbo DCT scale that still covers the model's resize, so the timed preprocess reads
 fewer pixels from a large photo.
 
+On the GPU (--device cuda): the runner allocates the HW tensors in device memory; the decoded
+image is uploaded once and resized, cropped (or letterboxed) and packed on the GPU straight
+into the input tensor (copyless.vision.gpu); postprocess copies the output to the host.
+
 The photo is prepared as the compiled model recorded (``copyless-compile --mean --std
 --resize --colour-order``; see copyless.model.preprocessing): a classifier's crop, a
 detector's letterbox, RGB or BGR, normalised in the graph or here. A model compiled without
@@ -31,6 +35,7 @@ from ..model import zoo
 from ..runner import Runner
 from ..types import CopylessError, TensorDirection
 from ..vision import Box, softmax_topk, text_boxes
+from ..vision.gpu import download
 from ._models import builtin_model
 from ._prepare import Preparer, preparer_for, warning
 from ._setup import (
@@ -88,17 +93,18 @@ def _infer(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespac
     image = _smaller(prepare, Path(args.image), image)
     x = runner.allocate_npu_tensor(in_info)
     y = runner.allocate_npu_tensor(out_info)
+    preprocess = prepare.writer(image, x, full)
     if _is_map(out_info.shape):  # a text detector's probability map
-        boxes = timed_runs(runner, x, y, args.runs, lambda: prepare(image, x, 0, full),
-                           lambda placed: text_boxes(y, placed))  # fmt: skip
+        boxes = timed_runs(runner, x, y, args.runs, preprocess,
+                           lambda placed: text_boxes(download(y), placed))  # fmt: skip
         if boxes is None:
             return 1
         _print_boxes(boxes[0])
         times = boxes[1]
     else:
         quant = runner.get_quant_parameters(out_info.name)
-        top = timed_runs(runner, x, y, args.runs, lambda: prepare(image, x),
-                         lambda _placed: softmax_topk(y, args.top, quant))  # fmt: skip
+        top = timed_runs(runner, x, y, args.runs, preprocess,
+                         lambda _placed: softmax_topk(download(y), args.top, quant))  # fmt: skip
         if top is None:
             return 1
         _print_top(top[0])
