@@ -85,7 +85,7 @@ def test_quick_run_png(quick_run: tuple[int, dict, Path]) -> None:
 
 def test_table_on_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     argv = ["--quick", "--batch", "1", "--precision", "fp32", "--only", "copyless-ort-cpu",
-            "--rounds", "1", "--frames", "1",
+            "--rounds", "1", "--frames", "1", "--predecoded",
             "--json", str(tmp_path / "t.json"), "--png", str(tmp_path / "t.png")]  # fmt: skip
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
@@ -93,9 +93,9 @@ def test_table_on_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     lines = [line for line in table.splitlines() if "efficientnet-lite0 fp32 b1" in line]
     assert [line.split()[3] for line in lines] == ["plain", "copyless-ort-cpu"]
     assert "1.00x" in lines[0] and "x limit" in table
-    assert [line.split()[3] for line in breakdown.splitlines()[2:4]] == [
-        "plain", "copyless-ort-cpu",
-    ]  # fmt: skip
+    staged = [line.split() for line in breakdown.splitlines()[2:4]]
+    assert [row[3] for row in staged] == ["plain", "copyless-ort-cpu"]
+    assert all(row[4] == "-" for row in staged)  # --predecoded: no decode stage
     assert "fastest copyless pipeline copyless-ort-cpu" in breakdown  # the verdict follows
     assert "NOT zero-copy" in breakdown  # the only copyless row is the CPU view
     assert "efficientnet-lite0 fp32 b1" in captured.err  # progress goes to stderr

@@ -109,7 +109,8 @@ def sync(model: Path, task: Task, photo: Photo, batch: int, backend: str, zero_c
         for _ in range(batches):
             watch.start()
             images = slot.decode(photo, batch)
-            watch.lap("decode")
+            if photo.per_frame:  # else decoded once: nothing to time
+                watch.lap("decode")
             slot.preprocess(photo, images)
             watch.lap("preprocess")
             status = runner.execute(slot.inputs, slot.outputs)
