@@ -182,12 +182,15 @@ def test_bad_arguments_exit_2(
 def test_every_benchmark_runs_one_way(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--list"]) == 0
     listed = capsys.readouterr().out
-    for name in ("peers", "prefix", "runner", "layout", "soak"):
+    for name in ("peers", "prefix", "spin", "runner", "layout", "soak"):
         assert f"  {name} " in listed, name
     assert cli.main(["layout", "--sizes", "8x8", "--repeats", "1"]) == 0  # a benchmarks/ program
     assert "8x8" in capsys.readouterr().out
     assert cli.main(["no-such-benchmark"]) == 2
     assert "no benchmark 'no-such-benchmark'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # a built-in suite's own arguments
+        cli.main(["spin", "--model", "ppocr-det"])
+    assert exc.value.code == 2
 
 
 def test_prefix_profiles_the_folded_nodes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,8 +3,9 @@
 Two kinds of suites:
 
 * built in (this package, installed with copyless): ``peers`` (the default: copyless
-  against the pipelines users write, see :mod:`.cli`) and ``prefix`` (the folded
-  preprocessing per graph node, see :mod:`.prefix`);
+  against the pipelines users write, see :mod:`.cli`), ``prefix`` (the folded
+  preprocessing per graph node, see :mod:`.prefix`) and ``spin`` (onnxruntime's thread
+  spinning against the machine's load, see :mod:`.spin`);
 * the benchmark programs of a source checkout, one per hot path: every ``NAME.py`` in its
   ``benchmarks/`` folder (the repository root's, found beside ``src/``, or ``./benchmarks``),
   run as its own ``__main__`` with ``ARGS`` as its command line. They build on this
@@ -36,7 +37,12 @@ def builtin() -> dict[str, Suite]:
 
         return main(argv)
 
-    return {"peers": peers, "prefix": prefix}
+    def spin(argv: Sequence[str]) -> int:
+        from .spin import main
+
+        return main(argv)
+
+    return {"peers": peers, "prefix": prefix, "spin": spin}
 
 
 def scripts_folder() -> Path | None:
@@ -60,7 +66,7 @@ def scripts() -> dict[str, Path]:
 def describe() -> list[str]:
     """One line per suite: its name and the first line of its docstring."""
     lines = ["built in:"]
-    for name, module in (("peers", ".cli"), ("prefix", ".prefix")):
+    for name, module in (("peers", ".cli"), ("prefix", ".prefix"), ("spin", ".spin")):
         lines.append(f"  {name:<18}{_first_line(module)}")
     found = scripts()
     where = scripts_folder()
