@@ -126,21 +126,26 @@ def test_wrong_pipeline_is_flagged_and_not_timed() -> None:
     assert "top-1" in wrong.note
 
 
-def _row(name: str, ms: float, rounds: tuple[float, ...]) -> Row:
+def _row(name: str, ms: float, rounds: tuple[float, ...], engine: str = "ort") -> Row:
     return Row("m", "fp32", 1, name, "copyless", "sync", "ok", ms_per_frame=ms, rounds_ms=rounds,
-               stages_ms={"infer": ms - 1.0, "preprocess": 1.0})  # fmt: skip
+               stages_ms={"infer": ms - 1.0, "preprocess": 1.0}, engine=engine)  # fmt: skip
 
 
 def test_verdicts_name_the_fastest_copyless_pipeline_and_why() -> None:
-    zc, cpu = _row("copyless-ort-zc", 5.0, (4.9, 5.2)), _row("copyless-ort-cpu", 5.5, (5.4, 5.6))
+    zc = _row("copyless-ort-zc", 5.0, (4.9, 5.0, 5.2))
+    cpu = _row("copyless-ort-cpu", 5.5, (5.4, 5.5, 5.6))
     assert verdicts([zc, cpu]) == [
         "m fp32 b1: fastest copyless pipeline copyless-ort-zc (5.000 ms/frame), zero-copy"
     ]
-    close = _row("copyless-ort-cpu", 4.95, (4.8, 5.0))
+    close = _row("copyless-ort-cpu", 4.95, (4.8, 4.9, 5.0))
     (line,) = verdicts([zc, close])
     assert "NOT zero-copy" in line and "within noise" in line
-    far = _row("copyless-ort-cpu", 4.0, (3.9, 4.1))
-    (line,) = verdicts([zc, far])
+    one = [_row("copyless-ort-zc", 5.0, (5.0,)), _row("copyless-ort-cpu", 4.0, (4.0,))]
+    (line,) = verdicts(one)
+    assert "too few rounds" in line
+    ov_zc = _row("copyless-ov-zc", 4.5, (4.4, 4.5, 4.6), engine="ov")
+    far = _row("copyless-ort-cpu", 4.0, (3.9, 4.0, 4.1))
+    (line,) = verdicts([ov_zc, zc, far])  # compared with ORT's own zero-copy row, not OV's
     assert "25.0% slower beyond the rounds' spread (preprocess +0.000 ms, infer +1.000 ms)" in line
 
 

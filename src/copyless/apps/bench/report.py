@@ -108,16 +108,19 @@ def verdicts(rows: Sequence[Row]) -> list[str]:
             lines.append(f"{head} ({best.ms_per_frame:.3f} ms/frame), zero-copy")
         elif not zc:
             lines.append(f"{head} is NOT zero-copy: no zero-copy pipeline ran")
-        else:
-            fastest_zc = min(zc, key=lambda r: r.ms_per_frame or 0.0)
-            lines.append(f"{head} is NOT zero-copy: {_why(best, fastest_zc)}")
+        else:  # compare with the same engine's zero-copy sync row when it ran
+            twin = [r for r in zc if r.engine == best.engine and r.mode == best.mode]
+            other = min(twin or zc, key=lambda r: r.ms_per_frame or 0.0)
+            lines.append(f"{head} is NOT zero-copy: {_why(best, other)}")
     return lines
 
 
 def _why(best: Row, zc: Row) -> str:
     gap = (zc.ms_per_frame or 0.0) / (best.ms_per_frame or 1.0) - 1.0
     text = f"{zc.pipeline} is {gap * 100:.1f}% slower"
-    if best.rounds_ms and zc.rounds_ms and min(zc.rounds_ms) <= max(best.rounds_ms):
+    if min(len(best.rounds_ms), len(zc.rounds_ms)) < 3:
+        return f"{text}; too few rounds to tell from noise (use --rounds 3 or more)"
+    if min(zc.rounds_ms) <= max(best.rounds_ms):
         return (f"{text}, within noise (rounds {min(best.rounds_ms):.2f}-"
                 f"{max(best.rounds_ms):.2f} vs {min(zc.rounds_ms):.2f}-"
                 f"{max(zc.rounds_ms):.2f} ms overlap)")  # fmt: skip
