@@ -206,3 +206,23 @@ def test_prefix_profiles_the_folded_nodes(capsys: pytest.CaptureFixture[str]) ->
     rgbx, alone, extra, prefix = (float(v) for v in row[2:6])
     assert rgbx > prefix > 0 and alone > 0 and extra == pytest.approx(rgbx - alone, abs=2e-3)
     assert row[6::2] == ["Pad", "Transpose", "Slice", "Cast"]  # the folded nodes, in order
+
+
+def test_stopwatch_gives_median_seconds_per_frame_per_stage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from copyless.apps.bench import stages
+
+    clock = iter([0.0, 1.0, 3.0, 10.0, 11.0, 13.0, 20.0, 21.0, 123.0])
+    monkeypatch.setattr(stages.time, "perf_counter", lambda: next(clock))
+    watch, times = stages.Stopwatch(), stages.StageTimes()
+    for _ in range(3):  # three batches of 2 frames: decode 1 s, infer 2, 2 and 102 s
+        watch.start()
+        watch.lap("decode")
+        watch.lap("infer")
+        watch.frames(2)
+    watch.flush(times)
+    assert times.decode == [0.5] and times.infer == [1.0]  # the preempted batch is an outlier
+    assert times.preprocess == [] and times.medians_ms() == {"decode": 500.0, "infer": 1000.0}
+    watch.flush(times)  # nothing since: no sample
+    assert times.decode == [0.5]

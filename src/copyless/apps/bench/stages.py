@@ -56,14 +56,17 @@ class StageTimes:
 
 
 class Stopwatch:
-    """Laps of a running pipeline: ``start()``, then ``lap(stage)`` after each stage; the
-    seconds add up per stage until :meth:`flush` turns them into per-frame samples."""
+    """Laps of a running pipeline: ``start()``, then ``lap(stage)`` after each stage and
+    ``frames(n)`` at the end of each batch of ``n`` frames. :meth:`flush` turns the batches
+    since the last flush into one sample per stage: the median over those batches of the
+    stage's seconds per frame (medians, as the rounds' own figures, so that one preempted
+    batch does not move them)."""
 
-    __slots__ = ("_frames", "_last", "_totals")
+    __slots__ = ("_batch", "_batches", "_last")
 
     def __init__(self) -> None:
-        self._totals = dict.fromkeys(STAGES, 0.0)
-        self._frames = 0
+        self._batch = dict.fromkeys(STAGES, 0.0)
+        self._batches: list[dict[str, float]] = []
         self._last = 0.0
 
     def start(self) -> None:
@@ -71,18 +74,21 @@ class Stopwatch:
 
     def lap(self, stage: str) -> None:
         t = time.perf_counter()
-        self._totals[stage] += t - self._last
+        self._batch[stage] += t - self._last
         self._last = t
 
     def frames(self, count: int) -> None:
-        """``count`` more frames went through the stages since the last flush."""
-        self._frames += count
+        """The batch that ``count`` frames went through since :meth:`start` is complete."""
+        if count > 0:
+            self._batches.append({k: v / count for k, v in self._batch.items()})
+        self._batch = dict.fromkeys(STAGES, 0.0)
 
     def flush(self, into: StageTimes) -> None:
-        """Append this period's seconds per frame of every stage that ran; start afresh."""
-        if self._frames:
-            for stage, seconds in self._totals.items():
-                if seconds:
-                    into.samples(stage).append(seconds / self._frames)
-        self._totals = dict.fromkeys(STAGES, 0.0)
-        self._frames = 0
+        """Append this period's median seconds per frame of every stage that ran; start
+        afresh."""
+        for stage in STAGES:
+            values = [batch[stage] for batch in self._batches]
+            if any(values):
+                into.samples(stage).append(statistics.median(values))
+        self._batches = []
+        self._batch = dict.fromkeys(STAGES, 0.0)
