@@ -78,6 +78,8 @@ from .folding import Fold, check_opset, fold_input, fold_output
 from .graph import IR_VERSION, NameScope, cpu_layout_for, graph_inputs, tensor_value_info
 from .options import CompileOptions, parse_options
 from .partition import Part, find_cut, forward_boundaries, split
+from .postprocess.fold import Folded, fold_postprocess, with_capacities
+from .postprocess.spec import PostprocessOptions
 from .quantize import Quantized, calibration_batches, quantize_int8
 from .shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from .shapes import session as ort_session
@@ -118,7 +120,13 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     check_interface(model)
     model.ir_version = min(model.ir_version or IR_VERSION, IR_VERSION)
     fixed = fix_inputs(model, opts)
+    _check_names(opts, fixed.infos, ())
+    folded = None
+    if opts.postprocess is not None:
+        folded = _postprocess(model, opts.postprocess, fixed.infos[0], opts.input_size)
     cpu_outputs, unknown = output_infos(model, probe(model))
+    if folded is not None:
+        cpu_outputs = with_capacities(cpu_outputs, folded.capacities)
     _check_names(opts, fixed.infos, cpu_outputs)
     quantized = _quantize(model, opts, fixed.infos) if opts.quantize else None
     work = quantized.model if quantized else model
@@ -160,8 +168,26 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "compiler": f"copyless.model.compiler/{COMPILER_VERSION}",
             "producer": f"{model.producer_name} {model.producer_version}".strip(),
             "options": json.dumps(opts.to_json(), sort_keys=True),
+            **({"labels": json.dumps(list(folded.labels))} if folded else {}),
         },
     )
+
+
+def _postprocess(
+    model: onnx.ModelProto,
+    options: PostprocessOptions,
+    model_input: NpuTensorInfo,
+    frame: tuple[int, int] | None,
+) -> Folded:
+    """Fold the detector decoding + NMS (boxes scaled to the ``input_size`` frame, if any)."""
+    folded = fold_postprocess(model, options, model_input, frame)
+    _log.info(
+        "folded %s postprocess: outputs %s, capacity %d",
+        options.kind,
+        list(folded.outputs),
+        options.max_detections,
+    )
+    return folded
 
 
 def _check_names(
@@ -177,9 +203,10 @@ def _check_names(
         for tensor, _ in table:
             if tensor != "*" and tensor not in names:
                 raise OptionError(f"{key}: {tensor!r} is not among the model's {sorted(names)}")
-    if (opts.input_format or opts.quantize) and len(inputs) != 1:
+    if (opts.input_format or opts.quantize or opts.postprocess) and len(inputs) != 1:
         raise UnsupportedError(
-            f"input_format/quantize need a single-input model; this one has {len(inputs)} inputs"
+            "input_format/quantize/postprocess need a single-input model; this one has "
+            f"{len(inputs)} inputs"
         )
 
 

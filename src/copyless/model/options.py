@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..types import DataType, MemoryLayout, OptionError
+from .postprocess import spec as postprocess
+from .postprocess.spec import PostprocessOptions
 
 _DTYPE_ALIASES = {
     "bf16": DataType.BF16,
@@ -49,6 +51,10 @@ _KNOWN = frozenset(
         "cpu_ops",
         "cpu_partition_after",
         "cpu_tail",
+        "postprocess",
+        "score_threshold",
+        "iou_threshold",
+        "max_detections",
     }
 )
 
@@ -76,6 +82,7 @@ class CompileOptions:
     cpu_ops: tuple[str, ...] = ()
     cpu_partition_after: str | None = None
     cpu_tail: bool = False
+    postprocess: PostprocessOptions | None = None  # detector decoding + NMS folded in
 
     @property
     def partitioned(self) -> bool:
@@ -108,6 +115,7 @@ class CompileOptions:
             "cpu_ops": list(self.cpu_ops),
             "cpu_partition_after": self.cpu_partition_after,
             "cpu_tail": self.cpu_tail,
+            "postprocess": None if self.postprocess is None else self.postprocess.to_json(),
         }
 
 
@@ -157,6 +165,12 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         cpu_ops=cpu_ops,
         cpu_partition_after=None if after is None else str(after),
         cpu_tail=cpu_tail,
+        postprocess=postprocess.parse(
+            raw.get("postprocess"),
+            raw.get("score_threshold"),
+            raw.get("iou_threshold"),
+            raw.get("max_detections"),
+        ),
     )
 
 
