@@ -129,10 +129,8 @@ def main() -> None:
         "plain decode+classify RGBX": lambda: plain_rgbx(pil_decode(data), rgbx_np),
     }
     med = run_all(cases, args.runs)
-    print(
-        f"image: {image.shape[1]}x{image.shape[0]} JPEG, {len(data)} bytes; "
-        f"medians of {args.runs} rounds"
-    )
+    print(f"image: {image.shape[1]}x{image.shape[0]} JPEG, {len(data)} bytes; "
+          f"medians of {args.runs} rounds")
     for name, ms in med.items():
         print(f"  {name:32s} {ms:8.3f} ms")
     dec = med["decode (libjpeg-turbo)"]

@@ -52,23 +52,15 @@ def image_tensor() -> Callable[..., tuple[cl.NpuTensor, npt.NDArray[np.generic]]
             shape: tuple[int, ...] = (batch, size, size, 4)
             array: npt.NDArray[np.generic] = np.full(shape, 77, np.uint8)
             info = cl.NpuTensorInfo(
-                "input",
-                cl.DataType.UINT8,
-                cl.TensorDirection.INPUT,
-                cl.TensorType.HW,
-                cl.MemoryLayout.NHWC4,
-                shape,
+                "input", cl.DataType.UINT8, cl.TensorDirection.INPUT, cl.TensorType.HW,
+                cl.MemoryLayout.NHWC4, shape,
             )
             return cl.NpuTensor(info, array, cl.MemoryType.USER_POINTER_CMA), array
         shape = (batch, 3, size, size)
         array = np.full(shape, -1.0, np.float32)
         info = cl.NpuTensorInfo(
-            "input",
-            cl.DataType.FLOAT32,
-            cl.TensorDirection.INPUT,
-            cl.TensorType.CPU,
-            cl.MemoryLayout.NCHW,
-            shape,
+            "input", cl.DataType.FLOAT32, cl.TensorDirection.INPUT, cl.TensorType.CPU,
+            cl.MemoryLayout.NCHW, shape,
         )
         return cl.NpuTensor(info, array, cl.MemoryType.USER_POINTER_NON_CMA), array
 

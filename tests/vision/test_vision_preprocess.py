@@ -199,12 +199,8 @@ def test_classify_matches_reference_on_random_images(
     image = np.random.default_rng(seed).integers(0, 256, (height, width, 3), np.uint8)
     out = np.zeros((1, crop, crop, 4), np.uint8)
     info = cl.NpuTensorInfo(
-        "x",
-        cl.DataType.UINT8,
-        cl.TensorDirection.INPUT,
-        cl.TensorType.HW,
-        cl.MemoryLayout.NHWC4,
-        out.shape,
+        "x", cl.DataType.UINT8, cl.TensorDirection.INPUT, cl.TensorType.HW,
+        cl.MemoryLayout.NHWC4, out.shape,
     )
     classify_preprocess(image, (out, info), resize_short=crop + extra, crop=crop)
     reference = reference_classify(image, crop + extra, crop)

@@ -29,12 +29,8 @@ def test_ppocr_detector_finds_the_lines_of_a_page(tmp_path: Path) -> None:
     page = np.repeat(skimage.data.page()[..., None], 3, axis=2)  # 191 x 384 printed text
     pixels = np.zeros((1, 3, 640, 640), np.float32)
     info = cl.NpuTensorInfo(
-        "x",
-        cl.DataType.FLOAT32,
-        cl.TensorDirection.INPUT,
-        cl.TensorType.CPU,
-        cl.MemoryLayout.NCHW,
-        pixels.shape,
+        "x", cl.DataType.FLOAT32, cl.TensorDirection.INPUT, cl.TensorType.CPU,
+        cl.MemoryLayout.NCHW, pixels.shape,
     )
     box = letterbox(page, cl.NpuTensor(info, pixels, cl.MemoryType.USER_POINTER_NON_CMA), size=640)
     pixels -= MEAN

@@ -215,3 +215,4 @@ class CudaDriver:
         ordinal = ctypes.c_int(0)
         self._call("cuPointerGetAttribute", ctypes.byref(ordinal), _ATTR_DEVICE_ORDINAL, _u64(ptr))
         return int(ordinal.value)
+

@@ -26,7 +26,6 @@ from ..types import DataType, ModelLoadError, UnsupportedError
 
 logger = logging.getLogger(__name__)
 
-
 def session_options(num_threads: int, spinning: bool = False) -> ort.SessionOptions:
     """copyless's session settings: ``num_threads`` intra-op threads, sequential execution,
     full graph optimization, and idle threads that block instead of spinning unless

@@ -49,7 +49,6 @@ def _strong(refs: Refs) -> tuple[NpuTensor, ...]:
         raise TensorError("a tensor of this call was released while the call was planned")
     return tensors
 
-
 logger = logging.getLogger(__name__)
 
 DIRECT, CONVERT, GATHER, DYNAMIC = 0, 1, 2, 3

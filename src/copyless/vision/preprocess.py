@@ -105,12 +105,8 @@ def letterbox(
     new_h = min(size, max(1, round(height * scale)))
     pad_x, pad_y = (size - new_w) // 2, (size - new_h) // 2
     _kernels.resample(
-        src,
-        view,
-        (0.0, 0.0, float(width), float(height)),
-        (pad_x, pad_y, new_w, new_h),
-        float(fill),
-        fmt.bgr,
+        src, view, (0.0, 0.0, float(width), float(height)), (pad_x, pad_y, new_w, new_h),
+        float(fill), fmt.bgr,
     )
     return Letterbox(scale, pad_x, pad_y, width, height, size)
 
