@@ -120,7 +120,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     check_interface(model)
     model.ir_version = min(model.ir_version or IR_VERSION, IR_VERSION)
     fixed = fix_inputs(model, opts)
-    _check_names(opts, fixed.infos, ())
+    _check_single_input(opts, fixed.infos)
     folded = None
     if opts.postprocess is not None:
         folded = _postprocess(model, opts.postprocess, fixed.infos[0], opts.input_size)
@@ -203,6 +203,9 @@ def _check_names(
         for tensor, _ in table:
             if tensor != "*" and tensor not in names:
                 raise OptionError(f"{key}: {tensor!r} is not among the model's {sorted(names)}")
+
+
+def _check_single_input(opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]) -> None:
     if (opts.input_format or opts.quantize or opts.postprocess) and len(inputs) != 1:
         raise UnsupportedError(
             "input_format/quantize/postprocess need a single-input model; this one has "
