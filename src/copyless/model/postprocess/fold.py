@@ -45,11 +45,13 @@ KINDS: dict[str, Kind] = {
 
 @dataclass(frozen=True, slots=True)
 class Folded:
-    """What folding did: the new outputs (in order), their capacities and the labels."""
+    """What folding did: the new outputs (in order), their capacities, the labels and the
+    names of the nodes it added (kept float by INT8 quantization)."""
 
     outputs: tuple[str, ...]
     capacities: dict[str, tuple[int, ...]]
     labels: tuple[str, ...]
+    nodes: tuple[str, ...]
 
 
 def fold_postprocess(
@@ -93,9 +95,10 @@ def fold_postprocess(
         frame_size or size,
     )  # fmt: skip
     outputs = select(ops, candidates, selection)
-    _declare(model.graph, ops, outputs)
+    nodes = _declare(model.graph, ops, outputs)
     capacities = {name: (options.max_detections, *_TRAILING.get(name, ())) for name in outputs}
-    return Folded(tuple(outputs), capacities, _labels(model, family, candidates))
+    labels = _labels(model, family, candidates)
+    return Folded(tuple(outputs), capacities, labels, nodes)
 
 
 _TRAILING = {"boxes": (4,), "landmarks": (10,)}
@@ -120,14 +123,17 @@ def _free(graph: onnx.GraphProto, names: tuple[str, ...]) -> None:
                 item.name = fresh
 
 
-def _declare(graph: onnx.GraphProto, ops: Ops, outputs: dict[str, str]) -> None:
+def _declare(graph: onnx.GraphProto, ops: Ops, outputs: dict[str, str]) -> tuple[str, ...]:
+    """Make ``outputs`` the graph's outputs; returns the names of every node added."""
     for name, tensor in outputs.items():
         ops.emit(tensor, name)
+    nodes = tuple(node.name for node in ops.nodes)
     ops.commit()
     del graph.output[:]
     for name in outputs:
         dims = ["detections", *_TRAILING.get(name, ())]
         graph.output.append(tensor_value_info(name, _DTYPES.get(name, DataType.FLOAT32), dims))
+    return nodes
 
 
 def _labels(model: onnx.ModelProto, family: Kind, cand: Candidates) -> tuple[str, ...]:
