@@ -41,6 +41,7 @@ from ..vision import (
     stretch,
     text_boxes,
 )
+from ._bench import StageTimes
 from ._models import DETECTOR_SIZE, OBJECT_DETECTORS, builtin_detector, builtin_object_detector
 from ._setup import image_parser, parse_image_args, run_image_app, tensor_type, timed_runs
 
@@ -101,18 +102,11 @@ def _detect_text(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Na
         return 1
     boxes, times = done
     path = draw_boxes(image, boxes, args.output)
-    print(f"text boxes: {len(boxes)}")
-    for box in boxes:
-        print(Detection(box, 0, "text").line())
-    print(f"saved {path}")
-    for line in times.block():
-        print(line)
+    _report(f"text boxes: {len(boxes)}", [Detection(box, 0, "text") for box in boxes], path, times)
     return 0
 
 
-def _detect_objects(
-    runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespace
-) -> int:
+def _detect_objects(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespace) -> int:
     view = tensor_type(args)
     (in_info,) = runner.get_tensors_info(TensorDirection.INPUT, view)
     x = runner.allocate_npu_tensor(in_info)
@@ -137,13 +131,17 @@ def _detect_objects(
         return 1
     found, times = done
     path = draw_detections(image, found, args.output)
-    print(f"detections: {len(found)}")
+    _report(f"detections: {len(found)}", found, path, times)
+    return 0
+
+
+def _report(summary: str, found: list[Detection], path: Path, times: StageTimes) -> None:
+    print(summary)
     for det in found:
         print(det.line())
     print(f"saved {path}")
     for line in times.block():
         print(line)
-    return 0
 
 
 def _labels(args: argparse.Namespace) -> list[str]:

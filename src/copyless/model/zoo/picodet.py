@@ -21,9 +21,7 @@ from collections.abc import Callable
 import onnx
 
 from ...types import ModelLoadError
-from ..graph import PARSE_ERRORS
-from .graph import IR_VERSION
-from .sources import package_file
+from .shipped import shipped_model
 
 __all__ = ["BUILD_STEPS", "LABELS", "MODEL_FILE", "PACKAGE", "build"]
 
@@ -50,20 +48,10 @@ def build(tick: Tick | None = None) -> bytes:
     """The detector's ONNX bytes (re-serialized only when its IR version is lowered).
 
     ModelLoadError when the file is unreadable or its class names are not :data:`LABELS`."""
-    path = package_file(PACKAGE, MODEL_FILE)
-    raw = path.read_bytes()
-    if tick:
-        tick(1)
-    try:
-        model = onnx.load_from_string(raw)
-    except PARSE_ERRORS as exc:
-        raise ModelLoadError(f"{path} is not a readable ONNX model") from exc
+    return shipped_model(PACKAGE, MODEL_FILE, tick, _check_labels)
+
+
+def _check_labels(model: onnx.ModelProto) -> None:
     meta = {p.key: p.value for p in model.metadata_props}
     if tuple(meta.get("character", "").split("\n")) != LABELS:
-        raise ModelLoadError(f"{path}: class names {meta.get('character')!r} are not CDLA's")
-    if model.ir_version > IR_VERSION:
-        model.ir_version = IR_VERSION
-        raw = model.SerializeToString()
-    if tick:
-        tick(1)
-    return raw
+        raise ModelLoadError(f"{MODEL_FILE}: class names {meta.get('character')!r} are not CDLA's")
