@@ -125,21 +125,29 @@ def rgbx(image: np.ndarray) -> np.ndarray:
     return x
 
 
+@functools.cache
+def _engine(model: Path, engine: str) -> Any:
+    """A session (onnxruntime) or compiled model (OpenVINO, f32) of the compiled graph,
+    kept for the test session."""
+    graph = load_model(model).partitions[0].onnx_bytes
+    if engine == "onnxruntime":
+        return ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
+    core = ov.Core()
+    return core.compile_model(
+        core.read_model(model=bytes(graph)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
+    )
+
+
 def run_engine(model: Path, image: np.ndarray, engine: str) -> Found:
     """The compiled detector's graph run straight on onnxruntime or OpenVINO (f32)."""
-    graph = load_model(model).partitions[0].onnx_bytes
+    runner = _engine(model, engine)
     x = rgbx(image)
     if engine == "onnxruntime":
-        sess = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
-        names = [o.name for o in sess.get_outputs()]
-        outputs = dict(zip(names, sess.run(None, {sess.get_inputs()[0].name: x}), strict=True))
+        names = [o.name for o in runner.get_outputs()]
+        outputs = dict(zip(names, runner.run(None, {runner.get_inputs()[0].name: x}), strict=True))
     else:
-        core = ov.Core()
-        compiled = core.compile_model(
-            core.read_model(model=bytes(graph)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
-        )
-        result = compiled(x)
-        outputs = {o.get_any_name(): np.asarray(result[o]) for o in compiled.outputs}
+        result = runner(x)
+        outputs = {o.get_any_name(): np.asarray(result[o]) for o in runner.outputs}
     return Found(outputs["boxes"], outputs["scores"], outputs["classes"], outputs.get("landmarks"))
 
 
