@@ -123,11 +123,15 @@ def test_models_the_decoder_does_not_fit_are_refused() -> None:
         cl.compile_to_memory(raw, postprocess="centerface", input_shapes=shapes)
 
 
-def test_batch_other_than_one_is_refused() -> None:
+def test_batch_other_than_one_and_odd_sizes_are_refused() -> None:
     source = zoo.build("centerface", progress=False)
     with pytest.raises(cl.UnsupportedError, match=r"batch 1"):
         cl.compile_to_memory(
             source, postprocess="centerface", input_shapes={"input": (2, 3, 64, 64)}
+        )
+    with pytest.raises(cl.UnsupportedError, match=r"multiples of 32.*input_size"):
+        cl.compile_to_memory(
+            source, postprocess="centerface", input_shapes={"input": (1, 3, 100, 100)}
         )
 
 

@@ -31,6 +31,7 @@ class Kind:
     decode: Decoder
     labels: tuple[str, ...] | None
     extra_outputs: tuple[str, ...] = ()
+    size_multiple: int = 1  # the input's H and W must be multiples of it
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -38,7 +39,7 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {
-    "centerface": Kind(centerface.decode, ("face",), ("landmarks",)),
+    "centerface": Kind(centerface.decode, ("face",), ("landmarks",), size_multiple=32),
     "picodet": Kind(picodet.decode, None),
 }
 
@@ -76,6 +77,12 @@ def fold_postprocess(
             f"{model_input.describe()}"
         )
     family = KINDS[options.kind]
+    step = family.size_multiple
+    if shape[2] % step or shape[3] % step:
+        raise UnsupportedError(
+            f"postprocess={options.kind!r} needs an input height and width that are multiples "
+            f"of {step}; {model_input.describe()} (resize frames in the graph with input_size)"
+        )
     _free(model.graph, family.outputs)
     probed = probe(model)
     heads = []
