@@ -87,13 +87,15 @@ def fold_postprocess(
     probed = probe(model)
     heads = []
     for vi in model.graph.output:
-        dims = probed[vi.name].dims
-        if None in dims or probed[vi.name].dtype is not DataType.FLOAT32:
+        head = probed[vi.name]
+        dims = head.dims or ()  # None: an unknown rank
+        fixed = tuple(d for d in dims if d is not None)
+        if not fixed or len(fixed) != len(dims) or head.dtype is not DataType.FLOAT32:
             raise UnsupportedError(
                 f"postprocess={options.kind!r}: output {vi.name!r} must be float32 with a fixed "
-                f"shape; onnxruntime gives {probed[vi.name].dtype.name} {list(dims)}"
+                f"shape; onnxruntime gives {head.dtype.name} {head.dims}"
             )
-        heads.append((vi.name, tuple(d for d in dims if d is not None)))
+        heads.append((vi.name, fixed))
     size = (shape[2], shape[3])
     ops = Ops(model.graph, f"copyless/post/{options.kind}")
     candidates = family.decode(ops, heads, size)
