@@ -7,7 +7,7 @@
 from . import ipc, layout
 from .memory import HostMemory, NpuTensor
 from .model import CompiledModel, compile_model, compile_to_memory, load_model
-from .runner import Runner, RunnerFactory, RunnerOptions
+from .runner import DeviceSession, Runner, RunnerFactory, RunnerOptions
 from .types import (
     CopylessError,
     DataType,
@@ -38,6 +38,7 @@ __all__ = [
     "CompiledModel",
     "CopylessError",
     "DataType",
+    "DeviceSession",
     "HostMemory",
     "JobHandle",
     "LayoutError",

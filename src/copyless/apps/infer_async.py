@@ -21,7 +21,8 @@ import numpy as np
 from ..memory import NpuTensor
 from ..runner import Runner, RunnerFactory
 from ..types import CopylessError, JobHandle, StatusCode, TensorDirection, TensorType
-from ._setup import add_runner_argument, runner_type
+from ..vision.gpu import download, upload
+from ._setup import add_runner_argument, runner_options, runner_type
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
 NUM_CONCURRENT_JOBS = 2
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no model at {args.model_path}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        options = {"max_concurrent_runs": NUM_CONCURRENT_JOBS}
+        options = runner_options(args, max_concurrent_runs=NUM_CONCURRENT_JOBS)
         with RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
             return _run(runner, args)
     except CopylessError as exc:
@@ -73,7 +74,7 @@ def _run(runner: Runner, args: argparse.Namespace) -> int:
         offset = 0
         for tensor in inputs:
             size = tensor.info.size_in_bytes
-            tensor.bytes_view()[:size] = ifm[offset : offset + size]
+            upload(tensor, ifm[offset : offset + size])
             offset += size
         slots.append((inputs, [runner.allocate_npu_tensor(info) for info in out_infos]))
     start = time.perf_counter()
@@ -91,7 +92,7 @@ def _run(runner: Runner, args: argparse.Namespace) -> int:
         print(f"[INFO] sync infer pass: {sync_ms:.3f} ms ({sync_ms / frames:.3f} ms/frame)")
     elif not args.dry_run and last is not None:
         for index, tensor in enumerate(slots[last][1]):
-            Path(f"output_f0_{index}.bin").write_bytes(tensor.numpy().tobytes())
+            Path(f"output_f0_{index}.bin").write_bytes(download(tensor).tobytes())
     return 0 if completed == args.num_iteration else 1
 
 

@@ -39,6 +39,11 @@ inference_precision    "model"              OpenVINO only: "model" runs float gr
                                             CPUs where OpenVINO would pick bf16 by itself
                                             (AMX, AVX512-BF16); "bf16" | "f16" | "f32" force
                                             one; "engine" keeps OpenVINO's own default
+cuda_options           {}                   device "cuda"/"tensorrt" only: device_id, stream,
+                                            cuda_graph, cudnn_conv_algo_search, use_tf32,
+                                            gpu_mem_limit, strict, trt_fp16,
+                                            trt_engine_cache_path (a mapping; see
+                                            copyless.backends.cuda_options)
 =====================  ===================  =================================================
 """
 
@@ -51,6 +56,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ..backends.cuda_options import CudaOptions, parse_cuda_options
 from ..types import OptionError
 
 _TENSOR_TYPES = ("HW", "CPU")
@@ -61,6 +67,7 @@ _DEVICES = ("cpu", "cuda", "tensorrt")
 _OPENVINO_DEVICE = re.compile(r"(CPU|GPU|NPU|AUTO|HETERO|MULTI|BATCH)(\.\d+)?(:[A-Z0-9.,:]+)?")
 _HINTS = ("LATENCY", "THROUGHPUT", "AUTO")
 _PRECISIONS = ("model", "engine", "f32", "bf16", "f16")
+_CUDA_DEFAULTS = CudaOptions()  # frozen: one shared default
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +93,7 @@ class RunnerOptions:
     performance_hint: str = "LATENCY"
     engine_spinning: bool = False
     inference_precision: str = "model"
+    cuda_options: CudaOptions = _CUDA_DEFAULTS
 
     def engine_threads(self) -> int:
         """Engine threads of a synchronous run: explicit, or every core."""
@@ -191,6 +199,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "performance_hint": _upper_choice(_HINTS),
     "engine_spinning": _bool,
     "inference_precision": _choice(_PRECISIONS),
+    "cuda_options": lambda _key, value: parse_cuda_options(value),
 }
 
 KNOWN_OPTIONS = tuple(f.name for f in fields(RunnerOptions))

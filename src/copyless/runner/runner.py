@@ -18,8 +18,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backends.base import Backend, Engine
+from ..backends.base import HOST, Backend, Engine, common_memory
 from ..memory import HostMemory, NpuTensor
+from ..memory import device as cuda_memory
 from ..model import CompiledModel, TensorSpec
 from ..types import (
     JobHandle,
@@ -67,6 +68,8 @@ class Runner:
         self._options = options
         self._backend = backend
         self._engines = list(engines)  # every engine, closed at shutdown
+        # The devices whose memory every engine binds in place (declared by the backends).
+        self._memory = common_memory([engine.capabilities for engine in engines])
         self._sync_engines = list(engines)
         # Async jobs run on engines of their own when the backend's threads are per run
         # (onnxruntime): cores / max_concurrent_runs threads each, loaded on the first
@@ -157,6 +160,7 @@ class Runner:
             ),
             "trace_events": len(self._trace.events),
             "engines_loaded": len(self._engines),
+            "memory": self._memory,
         }
         if key in props:
             return props[key]
@@ -178,7 +182,10 @@ class Runner:
 
     # -- allocation ---------------------------------------------------------------------
     def allocate_npu_tensor(self, info: NpuTensorInfo, memory_bank: int | None = None) -> NpuTensor:
-        """A runner-allocated (XRT_BO) tensor over fd-backed memory, exportable as an fd.
+        """A runner-allocated (XRT_BO) tensor over fd-backed memory, exportable as an fd;
+        for a HW view on a runner whose engines read device memory (``device="cuda"``),
+        device memory instead, which CuPy and PyTorch import without a copy
+        (``from_dlpack``). CPU views stay in host memory: the runner converts them there.
 
         The memory is released when the last reference to the tensor (and its views) goes.
         ``memory_bank`` is accepted for VART-ML compatibility; host memory has one bank.
@@ -190,6 +197,10 @@ class Runner:
             isinstance(memory_bank, bool) or not isinstance(memory_bank, int) or memory_bank < 0
         ):
             raise TensorError(f"memory_bank must be an int >= 0 or None, got {memory_bank!r}")
+        gpu = next((device for device in self._memory if device != HOST), None)
+        if gpu is not None and info.tensor_type is TensorType.HW:
+            device_memory = cuda_memory.allocate_on(gpu, info.size_in_bytes)
+            return NpuTensor._wrap_device(info, device_memory)
         memory = HostMemory.shared(info.size_in_bytes, f"copyless:{info.name}", warn_on_leak=False)
         return NpuTensor._wrap_memory(info, memory, MemoryType.XRT_BO)
 
@@ -382,7 +393,12 @@ class Runner:
             del self._plans[key]
         try:
             plan = build_plan(
-                self._model.inputs, self._model.outputs, self._model.batch_size, inputs, outputs
+                self._model.inputs,
+                self._model.outputs,
+                self._model.batch_size,
+                inputs,
+                outputs,
+                self._memory,
             )
         except PlanError:
             raise
