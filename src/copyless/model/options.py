@@ -55,6 +55,7 @@ _KNOWN = frozenset(
         "score_threshold",
         "iou_threshold",
         "max_detections",
+        "output_capacity",
     }
 )
 
@@ -83,6 +84,7 @@ class CompileOptions:
     cpu_partition_after: str | None = None
     cpu_tail: bool = False
     postprocess: PostprocessOptions | None = None  # detector decoding + NMS folded in
+    output_capacity: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def partitioned(self) -> bool:
@@ -116,6 +118,7 @@ class CompileOptions:
             "cpu_partition_after": self.cpu_partition_after,
             "cpu_tail": self.cpu_tail,
             "postprocess": None if self.postprocess is None else self.postprocess.to_json(),
+            "output_capacity": {k: list(v) for k, v in self.output_capacity},
         }
 
 
@@ -171,6 +174,7 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
             raw.get("iou_threshold"),
             raw.get("max_detections"),
         ),
+        output_capacity=_input_shapes(raw.get("output_capacity"), "output_capacity"),
     )
 
 
@@ -253,19 +257,22 @@ def _triple(value: Any, key: str, *, positive: bool) -> tuple[float, float, floa
     return (items[0], items[1], items[2])
 
 
-def _input_shapes(value: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
+def _input_shapes(
+    value: Any, key: str = "input_shapes"
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """``{name: shape}`` (``input_shapes``, ``output_capacity``) as (name, dims) pairs."""
     if value is None:
         return ()
     if not isinstance(value, Mapping):
-        raise OptionError(f"input_shapes must map input names to shapes, got {value!r}")
+        raise OptionError(f"{key} must map tensor names to shapes, got {value!r}")
     out = []
     for name, shape in value.items():
         try:
             dims = tuple(int(d) for d in shape)
         except (TypeError, ValueError):
-            raise OptionError(f"input_shapes[{name!r}]: not a shape: {shape!r}") from None
+            raise OptionError(f"{key}[{name!r}]: not a shape: {shape!r}") from None
         if any(d < 0 for d in dims):
-            raise OptionError(f"input_shapes[{name!r}]: negative dimension in {dims}")
+            raise OptionError(f"{key}[{name!r}]: negative dimension in {dims}")
         out.append((str(name), dims))
     return tuple(out)
 
@@ -291,12 +298,12 @@ def _calibration(value: Any) -> tuple[Path, ...]:
     return paths
 
 
-def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """Parse the CLI form ``name=1x3x640x640``."""
+def parse_shape(text: str, flag: str = "--input-shape") -> tuple[str, tuple[int, ...]]:
+    """Parse the CLI form ``name=1x3x640x640`` (of ``flag``, named in the error)."""
     name, sep, dims = text.rpartition("=")
     try:
         if not sep or not name:
             raise ValueError(text)
         return name, tuple(int(d) for d in dims.lower().split("x"))
     except ValueError:
-        raise OptionError(f"--input-shape wants NAME=D0xD1x..., got {text!r}") from None
+        raise OptionError(f"{flag} wants NAME=D0xD1x..., got {text!r}") from None
