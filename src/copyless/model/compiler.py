@@ -81,7 +81,7 @@ from .folding import Fold, check_opset, fold_input, fold_output
 from .graph import IR_VERSION, NameScope, cpu_layout_for, graph_inputs, tensor_value_info
 from .options import CompileOptions, parse_options
 from .partition import Part, find_cut, forward_boundaries, split
-from .postprocess.fold import Folded, fold_postprocess, with_capacities
+from .postprocess.fold import Folded, fold_postprocess
 from .postprocess.spec import PostprocessOptions
 from .quantize import Quantized, calibration_batches, quantize_int8
 from .shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
@@ -128,11 +128,8 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     folded = None
     if opts.postprocess is not None:
         folded = _postprocess(model, opts.postprocess, fixed.infos[0], opts.input_size)
+    # the detection outputs' capacity (max_detections) is derived like any other's
     cpu_outputs, unknown = output_infos(model, probe(model), opts)
-    if folded is not None:  # max_detections, unless output_capacity names the output
-        given = dict(opts.output_capacity)
-        capacities = {k: v for k, v in folded.capacities.items() if k not in given}
-        cpu_outputs = with_capacities(cpu_outputs, capacities)
     _check_names(opts, fixed.infos, cpu_outputs)
     float_nodes = folded.nodes if folded else ()
     quantized = _quantize(model, opts, fixed.infos, float_nodes) if opts.quantize else None

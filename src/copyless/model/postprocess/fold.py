@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from .nms import Candidates, Selection, select
 from .ops import Ops
 from .spec import PostprocessOptions
 
-__all__ = ["KINDS", "MIN_OPSET", "Folded", "fold_postprocess", "with_capacities"]
+__all__ = ["KINDS", "MIN_OPSET", "Folded", "fold_postprocess"]
 
 MIN_OPSET = 13
 
@@ -46,11 +45,11 @@ KINDS: dict[str, Kind] = {
 
 @dataclass(frozen=True, slots=True)
 class Folded:
-    """What folding did: the new outputs (in order), their capacities, the labels and the
-    names of the nodes it added (kept float by INT8 quantization)."""
+    """What folding did: the new outputs (in order), the labels and the names of the nodes
+    it added (kept float by INT8 quantization). The outputs' capacity, ``max_detections``,
+    is what :mod:`copyless.model.capacity` derives for them (the final TopK's k)."""
 
     outputs: tuple[str, ...]
-    capacities: dict[str, tuple[int, ...]]
     labels: tuple[str, ...]
     nodes: tuple[str, ...]
 
@@ -105,9 +104,7 @@ def fold_postprocess(
     )  # fmt: skip
     outputs = select(ops, candidates, selection)
     nodes = _declare(model.graph, ops, outputs)
-    capacities = {name: (options.max_detections, *_TRAILING.get(name, ())) for name in outputs}
-    labels = _labels(model, family, candidates)
-    return Folded(tuple(outputs), capacities, labels, nodes)
+    return Folded(tuple(outputs), _labels(model, family, candidates), nodes)
 
 
 _TRAILING = {"boxes": (4,), "landmarks": (10,)}
@@ -154,12 +151,3 @@ def _labels(model: onnx.ModelProto, family: Kind, cand: Candidates) -> tuple[str
         return names
     return tuple(f"class{i}" for i in range(cand.classes))
 
-
-def with_capacities(
-    infos: tuple[NpuTensorInfo, ...], capacities: dict[str, tuple[int, ...]]
-) -> tuple[NpuTensorInfo, ...]:
-    """The output infos with each detection output's shape set to its capacity."""
-    return tuple(
-        dataclasses.replace(info, shape=capacities[info.name]) if info.name in capacities else info
-        for info in infos
-    )
