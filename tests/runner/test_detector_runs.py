@@ -6,6 +6,8 @@ needed, and the runner goes on."""
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -93,14 +95,23 @@ def test_face_counts_change_from_frame_to_frame(object_detector, references, run
 
 
 def test_too_few_rows_then_enough(object_detector, references) -> None:
-    with cl.RunnerFactory.create_runner(object_detector("centerface", (512, 512))) as runner:
-        small, full = Slot(runner, capacity=2), Slot(runner)
-        stretch(FRAMES[1], small.x)  # four faces into room for two
-        assert runner.execute([[small.x]], [small.row]) is cl.StatusCode.INVALID_OUTPUT
-        assert small.outputs["boxes"].produced_shape == (4, 4)
-        stretch(FRAMES[0], small.x)  # one face fits
-        assert runner.execute([[small.x]], [small.row]) is cl.StatusCode.SUCCESS
-        assert_same_detections(small.found(), references[0])
-        stretch(FRAMES[1], full.x)
-        assert runner.execute([[full.x]], [full.row]) is cl.StatusCode.SUCCESS
-        assert_same_detections(full.found(), references[1])
+    gc.collect()
+    gc.disable()  # a reference cycle would keep the tensors (and their fds) until a gc pass
+    try:
+        with cl.RunnerFactory.create_runner(object_detector("centerface", (512, 512))) as runner:
+            small, full = Slot(runner, capacity=2), Slot(runner)
+            stretch(FRAMES[1], small.x)  # four faces into room for two
+            assert runner.execute([[small.x]], [small.row]) is cl.StatusCode.INVALID_OUTPUT
+            assert small.outputs["boxes"].produced_shape == (4, 4)
+            assert small.outputs["landmarks"].produced_shape == (4, 10)
+            stretch(FRAMES[0], small.x)  # one face fits
+            assert runner.execute([[small.x]], [small.row]) is cl.StatusCode.SUCCESS
+            assert_same_detections(small.found(), references[0])
+            stretch(FRAMES[1], full.x)
+            assert runner.execute([[full.x]], [full.row]) is cl.StatusCode.SUCCESS
+            assert_same_detections(full.found(), references[1])
+        released = weakref.ref(small.outputs["landmarks"])
+        del small, full
+        assert released() is None
+    finally:
+        gc.enable()

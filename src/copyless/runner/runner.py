@@ -367,7 +367,9 @@ class Runner:
                     if tensor.info.direction is TensorDirection.OUTPUT:
                         tensor.sync_buffer()
         except DynamicOutputTooSmall as exc:
-            logger.error("job %d: %s", job_id, exc)
+            # the text, not the error: a record kept by a handler would keep its traceback's
+            # frames, and with them the call's tensors
+            logger.error("job %d: %s", job_id, str(exc))
             return StatusCode.INVALID_OUTPUT
         except MemoryError:
             logger.exception("job %d: out of memory", job_id)

@@ -175,7 +175,10 @@ class Slot:
             error = self._finish_dynamic(bind)
             too_small = too_small or error
         if too_small is not None:
-            raise too_small
+            try:
+                raise too_small
+            finally:  # this frame (in the traceback) must not keep the error: a gc-only cycle
+                del too_small, error
 
     def _unstage_output(self, bind: Bind) -> None:
         spec = bind.spec
