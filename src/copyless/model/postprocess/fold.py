@@ -63,6 +63,27 @@ def fold_postprocess(
     """Append the decoding, NMS and sorting to ``model`` (in place) and make the detections
     its only outputs. ``model_input`` is the fixed CPU view of the model's single input;
     ``frame_size`` the ``(H, W)`` the boxes are scaled to (default: the model input's)."""
+    family = KINDS[options.kind]
+    _check(model, options, model_input, family)
+    _free(model.graph, family.outputs)
+    heads = _heads(model, options.kind)
+    shape = model_input.shape
+    size = (shape[2], shape[3])
+    ops = Ops(model.graph, f"copyless/post/{options.kind}")
+    candidates = family.decode(ops, heads, size)
+    selection = Selection(
+        options.score_threshold, options.iou_threshold, options.max_detections, size,
+        frame_size or size,
+    )  # fmt: skip
+    outputs = select(ops, candidates, selection)
+    nodes = _declare(model.graph, ops, outputs)
+    return Folded(tuple(outputs), _labels(model, family, candidates), nodes)
+
+
+def _check(
+    model: onnx.ModelProto, options: PostprocessOptions, model_input: NpuTensorInfo, family: Kind
+) -> None:
+    """UnsupportedError for a model the fold cannot take (opset, batch, input size)."""
     opset = default_opset(model)
     if opset < MIN_OPSET:
         raise UnsupportedError(
@@ -75,14 +96,16 @@ def fold_postprocess(
             f"postprocess={options.kind!r} needs a [1, 3, H, W] input (batch 1); "
             f"{model_input.describe()}"
         )
-    family = KINDS[options.kind]
     step = family.size_multiple
     if shape[2] % step or shape[3] % step:
         raise UnsupportedError(
             f"postprocess={options.kind!r} needs an input height and width that are multiples "
             f"of {step}; {model_input.describe()} (resize frames in the graph with input_size)"
         )
-    _free(model.graph, family.outputs)
+
+
+def _heads(model: onnx.ModelProto, kind: str) -> list[tuple[str, tuple[int, ...]]]:
+    """The model's outputs (the detector heads) with their shapes, which must be fixed."""
     probed = probe(model)
     heads = []
     for vi in model.graph.output:
@@ -91,20 +114,11 @@ def fold_postprocess(
         fixed = tuple(d for d in dims if d is not None)
         if not fixed or len(fixed) != len(dims) or head.dtype is not DataType.FLOAT32:
             raise UnsupportedError(
-                f"postprocess={options.kind!r}: output {vi.name!r} must be float32 with a fixed "
+                f"postprocess={kind!r}: output {vi.name!r} must be float32 with a fixed "
                 f"shape; onnxruntime gives {head.dtype.name} {head.dims}"
             )
         heads.append((vi.name, fixed))
-    size = (shape[2], shape[3])
-    ops = Ops(model.graph, f"copyless/post/{options.kind}")
-    candidates = family.decode(ops, heads, size)
-    selection = Selection(
-        options.score_threshold, options.iou_threshold, options.max_detections, size,
-        frame_size or size,
-    )  # fmt: skip
-    outputs = select(ops, candidates, selection)
-    nodes = _declare(model.graph, ops, outputs)
-    return Folded(tuple(outputs), _labels(model, family, candidates), nodes)
+    return heads
 
 
 _TRAILING = {"boxes": (4,), "landmarks": (10,)}
@@ -150,4 +164,3 @@ def _labels(model: onnx.ModelProto, family: Kind, cand: Candidates) -> tuple[str
     if len(names) == cand.classes and all(names):
         return names
     return tuple(f"class{i}" for i in range(cand.classes))
-
