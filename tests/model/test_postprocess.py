@@ -107,11 +107,20 @@ def test_score_threshold_drops_weaker_detections(object_detector) -> None:
         ({"postprocess": "picodet", "max_detections": 0}, "max_detections"),
         ({"postprocess": "picodet", "iou_threshold": 1.5}, "iou_threshold"),
         ({"postprocess": "picodet", "score_threshold": "high"}, "score_threshold"),
+        (
+            {
+                "postprocess": "centerface",
+                "input_format": "rgbx",
+                "input_size": (64, 64),
+                "input_crop": 0.875,
+            },
+            "drop input_crop",
+        ),
     ],
 )
 def test_bad_postprocess_options_are_refused(options, match) -> None:
     with pytest.raises(cl.OptionError, match=match):
-        cl.compile_to_memory(conv_net(), **options)
+        cl.compile_to_memory(conv_net(size=32), **options)
 
 
 def test_models_the_decoder_does_not_fit_are_refused() -> None:

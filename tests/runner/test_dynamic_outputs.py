@@ -6,9 +6,11 @@ bad tensors that are refused."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import re
 import threading
+import weakref
 
 import numpy as np
 import onnx
@@ -254,3 +256,24 @@ def test_bad_output_tensors_are_refused_by_name(nonzero, make_runner, caplog, ch
     assert "'nz'" in message and re.search(why, message)
     _fill(x, 4, 0)
     assert runner.execute([[x]], [[nz, r]]) is S.SUCCESS  # and the runner goes on
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_too_small_output_keeps_no_tensor_alive(nonzero, make_runner, caplog, mode) -> None:
+    """No reference cycle through the error (nor its log record) holds the call's tensors:
+    their memory goes with the last reference, without waiting for a gc pass."""
+    caplog.set_level(logging.ERROR, logger="copyless")
+    runner = make_runner(nonzero)
+    x, nz, r = _tensors(runner, capacity=(2, 1))
+    _fill(x, 5, 0)
+    gc.disable()
+    try:
+        if mode == "sync":
+            assert runner.execute([[x]], [[nz, r]]) is S.INVALID_OUTPUT
+        else:
+            assert runner.wait(runner.execute_async([[x]], [[nz, r]]), 10_000) is S.INVALID_OUTPUT
+        refs = [weakref.ref(t) for t in (x, nz, r)]
+        del x, nz, r
+        assert [ref() for ref in refs] == [None, None, None]
+    finally:
+        gc.enable()

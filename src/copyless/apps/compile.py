@@ -7,6 +7,8 @@ Examples::
         --mean 127,127,127 --std 128,128,128
     copyless-compile effnet.onnx -o effnet640.rai --input-format rgbx --input-size 640x640 \
         --mean 127,127,127 --std 128,128,128
+    copyless-compile effnet.onnx -o effnet_video.rai --input-format i420 --input-size 720x1280 \
+        --input-crop 0.875 --mean 127,127,127 --std 128,128,128
     copyless-compile effnet.onnx -o effnet_int8 --input-format rgbx --mean 127,127,127 \\
         --std 128,128,128 --quantize int8 --calibration photos/
     copyless-compile det.onnx -o det.rai --input-shape x=1x3x640x640 --input-layout HCWNC4 \\
@@ -27,6 +29,7 @@ import sys
 import time
 
 from ..model import compile_model
+from ..model.input_formats import INPUT_FORMATS
 from ..model.options import parse_shape
 from ..types import CopylessError, ModelLoadError
 
@@ -40,7 +43,22 @@ graph starts with Cast, Slice, Transpose and (x - mean)/std folded as Mul+Add, w
 --std in pixel units (0..255). The CPU view is then float32 NCHW pixels (0..255, not
 normalised) with quant scale 1, zero point 0. With --input-size HxW the HW view is the
 decoder's frame [N,H,W,4] of that size, resized in the graph (Resize, linear, antialiased
-when the model's opset allows 18) to the model's own size before the normalisation.
+when the model's opset allows 18) to the model's own size before the normalisation;
+--input-crop F first keeps the centred region of the model's aspect ratio and F of the
+largest such size (0.875 = torchvision's Resize(256) + CenterCrop(224)).
+
+The other formats work the same way (pixel units, mean/std folded, --input-size):
+  rgbx_fp16, rgbx_bf16   FP16 / BF16 NHWC4 [N,H,W,4] packed RGBx (VART RGBx_FP16/_BF16)
+  rgbp, rgbp_fp16,       UINT8 / FP16 / FLOAT32 NCHW [N,3,H,W] planar RGB
+  rgbp_float             (VART RGBP_FP16 / RGBP_FLOAT)
+  i420                   the video decoder's planes: uint8 Y [N,H,W], U and V
+                         [N,H/2,W/2], inputs NAME_y, NAME_u, NAME_v
+  nv12                   uint8 Y [N,H,W] and interleaved UV [N,H/2,W/2,2] (NAME_y, NAME_uv)
+For i420/nv12 the graph converts YUV to RGB (--yuv-matrix bt601 (default) or bt709,
+--yuv-range limited (default) or full) after resizing each plane; the CPU never converts.
+--input-line-sizes LUMA,CHROMA: the planes with the decoder's line padding (e.g. 128,64 for
+a 120-pixel-wide frame; NV12's chroma line holds U and V), dropped by the graph: bound as
+decoded, without a copy.
 
 --quantize int8 --calibration DIR: static QDQ INT8 (uint8 activations per tensor, int8 weights
 per output channel: onnxruntime's fast U8S8 form) calibrated on the images in
@@ -83,9 +101,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=1, help="symbolic batch dims become N")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1x...",
                    help="fix an input's shape (needed for symbolic non-batch dims)")  # fmt: skip
-    p.add_argument("--input-format", choices=["rgbx"], help="packed RGBx uint8 pixel input")
+    p.add_argument("--input-format", type=_format_name, choices=list(INPUT_FORMATS),
+                   help="HW view of the image input (see below)")  # fmt: skip
     p.add_argument("--input-size", metavar="HxW",
-                   help="frame size of the rgbx input (the graph resizes it)")  # fmt: skip
+                   help="frame size of that input (the graph resizes it)")  # fmt: skip
+    p.add_argument("--input-crop", type=float, metavar="FRACTION",
+                   help="centre-crop this fraction of the frame first (0.875: resize 256 + "
+                   "crop 224)")  # fmt: skip
+    p.add_argument("--input-line-sizes", metavar="LUMA,CHROMA",
+                   help="i420/nv12: bytes per plane line as the decoder pads them")  # fmt: skip
+    p.add_argument("--yuv-matrix", choices=["bt601", "bt709"], help="i420/nv12 colour matrix")
+    p.add_argument("--yuv-range", choices=["limited", "full"], help="i420/nv12 value range")
     p.add_argument("--mean", help="R,G,B mean in pixel units (rgbx / calibration)")
     p.add_argument("--std", help="R,G,B std in pixel units (rgbx / calibration)")
     for flag in ("input-layout", "input-dtype", "output-layout", "output-dtype"):
@@ -106,6 +132,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="capacity of an output whose shape depends on the data")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="log the compiler's steps")
     return p
+
+
+def _format_name(text: str) -> str:
+    """``RGBx_FP16`` / ``rgbx-fp16`` -> ``rgbx_fp16`` (VART-ML's spellings work too)."""
+    return text.strip().lower().replace("-", "_")
 
 
 def _per_tensor(values: list[str]) -> str | dict[str, str] | None:
@@ -143,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
             "input_shapes": dict(parse_shape(s) for s in args.input_shape) or None,
             "input_format": args.input_format,
             "input_size": args.input_size,
+            "input_crop": args.input_crop,
+            "input_line_sizes": args.input_line_sizes,
+            "yuv_matrix": args.yuv_matrix,
+            "yuv_range": args.yuv_range,
             "mean": _triple(args.mean),
             "std": _triple(args.std),
             "input_layout": _per_tensor(args.input_layout),

@@ -23,6 +23,17 @@ parentheses; see ``copyless-compile --help``):
     opset can be moved to 18) to the model's own H x W before the normalisation. The CPU
     view is float32 ``[N, 3, H, W]`` pixels of the frame size. Aspect ratio is not kept:
     crop before, or accept the stretch.
+``input_crop=0.875`` (``--input-crop``), with ``input_size``
+    Centre-crop the frame to the model's aspect ratio first (a ``Slice``; 0.875 is
+    torchvision's ``Resize(256)`` + ``CenterCrop(224)``), then resize.
+``input_format="rgbx_fp16" | "rgbx_bf16" | "rgbp" | "rgbp_fp16" | "rgbp_float"``
+    The same in other pixel formats (packed RGBx FP16/BF16, planar RGB); see
+    :mod:`.input_formats`. Integer HW views carry ``QuantParameters(1.0, 0)``, float ones none.
+``input_format="i420" | "nv12"``, ``yuv_matrix="bt601" | "bt709"``, ``yuv_range``,
+``input_line_sizes=(luma, chroma)``
+    The input becomes the video decoder's uint8 planes (one graph input each, lines padded
+    as the decoder pads them with ``input_line_sizes``) and the graph converts them to RGB;
+    see :mod:`.yuv`.
 ``input_layout`` / ``input_dtype`` / ``output_layout`` / ``output_dtype`` (``--input-layout`` ...)
     The HW view's layout (``NHWC``, ``NHWC4``, ``NC4HW4``, ``HCWNC4`` ...) and dtype (``bf16``,
     ``fp16``, ``fp32``; ``int8`` with ``quantize``); one value for every tensor or a
@@ -79,13 +90,16 @@ from .compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from .directory import write_directory
 from .folding import Fold, check_opset, fold_input, fold_output
 from .graph import IR_VERSION, NameScope, cpu_layout_for, graph_inputs, tensor_value_info
+from .input_formats import input_format
 from .options import CompileOptions, parse_options
 from .partition import Part, find_cut, forward_boundaries, split
+from .pixels import normalization, pixel_geometry
 from .postprocess.fold import Folded, fold_postprocess
 from .postprocess.spec import PostprocessOptions
 from .quantize import Quantized, calibration_batches, quantize_int8
 from .shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from .shapes import session as ort_session
+from .yuv import fold_yuv_input, is_yuv, plane_folds
 
 _log = logging.getLogger(__name__)
 
@@ -127,6 +141,10 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     _check_single_input(opts, fixed.infos)
     folded = None
     if opts.postprocess is not None:
+        if opts.input_crop is not None:
+            raise OptionError(
+                "postprocess scales boxes to the whole input_size frame; drop input_crop"
+            )
         folded = _postprocess(model, opts.postprocess, fixed.infos[0], opts.input_size)
     # the detection outputs' capacity (max_detections) is derived like any other's
     cpu_outputs, unknown = output_infos(model, probe(model), opts)
@@ -134,13 +152,20 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     float_nodes = folded.nodes if folded else ()
     quantized = _quantize(model, opts, fixed.infos, float_nodes) if opts.quantize else None
     work = quantized.model if quantized else model
-    in_folds = [_input_fold(info, opts, quantized) for info in fixed.infos]
+    yuv = is_yuv(opts)
+    in_folds = (
+        plane_folds(fixed.infos[0], opts)
+        if yuv
+        else [_input_fold(info, opts, quantized) for info in fixed.infos]
+    )
     out_folds = [_output_fold(info, opts, quantized, unknown) for info in cpu_outputs]
     _declare_outputs(work, cpu_outputs, unknown)
     folds = [f for f in (*in_folds, *out_folds) if not f.identity]
-    if folds:
+    if folds or yuv:
         check_opset(work, "folding view conversions into the graph")
         scope = NameScope(work.graph)
+        if yuv:
+            fold_yuv_input(work, scope, fixed.infos[0], opts)
         for fold in in_folds:
             if not fold.identity:
                 fold_input(work, scope, fold)
@@ -149,9 +174,10 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
                 fold_output(work, scope, fold)
     parts, intermediates = _partition(work, opts)
     partitions = tuple(_finish(i, part) for i, part in enumerate(parts))
-    rgbx = opts.input_format == "rgbx"
+    fmt = input_format(opts.input_format)
+    pixels = fmt is not None and fmt.quantized_pixels
     inputs = tuple(
-        TensorSpec(f.cpu.name, f.cpu, f.hw, QuantParameters(1.0, 0) if rgbx else f.quant)
+        TensorSpec(f.cpu.name, f.cpu, f.hw, QuantParameters(1.0, 0) if pixels else f.quant)
         for f in in_folds
     )
     outputs = tuple(
@@ -275,25 +301,15 @@ def _dtype_and_quant(
 def _input_fold(cpu: NpuTensorInfo, opts: CompileOptions, q: Quantized | None) -> Fold:
     layout = opts.pick(opts.input_layout, cpu.name)
     wanted = opts.pick(opts.input_dtype, cpu.name)
-    if opts.input_format == "rgbx":
+    fmt = input_format(opts.input_format)
+    if fmt is not None:
         if layout is not None or wanted is not None:
-            raise OptionError("input_format='rgbx' fixes the input view; drop input_layout/dtype")
-        if len(cpu.shape) != 4 or cpu.shape[1] != 3 or not cpu.data_type.is_float:
-            raise UnsupportedError(
-                f"input_format='rgbx' needs a float [N,3,H,W] input; {cpu.describe()}"
+            raise OptionError(
+                f"input_format={fmt.name!r} fixes the input view; drop input_layout/dtype"
             )
-        pixels = dataclasses.replace(cpu, data_type=DataType.FLOAT32)
-        resize = None
-        if opts.input_size is not None and opts.input_size != cpu.shape[2:]:
-            resize = (cpu.shape[2], cpu.shape[3])
-            pixels = dataclasses.replace(pixels, shape=cpu.shape[:2] + opts.input_size)
-        mean, std = opts.mean or (0.0, 0.0, 0.0), opts.std or (1.0, 1.0, 1.0)
-        normalize = (
-            tuple(1.0 / s for s in std),
-            tuple(-m / s for m, s in zip(mean, std, strict=True)),
-        )
-        hw = hw_info_for(pixels, MemoryLayout.NHWC4, DataType.UINT8)
-        return Fold(pixels, hw, cpu.data_type, None, normalize, resize)
+        pixels, geometry = pixel_geometry(cpu, opts)
+        hw = hw_info_for(pixels, fmt.memory_layout, fmt.data_type)
+        return Fold(pixels, hw, cpu.data_type, None, normalization(opts), *geometry)
     quant = q.inputs.get(cpu.name) if q else None
     dtype, quant = _dtype_and_quant(cpu, wanted, quant, "input_dtype")
     return Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..types import DataType, MemoryLayout, OptionError
+from .input_formats import YUV_MATRICES, YUV_RANGES, input_format, yuv_option
 from .postprocess import spec as postprocess
 from .postprocess.spec import PostprocessOptions
 
@@ -39,6 +40,10 @@ _KNOWN = frozenset(
         "input_shapes",
         "input_format",
         "input_size",
+        "input_crop",
+        "input_line_sizes",
+        "yuv_matrix",
+        "yuv_range",
         "mean",
         "std",
         "input_layout",
@@ -69,8 +74,12 @@ class CompileOptions:
     name: str | None = None
     batch_size: int = 1
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    input_format: str | None = None  # None or "rgbx"
-    input_size: tuple[int, int] | None = None  # (H, W) of the frames (rgbx only)
+    input_format: str | None = None  # None or a key of input_formats.INPUT_FORMATS
+    input_size: tuple[int, int] | None = None  # (H, W) of the frames (with input_format)
+    input_crop: float | None = None  # centre-crop fraction of the frame (with input_size)
+    input_line_sizes: tuple[int, int] | None = None  # i420/nv12: bytes per luma/chroma line
+    yuv_matrix: str = "bt601"  # i420/nv12 only: "bt601" or "bt709"
+    yuv_range: str = "limited"  # i420/nv12 only: "limited" or "full"
     mean: tuple[float, float, float] | None = None
     std: tuple[float, float, float] | None = None
     input_layout: tuple[tuple[str, MemoryLayout], ...] = ()
@@ -105,6 +114,10 @@ class CompileOptions:
             "input_shapes": {k: list(v) for k, v in self.input_shapes},
             "input_format": self.input_format,
             "input_size": None if self.input_size is None else list(self.input_size),
+            "input_crop": self.input_crop,
+            "input_line_sizes": self.input_line_sizes,
+            "yuv_matrix": self.yuv_matrix,
+            "yuv_range": self.yuv_range,
             "mean": self.mean,
             "std": self.std,
             "input_layout": {k: v.name for k, v in self.input_layout},
@@ -130,12 +143,15 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
     batch = raw.get("batch_size", 1)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise OptionError(f"batch_size must be an int >= 1, got {batch!r}")
-    fmt = raw.get("input_format")
-    if fmt is not None and str(fmt).lower() != "rgbx":
-        raise OptionError(f"input_format must be 'rgbx' or None, got {fmt!r}")
+    fmt = input_format(raw.get("input_format"))
     size = _input_size(raw.get("input_size"))
     if size is not None and fmt is None:
-        raise OptionError("input_size needs input_format='rgbx' (it sizes the RGBx frame)")
+        raise OptionError("input_size needs an input_format (it sizes the decoder's frame)")
+    crop = _crop(raw.get("input_crop"), size)
+    keys = ("yuv_matrix", "yuv_range", "input_line_sizes")
+    yuv = {k: raw.get(k) for k in keys if raw.get(k) is not None}
+    if yuv and (fmt is None or not fmt.yuv):
+        raise OptionError(f"{sorted(yuv)} need input_format='i420' or 'nv12'")
     quantize = raw.get("quantize")
     if quantize is not None and str(quantize).lower() != "int8":
         raise OptionError(f"quantize must be 'int8' or None, got {quantize!r}")
@@ -154,8 +170,12 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         name=None if raw.get("name") is None else str(raw["name"]),
         batch_size=batch,
         input_shapes=_input_shapes(raw.get("input_shapes")),
-        input_format=None if fmt is None else "rgbx",
+        input_format=None if fmt is None else fmt.name,
         input_size=size,
+        input_crop=crop,
+        input_line_sizes=_line_sizes(raw.get("input_line_sizes")),
+        yuv_matrix=yuv_option(raw.get("yuv_matrix"), "yuv_matrix", tuple(YUV_MATRICES), "bt601"),
+        yuv_range=yuv_option(raw.get("yuv_range"), "yuv_range", YUV_RANGES, "limited"),
         mean=_triple(raw.get("mean"), "mean", positive=False),
         std=_triple(raw.get("std"), "std", positive=True),
         input_layout=_per_tensor(raw.get("input_layout"), "input_layout", _layout),
@@ -214,6 +234,35 @@ def _input_size(value: Any) -> tuple[int, int] | None:
             f"input_size must be (H, W) or 'HxW' with sides 1..{MAX_INPUT_SIDE}, got {value!r}"
         )
     return (sides[0], sides[1])
+
+
+def _line_sizes(value: Any) -> tuple[int, int] | None:
+    """``(luma, chroma)`` or ``"LUMA,CHROMA"``: bytes per line of the decoder's planes."""
+    if value is None:
+        return None
+    try:
+        items = value.split(",") if isinstance(value, str) else list(value)
+        sizes = [int(v) for v in items]
+    except (TypeError, ValueError):
+        sizes = []
+    if len(sizes) != 2 or not all(1 <= v <= 4 * MAX_INPUT_SIDE for v in sizes):
+        raise OptionError(f"input_line_sizes must be (luma, chroma) bytes per line, got {value!r}")
+    return (sizes[0], sizes[1])
+
+
+def _crop(value: Any, size: tuple[int, int] | None) -> float | None:
+    """``input_crop``: the fraction of the frame's short side kept (0 < f <= 1)."""
+    if value is None:
+        return None
+    if size is None:
+        raise OptionError("input_crop needs input_size (it crops the decoder's frame)")
+    try:
+        fraction = float(value)
+    except (TypeError, ValueError):
+        fraction = math.nan
+    if not 0.0 < fraction <= 1.0:
+        raise OptionError(f"input_crop must be a fraction in (0, 1], got {value!r}")
+    return fraction
 
 
 def _layout(value: Any, key: str) -> MemoryLayout:

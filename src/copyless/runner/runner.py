@@ -366,10 +366,8 @@ class Runner:
                 for tensor in plan.synced:
                     if tensor.info.direction is TensorDirection.OUTPUT:
                         tensor.sync_buffer()
-        except DynamicOutputTooSmall as exc:
-            # the text, not the error: a record kept by a handler would keep its traceback's
-            # frames, and with them the call's tensors
-            logger.error("job %d: %s", job_id, str(exc))
+        except DynamicOutputTooSmall as exc:  # the text only: a record keeping the
+            logger.error("job %d: %s", job_id, str(exc))  # exception keeps its frames
             return StatusCode.INVALID_OUTPUT
         except MemoryError:
             logger.exception("job %d: out of memory", job_id)

@@ -167,18 +167,16 @@ class Slot:
     def _unstage_outputs(self, plan: CallPlan) -> None:
         """Convert/scatter the staged outputs; give data-dependent outputs their shapes.
         Raises DynamicOutputTooSmall (after every shape is set) when one did not fit."""
-        too_small = None
+        too_small = ""
         for bind in plan.staged_outputs:
             if bind.kind != DYNAMIC:
                 self._unstage_output(bind)
                 continue
-            error = self._finish_dynamic(bind)
-            too_small = too_small or error
-        if too_small is not None:
-            try:
-                raise too_small
-            finally:  # this frame (in the traceback) must not keep the error: a gc-only cycle
-                del too_small, error
+            too_small = too_small or self._finish_dynamic(bind)
+        if too_small:
+            # Made here, kept by no local: an exception in a local of the frame its
+            # traceback holds is a cycle that would keep the call's tensors until a gc pass.
+            raise DynamicOutputTooSmall(too_small)
 
     def _unstage_output(self, bind: Bind) -> None:
         spec = bind.spec
@@ -199,17 +197,19 @@ class Slot:
         for b, tensor in enumerate(bind.tensors):
             np.copyto(tensor.numpy(), _frame(full, axis, b).reshape(tensor.info.shape))
 
-    def _finish_dynamic(self, bind: Bind) -> DynamicOutputTooSmall | None:
+    def _finish_dynamic(self, bind: Bind) -> str:
         """Set the tensor's produced shape; convert a staged result (CPU view of another
-        dtype) into it. The error to raise when the result did not fit, else None."""
+        dtype) into it. Why the result did not fit, or "" when it did."""
         spec, tensor = bind.spec, bind.tensors[0]
         shape = self._contexts[self._context_of(spec.name)].produced_shape(spec.name)
         tensor._produced_shape = shape
         count = math.prod(shape)
         if count > tensor.info.size:
-            itemsize = tensor.info.data_type.itemsize
-            return DynamicOutputTooSmall(
-                spec.name, shape, count * itemsize, tensor.info.size_in_bytes
+            needed = count * tensor.info.data_type.itemsize
+            return (
+                f"output {spec.name!r} produced shape {list(shape)} ({needed} bytes) but its "
+                f"tensor holds {tensor.info.size_in_bytes} bytes; allocate at least that "
+                "capacity (see produced_shape)"
             )
         hw = spec.hw
         if count and tensor.info.data_type is not hw.data_type:
@@ -219,7 +219,7 @@ class Slot:
                 staging.reshape(-1)[:count], source, tensor.numpy().reshape(-1)[:count],
                 target, spec.quant,
             )  # fmt: skip
-        return None
+        return ""
 
     def _context_of(self, name: str) -> int:
         for index, partition in enumerate(self._partitions):
@@ -230,12 +230,6 @@ class Slot:
 
 class DynamicOutputTooSmall(Exception):
     """Internal: a data-dependent output's result did not fit the caller's tensor."""
-
-    def __init__(self, name: str, shape: tuple[int, ...], needed: int, have: int) -> None:
-        super().__init__(
-            f"output {name!r} produced shape {list(shape)} ({needed} bytes) but its tensor "
-            f"holds {have} bytes; allocate at least that capacity (see produced_shape)"
-        )
 
 
 def _flat(info: NpuTensorInfo, count: int) -> NpuTensorInfo:
