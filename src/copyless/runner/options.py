@@ -30,10 +30,12 @@ num_threads            0 (auto)             engine threads per run; auto = all c
                                             execute_async job (onnxruntime: the async jobs
                                             get engines of their own, loaded on first use)
 profile_path           None                 trace file (default ./copyless_trace_<pid>_<n>.json)
-engine_spinning        False                onnxruntime: idle engine threads spin instead of
-                                            blocking. ~5-13% less latency per sync call with
-                                            pre/postprocessing in between on an idle machine;
-                                            under CPU contention it can double it
+engine_spinning        False                onnxruntime: True makes engine threads spin
+                                            between the parallel sections of a run (as
+                                            onnxruntime's own default) and stop when it
+                                            returns: 10-25% less latency per sync call on an
+                                            idle machine, 2-4x more when other processes
+                                            compete for the cores (False: they block at once)
 inference_precision    "model"              OpenVINO only: "model" runs float graphs in the
                                             precision their HW view declares (f32), even on
                                             CPUs where OpenVINO would pick bf16 by itself
