@@ -1,4 +1,4 @@
-"""``copyless-compile``: compile an ONNX model into a ``.rai`` file or a ``par_0`` directory.
+"""``copyless-compile``: compile an ONNX model into a ``.rai`` file or a ``vaiml_par_0`` directory.
 
 Examples::
 
@@ -56,7 +56,7 @@ results run on CPU), --cpu-partition-after NAME (everything reading that node's 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="copyless-compile",
-        description="Compile an ONNX model for copyless (a .rai file or a par_0 directory).",
+        description="Compile an ONNX model for copyless (a .rai file or a vaiml_par_0 directory).",
         epilog=_HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,7 +1,8 @@
 """``load_model``: open a compiled model in either form and validate it.
 
-Accepted paths: a ``.rai`` file, a directory with ``manifest.json`` (the ``par_0`` form),
-or a directory holding exactly one ``.rai`` file. Whatever the bytes, the only exception
+Accepted paths: a ``.rai`` file (memory-mapped), a directory holding a ``vaiml_par_0`` (or
+``par_0``) partition directory, such a partition directory itself, or a directory holding
+exactly one ``.rai`` file. Whatever the bytes, the only exception
 type that leaves the loader is :class:`ModelLoadError`.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from ..types import ModelLoadError
 from .archive import read_archive
 from .compiled import CompiledModel
-from .directory import MANIFEST, read_directory
+from .directory import MANIFEST, PARTITION_DIRS, find_manifest_dir, read_directory
 
 _log = logging.getLogger(__name__)
 
@@ -39,15 +40,18 @@ def load_model(path: str | Path, cache_path: str | None = None) -> CompiledModel
 
 def _load(target: Path) -> CompiledModel:
     if target.is_dir():
-        if (target / MANIFEST).is_file():
-            model = read_directory(target)
+        folder = find_manifest_dir(target)
+        if folder is not None:
+            model = read_directory(folder)
         else:
             archives = sorted(p for p in target.iterdir() if p.suffix == ".rai" and p.is_file())
             if len(archives) != 1:
+                _check_older_layout(target)
                 found = "no .rai file" if not archives else f"{len(archives)} .rai files"
                 raise ModelLoadError(
-                    f"{target}: not a compiled model: no {MANIFEST} and {found} "
-                    "(expected a par_0 directory with a manifest, or exactly one .rai)"
+                    f"{target}: not a compiled model: no {' or '.join(PARTITION_DIRS)} "
+                    f"directory and {found} (expected a compiled model directory, a "
+                    "partition directory, or exactly one .rai)"
                 )
             model = read_archive(archives[0])
     elif target.is_file():
@@ -56,3 +60,13 @@ def _load(target: Path) -> CompiledModel:
         raise ModelLoadError(f"{target}: no such file or directory")
     _log.debug("loaded %s: %d partition(s)", target, len(model.partitions))
     return model
+
+
+def _check_older_layout(target: Path) -> None:
+    """A partition directory without its manifest: say why, not only what is missing."""
+    for name in PARTITION_DIRS:
+        if (target / name).is_dir():
+            raise ModelLoadError(
+                f"{target}: {name} has no {MANIFEST}: written by copyless < 0.2, whose "
+                "manifest sits beside it (copy the whole compiled directory)"
+            )

@@ -29,8 +29,9 @@ class RunnerFactory:
         options: Mapping[str, Any] | None = None,
         runner_type: RunnerType = RunnerType.ONNXRUNTIME,
     ) -> Runner:
-        """Load a compiled model (``.rai``, a directory with one ``.rai``, or a directory with
-        ``par_0``) and prepare it on the backend of ``runner_type``.
+        """Load a compiled model (``.rai``, a directory with one ``.rai``, a directory with a
+        ``vaiml_par_0`` or ``par_0`` partition directory, or that partition directory itself)
+        and prepare it on the backend of ``runner_type``.
 
         Raises ModelLoadError (missing/corrupt model), OptionError (unknown key, bad value),
         UnsupportedError (backend or device not available here: never a silent fallback).
