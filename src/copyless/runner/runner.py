@@ -81,7 +81,10 @@ class Runner:
         self._fast = self._replays.path
         self._jobs = JobTable(options.max_concurrent_runs, options.callback_order, self._fast)
         self._trace = Trace(options.ai_analyzer_profiling, options.profile_path)
+        # Call plans by tensor identity. Read, replaced and evicted by every calling thread:
+        # only under _plans_lock (never held while a plan is built or a job runs).
         self._plans: dict[tuple[int, ...], CallPlan] = {}
+        self._plans_lock = threading.Lock()
         self._free_slots: list[Slot] = []
         self._free_async_slots: list[Slot] = []
         self._all_slots: list[Slot] = []
@@ -372,14 +375,17 @@ class Runner:
             )
         except TypeError:
             key = ()
-        cached = self._plans.get(key) if key else None
-        if cached is not None:
-            # A released tensor's id may be reused by a new tensor: its weak reference says.
-            # A closed tensor's memory may be gone: its cached binding must not be reused.
-            live = cached.tensors
-            if live is not None and not any(t.closed for t in live):
-                return cached, True
-            del self._plans[key]
+        if key:
+            with self._plans_lock:
+                cached = self._plans.get(key)
+                if cached is not None:
+                    # A released tensor's id may be reused by a new tensor: its weak
+                    # reference says. A closed tensor's memory may be gone: its cached
+                    # binding must not be reused.
+                    live = cached.tensors
+                    if live is not None and not any(t.closed for t in live):
+                        return cached, True
+                    del self._plans[key]
         try:
             plan = build_plan(
                 self._model.inputs, self._model.outputs, self._model.batch_size, inputs, outputs
@@ -389,9 +395,10 @@ class Runner:
         except Exception as exc:  # a broken tensor is bad input: never raise from execute
             raise PlanError(StatusCode.INVALID_INPUT, f"unusable tensor: {exc}") from exc
         if key:
-            if len(self._plans) >= _PLAN_CACHE_SIZE:
-                self._plans.clear()
-            self._plans[key] = plan
+            with self._plans_lock:
+                if len(self._plans) >= _PLAN_CACHE_SIZE:
+                    self._plans.clear()
+                self._plans[key] = plan
         return plan, False
 
     def _acquire_slot(self, run_async: bool = False) -> Slot:
@@ -433,7 +440,8 @@ class Runner:
         path = self._trace.write()
         if path:
             logger.info("profiling trace written to %s", path)
-        self._plans.clear()
+        with self._plans_lock:
+            self._plans.clear()
         if not_done or not replays_done:
             # A job (or its callback) is still running: releasing the engines and slots it
             # uses would pull memory from under it, and joining its thread would make close()
