@@ -4,6 +4,11 @@ Life of a job: submitted (holds its tensors and slot) -> finished (slot and tens
 status final) -> reported (callback ran, in submission or completion order) -> collected by
 ``wait``. ``wait`` returns only once the callback has run, so a callback's exception can be
 reported by it (as FAILURE; the exception is logged with its traceback and kept on the job).
+
+No head-of-line blocking: a finished job is collectable at once unless it has a callback
+that must wait its turn. With ``callback_order="completion"`` that never happens; with
+``"submission"`` only a job *with* a callback waits for the callbacks of jobs submitted
+before it (a job without one has nothing to order and is reported when it finishes).
 """
 
 from __future__ import annotations
@@ -131,8 +136,8 @@ class JobTable:
             self._active[job_id] = (in_ranges, out_ranges)
             self._async_in_flight += 1
             self._jobs[job_id] = job
-            if self._in_submission_order:
-                self._order.append(job)
+            if self._in_submission_order and callback is not None:
+                self._order.append(job)  # only callbacks are ordered
             return job
 
     # -- completion ---------------------------------------------------------------------
@@ -146,7 +151,7 @@ class JobTable:
             self._async_in_flight -= 1
             self.jobs_run += 1
             self._fast.leave()
-        if self._in_submission_order:
+        if self._in_submission_order and job.callback is not None:
             self._dispatch_in_order()
         else:
             self._report(job)
