@@ -177,3 +177,38 @@ def test_plan_cache_under_many_threads_never_raises(
             t.join(300)
     assert not errors, errors[:3]
     assert set(statuses) == {OK} and len(statuses) >= threads * rounds * private
+
+
+def _job_threads() -> int:
+    return sum(t.name.startswith("copyless-job") for t in threading.enumerate())
+
+
+@pytest.mark.usefixtures("four_cores")
+@pytest.mark.parametrize("how", ["method", "option"])
+def test_warm_up_loads_engines_and_starts_workers_before_any_job(
+    tiny: tuple[onnx.ModelProto, CompiledModel], how: str
+) -> None:
+    """After warm_up (or create_runner with warm_up=True) the first execute_async has
+    nothing left to load or start: the async engines exist, the worker threads run, and
+    the first jobs compute the right thing."""
+    model, compiled = tiny
+    before = _job_threads()
+    options = {"max_concurrent_runs": 2, "warm_up": how == "option"}
+    with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+        if how == "method":
+            assert runner.get_property("engines_loaded") == 1
+            runner.warm_up()
+            runner.warm_up()  # idempotent: nothing more loaded
+        assert runner.get_property("engines_loaded") == 2
+        assert _job_threads() - before >= 3  # max_concurrent_runs + 1
+        x, y = tensors(runner, HW)
+        data = np.random.default_rng(1).standard_normal(x.info.shape).astype(np.float32)
+        x.numpy()[...] = data
+        job = runner.execute_async([[x]], [[y]])
+        assert runner.get_property("engines_loaded") == 2
+        assert runner.wait(job, 10_000) is OK
+        np.testing.assert_allclose(y.numpy(), reference(model, {"input": data})[0],
+                                   rtol=1e-4, atol=1e-5)  # fmt: skip
+        assert runner.get_property("jobs_run") == 1  # warm-up runs are not jobs
+    with pytest.raises(cl.RunnerClosedError):
+        runner.warm_up()

@@ -86,7 +86,14 @@ class RunnerFactory:
             len(engines),
             threads,
         )
-        return Runner(model, parsed, backend, engines, async_loader)
+        runner = Runner(model, parsed, backend, engines, async_loader)
+        if parsed.warm_up:
+            try:
+                runner.warm_up()
+            except BaseException:
+                runner.close()
+                raise
+        return runner
 
 
 def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:

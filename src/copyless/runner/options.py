@@ -39,6 +39,9 @@ inference_precision    "model"              OpenVINO only: "model" runs float gr
                                             CPUs where OpenVINO would pick bf16 by itself
                                             (AMX, AVX512-BF16); "bf16" | "f16" | "f32" force
                                             one; "engine" keeps OpenVINO's own default
+warm_up                False                True: create_runner calls Runner.warm_up() (async
+                                            engines, first runs, worker threads) so the
+                                            first execute_async takes microseconds
 =====================  ===================  =================================================
 """
 
@@ -86,6 +89,7 @@ class RunnerOptions:
     performance_hint: str = "LATENCY"
     engine_spinning: bool = False
     inference_precision: str = "model"
+    warm_up: bool = False
 
     def engine_threads(self) -> int:
         """Engine threads of a synchronous run: explicit, or every core."""
@@ -191,6 +195,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "performance_hint": _upper_choice(_HINTS),
     "engine_spinning": _bool,
     "inference_precision": _choice(_PRECISIONS),
+    "warm_up": _bool,
 }
 
 KNOWN_OPTIONS = tuple(f.name for f in fields(RunnerOptions))

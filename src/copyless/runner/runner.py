@@ -24,6 +24,7 @@ from ..model import CompiledModel, TensorSpec
 from ..types import (
     JobHandle,
     MemoryType,
+    ModelLoadError,
     NpuTensorInfo,
     OptionError,
     QuantParameters,
@@ -40,6 +41,7 @@ from .plan import CallPlan, PlanError, build_plan
 from .replay import Replays
 from .slot import DynamicOutputTooSmall, Slot
 from .trace import Trace
+from .warmup import first_runs, start_workers
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +71,9 @@ class Runner:
         self._engines = list(engines)  # every engine, closed at shutdown
         self._sync_engines = list(engines)
         # Async jobs run on engines of their own when the backend's threads are per run
-        # (onnxruntime): cores / max_concurrent_runs threads each, loaded on the first
-        # execute_async, so sync-only users keep every core and pay nothing.
+        # (onnxruntime): cores / max_concurrent_runs threads each, loaded by warm_up() (or
+        # the "warm_up" option) or else by the first execute_async, so sync-only users keep
+        # every core and pay nothing.
         self._async_loader = async_loader
         self._async_engines: list[Engine] | None = None
         self._load_lock = threading.Lock()
@@ -253,7 +256,12 @@ class Runner:
     def execute_async(
         self, inputs: Any, outputs: Any, callback: Callback | None = None
     ) -> JobHandle:
-        """Submit one batch; returns at once with a job id, or the reason it was refused."""
+        """Submit one batch; returns at once with a job id, or the reason it was refused.
+
+        After :meth:`warm_up` a submit takes microseconds. Without it the first submit also
+        loads the async jobs' engines (onnxruntime: tens to hundreds of ms, the model's
+        load time) and the first jobs allocate the engines' working memory.
+        """
         if self._closed:
             logger.error("execute_async on a closed runner")
             return JobHandle(StatusCode.FAILURE, 0)
@@ -265,10 +273,9 @@ class Runner:
         except PlanError as exc:
             logger.error("execute_async: %s", exc)
             return JobHandle(exc.status, 0)
-        if self._async_loader is not None and self._async_engines is None:
-            refused = self._load_async_engines()
-            if refused is not None:
-                return JobHandle(refused, 0)
+        refused = self._load_async_engines()  # a no-op after warm_up() or the first job
+        if refused is not None:
+            return JobHandle(refused, 0)
         with self._lock:
             if self._closed:
                 return JobHandle(StatusCode.FAILURE, 0)
@@ -310,6 +317,8 @@ class Runner:
     def _load_async_engines(self) -> StatusCode | None:
         """Load the async jobs' engines once; the status to refuse the job with on failure."""
         loader = self._async_loader
+        if loader is None or self._async_engines is not None:
+            return None
         with self._load_lock:
             if self._async_engines is not None or loader is None:
                 return None
@@ -411,6 +420,34 @@ class Runner:
             with self._lock:
                 self._all_slots.append(slot)
             return slot
+
+    # -- warm-up ------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        """Do now what the first jobs would otherwise pay for (VART-ML's prime phase).
+
+        Loads the async jobs' engines (onnxruntime), creates one execution slot per
+        concurrent run plus one for ``execute`` and runs each once (on zeros, in
+        runner-allocated buffers; skipped when outputs depend on the data), and starts the
+        worker threads. Afterwards ``execute_async`` on tensors seen before returns in
+        microseconds and the first jobs run at steady-state speed. Without it nothing is
+        lost: ``execute_async`` still returns at once, and the first jobs are slower.
+        Idempotent. Raises ModelLoadError when the async engines cannot be loaded,
+        RunnerClosedError on a closed runner.
+        """
+        self._check_open()
+        refused = self._load_async_engines()
+        if refused is not None:
+            raise ModelLoadError(f"cannot load the async engines: {refused.name} (see the log)")
+        run_async = self._async_engines is not None
+        count = self._options.max_concurrent_runs
+        slots = [(self._acquire_slot(run_async), run_async) for _ in range(count)]
+        slots.append((self._acquire_slot(False), False))
+        try:
+            first_runs(self._model, [slot for slot, _ in slots], self.allocate_npu_tensor)
+        finally:
+            for slot, is_async in slots:
+                (self._free_async_slots if is_async else self._free_slots).append(slot)
+        start_workers(self._executor, min(self._options.async_threadpool_depth, count + 1))
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
