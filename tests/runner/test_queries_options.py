@@ -133,8 +133,34 @@ def test_profiling_writes_a_chrome_trace(tiny_rgbx, make_runner, tmp_path) -> No
     handle = runner.execute_async([[x]], [[y]])
     assert runner.wait(handle, 5000) is cl.StatusCode.SUCCESS
     runner.close()
-    trace = json.loads(path.read_text())
-    names = {event["name"] for event in trace["traceEvents"]}
+    events = json.loads(path.read_text())  # the trace format's JSON array form
+    names = {event["name"] for event in events}
     assert {"convert_in", "engine:par_0", "convert_out"} <= names
-    assert all(event["ph"] == "X" and event["dur"] >= 0 for event in trace["traceEvents"])
-    assert handle.job_id in {event["args"]["job"] for event in trace["traceEvents"]}
+    assert all(event["ph"] == "X" and event["dur"] >= 0 for event in events)
+    assert handle.job_id in {event["args"]["job"] for event in events}
+
+
+def test_profiling_trace_is_streamed_not_held(tiny_rgbx, make_runner, tmp_path) -> None:
+    """A long profiled run holds at most FLUSH_EVENTS events in memory: the rest are in the
+    file already, before close (regression: every event was kept until close)."""
+    from copyless.runner.trace import FLUSH_EVENTS
+
+    path = tmp_path / "long.json"
+    runner = make_runner(tiny_rgbx[1], ai_analyzer_profiling=True, profile_path=str(path))
+    x, y = tensors(runner, CPU)
+    runs = FLUSH_EVENTS  # 3 events each (convert_in, engine, convert_out)
+    for _ in range(runs):
+        assert runner.execute([[x]], [[y]]) is cl.StatusCode.SUCCESS
+    recorded = runner.get_property("trace_events")
+    assert recorded >= 3 * runs
+    assert runner._trace.held < FLUSH_EVENTS
+    on_disk = path.read_text().count('"ph": "X"')
+    assert on_disk >= recorded - FLUSH_EVENTS
+    runner.close()
+    assert len(json.loads(path.read_text())) == recorded
+
+
+def test_profiling_path_that_cannot_be_written_is_an_option_error(tiny, make_runner, tmp_path):
+    with pytest.raises(cl.OptionError, match="profiling trace"):
+        make_runner(tiny[1], ai_analyzer_profiling=True,
+                    profile_path=str(tmp_path / "no" / "such" / "dir" / "t.json"))  # fmt: skip

@@ -98,7 +98,7 @@ class Runner:
         self._bytes_converted = 0
         self._specs = {s.name: s for s in model.inputs + model.outputs}
         self._finalizer = weakref.finalize(
-            self, _shutdown, self._executor, self._engines, self._all_slots
+            self, _shutdown, self._executor, self._engines, self._all_slots, self._trace
         )
 
     # -- queries ------------------------------------------------------------------------
@@ -161,7 +161,7 @@ class Runner:
                 if self._async_loader is not None
                 else self._options.engine_threads()
             ),
-            "trace_events": len(self._trace.events),
+            "trace_events": self._trace.count,
             "engines_loaded": len(self._engines),
         }
         if key in props:
@@ -524,10 +524,14 @@ class Runner:
 
 
 def _shutdown(
-    executor: concurrent.futures.ThreadPoolExecutor, engines: list[Engine], slots: list[Slot]
+    executor: concurrent.futures.ThreadPoolExecutor,
+    engines: list[Engine],
+    slots: list[Slot],
+    trace: Trace,
 ) -> None:
     # Module level: the finalizer must not keep the runner alive.
     executor.shutdown(wait=True, cancel_futures=True)
+    trace.write()  # a runner never closed still leaves a complete trace file
     for slot in slots:
         slot.close()
     slots.clear()
