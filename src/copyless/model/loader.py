@@ -8,10 +8,12 @@ type that leaves the loader is :class:`ModelLoadError`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 from pathlib import Path
 
-from ..types import ModelLoadError
+from ..types import ModelLoadError, OptionError
 from .archive import read_archive
 from .compiled import CompiledModel
 from .directory import MANIFEST, PARTITION_DIRS, find_manifest_dir, read_directory
@@ -19,15 +21,27 @@ from .directory import MANIFEST, PARTITION_DIRS, find_manifest_dir, read_directo
 _log = logging.getLogger(__name__)
 
 
-def load_model(path: str | Path, cache_path: str | None = None) -> CompiledModel:
+def load_model(
+    path: str | os.PathLike[str], cache_path: str | os.PathLike[str] | None = None
+) -> CompiledModel:
     """Load and validate a compiled model.
 
-    ``cache_path`` is where VART-ML extracts a ``.rai``; copyless memory-maps the archive
-    and extracts nothing, so it is accepted and unused. Each partition graph is copied
-    once (out of the map, or read from its file) into ``Partition.onnx_bytes``.
+    ``cache_path`` (VART-ML's extraction folder for a ``.rai``: copyless maps the archive and
+    extracts nothing) is recorded on the model: runners created from it keep their engine
+    caches there unless their own ``cache_path`` option says otherwise (see
+    ``copyless.backends._cache``). Each partition graph is copied once (out of the map, or
+    read from its file) into ``Partition.onnx_bytes``. Raises OptionError for a
+    ``cache_path`` that is not a path.
     """
-    del cache_path  # accepted for VART-ML compatibility; nothing is extracted
-    target = Path(path)
+    if cache_path is not None and not isinstance(cache_path, (str, os.PathLike)):
+        raise OptionError(f"cache_path must be a path or None, got {cache_path!r}")
+    model = _load_checked(Path(path))
+    if cache_path is None:
+        return model
+    return dataclasses.replace(model, cache_path=os.fspath(cache_path))
+
+
+def _load_checked(target: Path) -> CompiledModel:
     try:
         return _load(target)
     except ModelLoadError:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..backends.base import Backend, Engine
+from ..backends._cache import EngineCache
 from ..backends.onnxruntime import OrtCpuBackend
 from ..model import CompiledModel
 from ..types import ModelLoadError, OptionError, RunnerType, UnsupportedError
@@ -41,7 +42,7 @@ class RunnerFactory:
             raise ModelLoadError(f"model_path must be a path, got {type(model_path).__name__}")
         from ..model import load_model  # the loader lives beside the compiler
 
-        model = load_model(os.fspath(model_path), cache_path=parsed.cache_path)
+        model = load_model(os.fspath(model_path))  # the cache_path option is read below
         return RunnerFactory.from_compiled(model, parsed, runner_type)
 
     @staticmethod
@@ -55,8 +56,10 @@ class RunnerFactory:
         _apply_logging(parsed)
         if not isinstance(runner_type, RunnerType):
             raise OptionError(f"runner_type must be a RunnerType, got {runner_type!r}")
-        backend = _backend_for(runner_type, parsed)
-        cpu_backend: Backend = OrtCpuBackend(parsed.engine_spinning)
+        cache_path = parsed.cache_path or model.cache_path
+        cache = EngineCache(cache_path) if cache_path is not None else None
+        backend = _backend_for(runner_type, parsed, cache)
+        cpu_backend: Backend = OrtCpuBackend(parsed.engine_spinning, cache)
         threads = parsed.engine_threads()
 
         def load(num_threads: int) -> list[Engine]:
@@ -86,7 +89,7 @@ class RunnerFactory:
             len(engines),
             threads,
         )
-        runner = Runner(model, parsed, backend, engines, async_loader)
+        runner = Runner(model, parsed, backend, engines, async_loader, cache)
         if parsed.warm_up:
             try:
                 runner.warm_up()
@@ -96,11 +99,13 @@ class RunnerFactory:
         return runner
 
 
-def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:
+def _backend_for(
+    runner_type: RunnerType, options: RunnerOptions, cache: EngineCache | None
+) -> Backend:
     if runner_type is RunnerType.OPENVINO:
-        return _optional_backend("openvino", "OpenVinoBackend", options)
+        return _optional_backend("openvino", "OpenVinoBackend", options, cache)
     if options.device == "cpu":
-        return OrtCpuBackend(options.engine_spinning)
+        return OrtCpuBackend(options.engine_spinning, cache)
     if options.device not in ("cuda", "tensorrt"):
         raise OptionError(
             f"option 'device': {options.device!r} is an OpenVINO device; use "
@@ -109,12 +114,16 @@ def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:
     return _optional_backend("cuda", "CudaBackend", options)
 
 
-def _optional_backend(module: str, cls: str, options: RunnerOptions) -> Backend:
+def _optional_backend(
+    module: str, cls: str, options: RunnerOptions, cache: EngineCache | None = None
+) -> Backend:
     try:
         mod = importlib.import_module(f"copyless.backends.{module}")
     except ModuleNotFoundError as exc:
         raise UnsupportedError(f"the {module} backend is not available: {exc}") from exc
-    backend: Backend = getattr(mod, cls)(options)
+    # The CUDA backend does not take the engine cache yet (TensorRT's trt_engine_cache_path
+    # would be cache.folder(partition, "tensorrt-<version>")).
+    backend: Backend = getattr(mod, cls)(options, cache) if cache else getattr(mod, cls)(options)
     return backend
 
 

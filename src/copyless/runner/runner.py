@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..backends._cache import EngineCache
 from ..backends.base import Backend, Engine
 from ..memory import HostMemory, NpuTensor
 from ..model import CompiledModel, TensorSpec
@@ -64,10 +65,12 @@ class Runner:
         backend: Backend,
         engines: Sequence[Engine],
         async_loader: Callable[[], list[Engine]] | None = None,
+        engine_cache: EngineCache | None = None,
     ) -> None:
         self._model = model
         self._options = options
         self._backend = backend
+        self._engine_cache = engine_cache
         self._engines = list(engines)  # every engine, closed at shutdown
         self._sync_engines = list(engines)
         # Async jobs run on engines of their own when the backend's threads are per run
@@ -142,7 +145,8 @@ class Runner:
     def get_property(self, key: str) -> Any:
         """Backend facts and live counters: backend, device, model, batch_size, partitions,
         jobs_run, fast_calls, jobs_in_flight, bytes_converted, callback_errors,
-        engine_threads, async_engine_threads, engines_loaded, trace_events, or any option."""
+        engine_threads, async_engine_threads, engines_loaded, trace_events, engine_cache
+        (None, or its path and the engines it served and stored), or any option."""
         self._check_open()
         props: dict[str, Any] = {
             "backend": self._backend.name,
@@ -163,6 +167,7 @@ class Runner:
             ),
             "trace_events": self._trace.count,
             "engines_loaded": len(self._engines),
+            "engine_cache": None if self._engine_cache is None else self._engine_cache.describe(),
         }
         if key in props:
             return props[key]
