@@ -24,6 +24,7 @@ import sys
 import time
 
 from ..model import compile_model
+from ..model.config import read_config
 from ..model.options import parse_shape
 from ..types import CopylessError, ModelLoadError
 
@@ -63,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="the ONNX model to compile")
     p.add_argument("-o", "--output", required=True, help="OUT.rai (one file) or a directory")
     p.add_argument("--name", help="model name stored in the manifest (default: file stem)")
-    p.add_argument("--batch-size", type=int, default=1, help="symbolic batch dims become N")
+    p.add_argument("--batch-size", type=int, help="symbolic batch dims become N (default 1)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1x...",
                    help="fix an input's shape (needed for symbolic non-batch dims)")  # fmt: skip
     p.add_argument("--input-format", choices=["rgbx"], help="packed RGBx uint8 pixel input")
@@ -79,7 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quantize-ops", help="comma-separated op types to quantize (with --quantize)")
     p.add_argument("--cpu-ops", help="comma-separated op types that start the CPU partition")
     p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
-    p.add_argument("--cpu-tail", action="store_true", help="run what follows the last Conv on CPU")
+    p.add_argument("--cpu-tail", action="store_true", default=None,
+                   help="run what follows the last Conv on CPU")  # fmt: skip
+    p.add_argument("--config-json", metavar="FILE",
+                   help="compiler options from FILE's \"compiler\" section (flags win); the "
+                   "runner option config_json checks a model against the same file")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="log the compiler's steps")
     return p
 
@@ -132,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_partition_after": args.cpu_partition_after,
             "cpu_tail": args.cpu_tail,
         }
-        out = compile_model(args.model, args.output, **options)
+        given = {key: value for key, value in options.items() if value is not None}
+        if args.config_json is not None:
+            given = {**read_config(args.config_json).compiler, **given}
+        out = compile_model(args.model, args.output, **given)
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
     except ModelLoadError as exc:

@@ -13,6 +13,7 @@ from ..backends.base import Backend, Engine
 from ..backends._cache import EngineCache
 from ..backends.onnxruntime import OrtCpuBackend
 from ..model import CompiledModel
+from ..model.config import check_compiled_with, read_config
 from ..types import ModelLoadError, OptionError, RunnerType, UnsupportedError
 from .options import RunnerOptions, parse_options
 from .runner import Runner
@@ -56,6 +57,8 @@ class RunnerFactory:
         _apply_logging(parsed)
         if not isinstance(runner_type, RunnerType):
             raise OptionError(f"runner_type must be a RunnerType, got {runner_type!r}")
+        if parsed.config_json is not None:
+            check_compiled_with(model, read_config(parsed.config_json))
         cache_path = parsed.cache_path or model.cache_path
         cache = EngineCache(cache_path) if cache_path is not None else None
         backend = _backend_for(runner_type, parsed, cache)

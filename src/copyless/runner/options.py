@@ -16,8 +16,10 @@ max_concurrent_runs    2                    async job slots; RESOURCE_UNAVAILABL
 callback_order         "submission"         "submission" or "completion"
 log_level              "INFO"               level of the "copyless" logger
 debug                  False                DEBUG logging of every job and binding
-config_json            None                 JSON file whose keys are options (overridden by
-                                            keys given directly)
+config_json            None                 the compilation's config file (model/config.py):
+                                            its "runner" section gives options (keys given
+                                            directly win), its "compiler" section must match
+                                            what the model was compiled with (OptionError)
 cache_path             None                 accepted; .rai files are mapped, not extracted
 ai_analyzer_profiling  False                Chrome trace JSON of every job (Perfetto)
 device                 "cpu"                "cpu" | "cuda" | "tensorrt" (ONNX Runtime); for
@@ -47,13 +49,13 @@ warm_up                False                True: create_runner calls Runner.war
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ..model.config import read_config
 from ..types import OptionError
 
 _TENSOR_TYPES = ("HW", "CPU")
@@ -213,7 +215,8 @@ def parse_options(options: Mapping[str, Any] | None) -> RunnerOptions:
     merged: dict[str, Any] = {}
     config = options.get("config_json")
     if config is not None:
-        merged.update(_read_config(_VALIDATORS["config_json"]("config_json", config)))
+        path = _VALIDATORS["config_json"]("config_json", config)
+        merged.update({k: v for k, v in read_config(path).runner.items() if k != "config_json"})
     merged.update(options)
     values: dict[str, Any] = {}
     for key, value in merged.items():
@@ -223,17 +226,3 @@ def parse_options(options: Mapping[str, Any] | None) -> RunnerOptions:
             )
         values[key] = _VALIDATORS[key](key, value)
     return RunnerOptions(**values)
-
-
-def _read_config(path: str) -> dict[str, Any]:
-    """Options from a VART-style JSON config: a top-level object (or its "runner" member)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise OptionError(f"option 'config_json': cannot read {path!r}: {exc}") from exc
-    if isinstance(data, dict) and isinstance(data.get("runner"), dict):
-        data = data["runner"]
-    if not isinstance(data, dict):
-        raise OptionError(f"option 'config_json': {path!r} does not hold a JSON object")
-    return {k: v for k, v in data.items() if k != "config_json"}
