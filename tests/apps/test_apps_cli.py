@@ -125,9 +125,9 @@ def test_infer_async_names_each_frame_of_a_batch(tmp_path, monkeypatch, capsys) 
     """Batch 4, 2 submissions: the last one holds frames 4..7, one file per frame, each the
     logits of its own input frame."""
     import onnxruntime as ort
-    from model_helpers import conv_net
 
     from copyless.model import compile_model
+    from model_helpers import conv_net
 
     net = conv_net(batch="N")
     model = compile_model(net, tmp_path / "b4.rai", batch_size=4)

@@ -19,8 +19,7 @@ import pytest
 from compiler_support import conv_net
 
 import copyless as cl
-from copyless.model import compile_model, compile_to_memory, load_model
-from copyless.model import _mapped
+from copyless.model import _mapped, compile_model, compile_to_memory, load_model
 from copyless.types import ModelLoadError
 
 
@@ -73,7 +72,7 @@ def test_the_older_layout_still_loads(compiled_dir: Path, tmp_path: Path) -> Non
     assert load_model(old) == load_model(compiled_dir)
     # Its par_0 alone has no manifest: the error says why.
     shutil.copytree(old / "par_0", tmp_path / "alone" / "par_0")
-    with pytest.raises(ModelLoadError, match="par_0 has no manifest.json.*whole compiled"):
+    with pytest.raises(ModelLoadError, match=r"par_0 has no manifest\.json.*whole compiled"):
         load_model(tmp_path / "alone")
 
 

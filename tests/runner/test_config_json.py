@@ -51,7 +51,7 @@ def test_a_model_compiled_otherwise_is_refused(compiled_with_config, tmp_path: P
     plain = tmp_path / "plain.rai"
     assert compile_app.main([str(source), "-o", str(plain)]) == 0
     same = _config(tmp_path / "same.json", compiler=RGBX)
-    with pytest.raises(cl.OptionError, match="input_format='rgbx'.*compiled with input_format=None"):
+    with pytest.raises(cl.OptionError, match=r"input_format='rgbx'.*with input_format=None"):
         cl.RunnerFactory.create_runner(plain, {"config_json": str(same)})
     defaults = _config(tmp_path / "defaults.json", compiler={"batch_size": 1, "cpu_tail": False})
     cl.RunnerFactory.create_runner(plain, {"config_json": str(defaults)}).close()

@@ -124,7 +124,9 @@ def _run(runner: Runner, args: argparse.Namespace) -> int:
     return 0 if completed == args.num_iteration else 1
 
 
-def _frame(slot: tuple[list[NpuTensor], list[NpuTensor]]) -> tuple[list[list[NpuTensor]], ...]:
+def _frame(
+    slot: tuple[list[NpuTensor], list[NpuTensor]],
+) -> tuple[list[list[NpuTensor]], list[list[NpuTensor]]]:
     inputs, outputs = slot
     return [inputs], [outputs]
 

@@ -38,7 +38,7 @@ from ..types import (
     TensorError,
     TensorType,
 )
-from . import dlpack
+from . import dlpack, dmabuf
 from .host import HostMemory
 
 
@@ -295,13 +295,29 @@ class NpuTensor:
         """Flat uint8 view of the bytes this tensor covers (no copy). Raises after close."""
         return self._live_bytes()
 
+    @property
+    def needs_sync(self) -> bool:
+        """Whether :meth:`sync_buffer` does work: a DMA_FD tensor over a dma-buf, whose
+        exporter may need the CPU caches flushed or invalidated (see :mod:`.dmabuf`)."""
+        memory = self._memory
+        return memory is not None and memory.is_dmabuf and self._bytes is not None
+
     def sync_buffer(self) -> None:
         """Flush (INPUT) / invalidate (OUTPUT) for device access.
 
-        Host memory and memfd mappings are cache-coherent with every backend copyless drives
-        on the CPU, so this is a no-op there; it is always safe to call.
+        On a dma-buf this is the kernel's ``DMA_BUF_IOCTL_SYNC`` (the runner calls it around
+        each job unless ``skip_in_bo_sync`` / ``skip_out_bo_sync``; then the application
+        does). Host memory, memfds and locked memory are cache-coherent with every engine
+        copyless drives on the CPU, so it is a no-op there; it is always safe to call.
+        Raises TensorError when the kernel refuses the sync.
         """
-        return None
+        memory = self._memory
+        if memory is None or not memory.is_dmabuf or self._bytes is None:
+            return
+        try:
+            dmabuf.sync(memory.fd, device_reads=self._info.direction is TensorDirection.INPUT)
+        except OSError as exc:
+            raise TensorError(f"tensor {self._info.name!r}: dma-buf sync failed: {exc}") from exc
 
     def export_buffer(self) -> int:
         """A NEW fd of this tensor's memory that the caller owns (XRT_BO, DMA_FD); else -1.

@@ -9,8 +9,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..backends.base import Backend, Engine
 from ..backends._cache import EngineCache
+from ..backends.base import Backend, Engine
 from ..backends.onnxruntime import OrtCpuBackend
 from ..model import CompiledModel
 from ..model.config import check_compiled_with, read_config
@@ -19,7 +19,6 @@ from .options import RunnerOptions, parse_options
 from .runner import Runner
 
 logger = logging.getLogger(__name__)
-_ROOT_LOGGER = logging.getLogger("copyless")
 
 
 class RunnerFactory:
@@ -54,7 +53,6 @@ class RunnerFactory:
     ) -> Runner:
         """A runner over an in-memory compiled model (see ``copyless.model.compile_to_memory``)."""
         parsed = options if isinstance(options, RunnerOptions) else parse_options(options)
-        _apply_logging(parsed)
         if not isinstance(runner_type, RunnerType):
             raise OptionError(f"runner_type must be a RunnerType, got {runner_type!r}")
         if parsed.config_json is not None:
@@ -129,7 +127,3 @@ def _optional_backend(
     backend: Backend = getattr(mod, cls)(options, cache) if cache else getattr(mod, cls)(options)
     return backend
 
-
-def _apply_logging(options: RunnerOptions) -> None:
-    level = "DEBUG" if options.debug else options.log_level
-    _ROOT_LOGGER.setLevel(getattr(logging, level))

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..types import JobHandle, StatusCode
 from ._fast import FastPath
+from .log import RunnerLog
 from .plan import overlaps
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,10 @@ class Job:
 class JobTable:
     """Thread-safe registry of jobs; one per runner."""
 
-    def __init__(self, max_in_flight: int, callback_order: str, fast: FastPath) -> None:
+    def __init__(
+        self, max_in_flight: int, callback_order: str, fast: FastPath, log: RunnerLog | None = None
+    ) -> None:
+        self._log = log if log is not None else RunnerLog(logger)
         self._lock = threading.Lock()
         # Sync calls replayed by the fast path hold memory too: every Python-path holder is
         # counted by it (enter/leave), and checked against the call it may be running.
@@ -92,10 +96,10 @@ class JobTable:
             holders = itertools.chain(holders, ((0, running),))
         for key, (other_in, other_out) in holders:
             if overlaps(out_ranges, other_out) or overlaps(out_ranges, other_in):
-                logger.error("output memory is bound to job %d still in flight", key)
+                self._log.error("output memory is bound to job %d still in flight", key)
                 return StatusCode.INVALID_OUTPUT
             if overlaps(in_ranges, other_out):
-                logger.error("input memory is an output of job %d still in flight", key)
+                self._log.error("input memory is an output of job %d still in flight", key)
                 return StatusCode.INVALID_INPUT
         return None
 
@@ -174,11 +178,11 @@ class JobTable:
         if job.callback is not None:
             try:
                 job.callback(JobHandle(job.status, job.job_id))
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - logged, kept, reported by wait
                 job.callback_error = exc
                 with self._lock:
                     self.callback_errors += 1
-                logger.error("callback of job %d raised", job.job_id, exc_info=exc)
+                self._log.error("callback of job %d raised", job.job_id, exc_info=exc)
         with self._lock:
             self._uncollected[job.job_id] = None
             while len(self._uncollected) > MAX_UNCOLLECTED:

@@ -1,50 +1,7 @@
-"""Runner options: the VART-ML VAIML keys, validated once at creation.
+"""Runner options: the VART-ML VAIML keys (and copyless's own), validated once at creation.
 
-=====================  ===================  =================================================
-key                    default              effect here
-=====================  ===================  =================================================
-input_tensor_type      "HW"                 default view of get_tensors_info(INPUT); execute
-                                            follows each tensor's own info.tensor_type
-output_tensor_type     "HW"                 same, for outputs
-skip_in_bo_sync        False                skip the runner's input sync_buffer() calls
-skip_out_bo_sync       False                skip the runner's output sync_buffer() calls
-cma_index              0                    accepted; host memory has one bank (no effect)
-aie_columns_sharing    True                 accepted; no AI Engine columns here (no effect)
-start_column           None                 accepted; no AI Engine columns here (no effect)
-async_threadpool_depth 10                   worker threads for execute_async
-max_concurrent_runs    2                    async job slots; RESOURCE_UNAVAILABLE beyond
-callback_order         "submission"         "submission" or "completion"
-log_level              "INFO"               level of the "copyless" logger
-debug                  False                DEBUG logging of every job and binding
-config_json            None                 the compilation's config file (model/config.py):
-                                            its "runner" section gives options (keys given
-                                            directly win), its "compiler" section must match
-                                            what the model was compiled with (OptionError)
-cache_path             None                 accepted; .rai files are mapped, not extracted
-ai_analyzer_profiling  False                Chrome trace JSON of every job (Perfetto)
-device                 "cpu"                "cpu" | "cuda" | "tensorrt" (ONNX Runtime); for
-                                            RunnerType.OPENVINO also an OpenVINO device name
-                                            ("CPU", "GPU", "GPU.1", "NPU", "AUTO", "HETERO:..")
-performance_hint       "LATENCY"            OpenVINO only: "LATENCY" | "THROUGHPUT" | "AUTO"
-                                            (THROUGHPUT when max_concurrent_runs > 1)
-num_threads            0 (auto)             engine threads per run; auto = all cores for
-                                            execute, cores / max_concurrent_runs for each
-                                            execute_async job (onnxruntime: the async jobs
-                                            get engines of their own, loaded on first use)
-profile_path           None                 trace file (default ./copyless_trace_<pid>_<n>.json)
-engine_spinning        False                onnxruntime: idle engine threads spin instead of
-                                            blocking. ~5-13% less latency per sync call with
-                                            pre/postprocessing in between on an idle machine;
-                                            under CPU contention it can double it
-inference_precision    "model"              OpenVINO only: "model" runs float graphs in the
-                                            precision their HW view declares (f32), even on
-                                            CPUs where OpenVINO would pick bf16 by itself
-                                            (AMX, AVX512-BF16); "bf16" | "f16" | "f32" force
-                                            one; "engine" keeps OpenVINO's own default
-warm_up                False                True: create_runner calls Runner.warm_up() (async
-                                            engines, first runs, worker threads) so the
-                                            first execute_async takes microseconds
-=====================  ===================  =================================================
+What each option means on each engine is in README.md ("Runner options"), the one table of
+them; :class:`RunnerOptions` lists the keys and defaults, ``_VALIDATORS`` what each accepts.
 """
 
 from __future__ import annotations
@@ -161,6 +118,16 @@ def _int_range(
     return check
 
 
+def _one_bank(key: str, value: Any) -> Any:
+    _int_range(0)(key, value)
+    if value != 0:
+        raise OptionError(
+            f"option {key!r}: copyless allocates from host memory, which has one bank (0); "
+            f"got {value!r}"
+        )
+    return value
+
+
 def _path(must_exist: bool) -> Callable[[str, Any], Any]:
     def check(key: str, value: Any) -> Any:
         if value is None:
@@ -180,7 +147,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "output_tensor_type": _upper_choice(_TENSOR_TYPES),
     "skip_in_bo_sync": _bool,
     "skip_out_bo_sync": _bool,
-    "cma_index": _int_range(0),
+    "cma_index": _one_bank,
     "aie_columns_sharing": _bool,
     "start_column": _int_range(0, none_ok=True),
     "async_threadpool_depth": _int_range(1, 1024),

@@ -37,6 +37,7 @@ from ..types import (
     UnknownTensorError,
 )
 from .jobs import Callback, Job, JobTable
+from .log import RunnerLog
 from .options import RunnerOptions
 from .plan import CallPlan, PlanError, build_plan
 from .replay import Replays
@@ -69,6 +70,7 @@ class Runner:
     ) -> None:
         self._model = model
         self._options = options
+        self._log = RunnerLog(logger, options.log_level, options.debug)
         self._backend = backend
         self._engine_cache = engine_cache
         self._engines = list(engines)  # every engine, closed at shutdown
@@ -85,7 +87,9 @@ class Runner:
         # Repeated sync calls on the same, already bound tensors are replayed in C (_fast.c).
         self._replays = Replays(enabled=not (options.ai_analyzer_profiling or options.debug))
         self._fast = self._replays.path
-        self._jobs = JobTable(options.max_concurrent_runs, options.callback_order, self._fast)
+        self._jobs = JobTable(
+            options.max_concurrent_runs, options.callback_order, self._fast, self._log
+        )
         self._trace = Trace(options.ai_analyzer_profiling, options.profile_path)
         # Call plans by tensor identity. Read, replaced and evicted by every calling thread:
         # only under _plans_lock (never held while a plan is built or a job runs).
@@ -99,6 +103,7 @@ class Runner:
         )
         self._futures: dict[int, concurrent.futures.Future[None]] = {}
         self._bytes_converted = 0
+        self._buffer_syncs = 0
         self._specs = {s.name: s for s in model.inputs + model.outputs}
         self._finalizer = weakref.finalize(
             self, _shutdown, self._executor, self._engines, self._all_slots, self._trace
@@ -139,12 +144,16 @@ class Runner:
         return len(self._model.outputs)
 
     def get_batch_size(self, direction: TensorDirection | None = None) -> int:
+        """The compiled batch size (the same for inputs and outputs)."""
         self._check_open()
+        if direction is not None and not isinstance(direction, TensorDirection):
+            raise TypeError(f"direction must be a TensorDirection or None, got {direction!r}")
         return self._model.batch_size
 
     def get_property(self, key: str) -> Any:
         """Backend facts and live counters: backend, device, model, batch_size, partitions,
-        jobs_run, fast_calls, jobs_in_flight, bytes_converted, callback_errors,
+        jobs_run, fast_calls, jobs_in_flight, bytes_converted, buffer_syncs (dma-buf syncs
+        the runner issued), callback_errors,
         engine_threads, async_engine_threads, engines_loaded, trace_events, engine_cache
         (None, or its path and the engines it served and stored), or any option."""
         self._check_open()
@@ -158,6 +167,7 @@ class Runner:
             "fast_calls": self._fast.count,
             "jobs_in_flight": self._jobs.in_flight,
             "bytes_converted": self._bytes_converted,
+            "buffer_syncs": self._buffer_syncs,
             "callback_errors": self._jobs.callback_errors,
             "engine_threads": self._options.engine_threads(),
             "async_engine_threads": (
@@ -192,15 +202,17 @@ class Runner:
         """A runner-allocated (XRT_BO) tensor over fd-backed memory, exportable as an fd.
 
         The memory is released when the last reference to the tensor (and its views) goes.
-        ``memory_bank`` is accepted for VART-ML compatibility; host memory has one bank.
+        ``memory_bank`` (VART-ML's bank index) must be None or 0: host memory has one bank.
         """
         self._check_open()
         if not isinstance(info, NpuTensorInfo):
             raise TensorError(f"info must be an NpuTensorInfo, got {type(info).__name__}")
         if memory_bank is not None and (
-            isinstance(memory_bank, bool) or not isinstance(memory_bank, int) or memory_bank < 0
+            isinstance(memory_bank, bool) or not isinstance(memory_bank, int) or memory_bank != 0
         ):
-            raise TensorError(f"memory_bank must be an int >= 0 or None, got {memory_bank!r}")
+            raise TensorError(
+                f"memory_bank must be None or 0 (host memory has one bank), got {memory_bank!r}"
+            )
         memory = HostMemory.shared(info.size_in_bytes, f"copyless:{info.name}", warn_on_leak=False)
         return NpuTensor._wrap_memory(info, memory, MemoryType.XRT_BO)
 
@@ -231,12 +243,12 @@ class Runner:
 
     def _execute_planned(self, inputs: Any, outputs: Any) -> StatusCode:
         if self._closed:
-            logger.error("execute on a closed runner")
+            self._log.error("execute on a closed runner")
             return StatusCode.FAILURE
         try:
             plan, cached = self._plan(inputs, outputs)
         except PlanError as exc:
-            logger.error("execute: %s", exc)
+            self._log.error("execute: %s", exc)
             return exc.status
         key = self._jobs.enter_sync(plan.in_ranges, plan.out_ranges)
         if isinstance(key, StatusCode):
@@ -253,9 +265,9 @@ class Runner:
 
     def _engine_failed(self, job_id: int, exc: Exception) -> StatusCode:
         if self._closed:
-            logger.warning("job %d cancelled by close(): %s", job_id, exc)
+            self._log.warning("job %d cancelled by close(): %s", job_id, exc)
             return StatusCode.FAILURE
-        logger.error("job %d: engine failed: %s", job_id, exc)
+        self._log.error("job %d: engine failed: %s", job_id, exc)
         return StatusCode.RUNTIME_ERROR
 
     def execute_async(
@@ -268,15 +280,15 @@ class Runner:
         load time) and the first jobs allocate the engines' working memory.
         """
         if self._closed:
-            logger.error("execute_async on a closed runner")
+            self._log.error("execute_async on a closed runner")
             return JobHandle(StatusCode.FAILURE, 0)
         if callback is not None and not callable(callback):
-            logger.error("execute_async: callback is not callable")
+            self._log.error("execute_async: callback is not callable")
             return JobHandle(StatusCode.INVALID_INPUT, 0)
         try:
             plan, _cached = self._plan(inputs, outputs)
         except PlanError as exc:
-            logger.error("execute_async: %s", exc)
+            self._log.error("execute_async: %s", exc)
             return JobHandle(exc.status, 0)
         refused = self._load_async_engines()  # a no-op after warm_up() or the first job
         if refused is not None:
@@ -302,8 +314,8 @@ class Runner:
         limit); INVALID_JOB_ID for an unknown or already collected job."""
         try:
             return self._jobs.wait(job_handle, timeout_ms)
-        except Exception:
-            logger.exception("wait failed")
+        except Exception:  # noqa: BLE001 - logged with its traceback; wait never raises
+            self._log.exception("wait failed")
             return StatusCode.FAILURE
 
     def _run_job(self, job: Job) -> None:
@@ -330,10 +342,10 @@ class Runner:
             try:
                 engines = loader()
             except MemoryError:
-                logger.exception("execute_async: out of memory loading the async engines")
+                self._log.exception("execute_async: out of memory loading the async engines")
                 return StatusCode.OUT_OF_MEMORY
             except Exception as exc:  # noqa: BLE001 - execution never raises
-                logger.error("execute_async: cannot load the async engines: %s", exc)
+                self._log.error("execute_async: cannot load the async engines: %s", exc)
                 return StatusCode.RUNTIME_ERROR
             with self._lock:
                 if self._closed:
@@ -349,35 +361,44 @@ class Runner:
         try:
             slot = self._acquire_slot(run_async)  # a new slot allocates its intermediates
         except MemoryError:
-            logger.exception("job %d: out of memory for a new execution slot", job_id)
+            self._log.exception("job %d: out of memory for a new execution slot", job_id)
             return StatusCode.OUT_OF_MEMORY
         except Exception as exc:  # noqa: BLE001 - execution never raises
-            logger.error("job %d: cannot create an execution slot: %s", job_id, exc)
+            self._log.error("job %d: cannot create an execution slot: %s", job_id, exc)
             return StatusCode.RUNTIME_ERROR
         try:
-            # Host tensors are cache-coherent (sync_buffer is a no-op): only tensors whose
-            # sync does real work are listed in plan.synced.
+            # Only tensors whose sync does work (dma-bufs) are listed in plan.synced; host
+            # memory is cache-coherent. skip_*_bo_sync hands these syncs to the application.
             if plan.synced and not self._options.skip_in_bo_sync:
-                for tensor in plan.synced:
-                    if tensor.info.direction is TensorDirection.INPUT:
-                        tensor.sync_buffer()
+                self._sync(plan.synced, TensorDirection.INPUT)
             slot.run(plan, self._trace, job_id)
             if plan.synced and not self._options.skip_out_bo_sync:
-                for tensor in plan.synced:
-                    if tensor.info.direction is TensorDirection.OUTPUT:
-                        tensor.sync_buffer()
+                self._sync(plan.synced, TensorDirection.OUTPUT)
         except DynamicOutputTooSmall as exc:
-            logger.error("job %d: %s", job_id, exc)
+            self._log.error("job %d: %s", job_id, exc)
             return StatusCode.INVALID_OUTPUT
         except MemoryError:
-            logger.exception("job %d: out of memory", job_id)
+            self._log.exception("job %d: out of memory", job_id)
             return StatusCode.OUT_OF_MEMORY
         except Exception as exc:  # noqa: BLE001 - execution never raises
             return self._engine_failed(job_id, exc)
         finally:
             (self._free_async_slots if run_async else self._free_slots).append(slot)
         self._bytes_converted += plan.converted_bytes
+        if self._options.debug:
+            self._log.debug(
+                "job %d: %d frame(s), %d bytes converted, %d tensor(s) bound in place",
+                job_id, plan.frames, plan.converted_bytes,
+                sum(1 for b in plan.inputs + plan.outputs if b not in plan.staged_inputs
+                    and b not in plan.staged_outputs),
+            )  # fmt: skip
         return StatusCode.SUCCESS
+
+    def _sync(self, tensors: tuple[NpuTensor, ...], direction: TensorDirection) -> None:
+        for tensor in tensors:
+            if tensor.info.direction is direction:
+                tensor.sync_buffer()
+                self._buffer_syncs += 1
 
     def _plan(self, inputs: Any, outputs: Any) -> tuple[CallPlan, bool]:
         """The call's plan, and whether it came from the cache (a repeated call)."""
@@ -473,7 +494,7 @@ class Runner:
             future.cancel()  # queued jobs see _closed and finish as FAILURE
         _done, not_done = concurrent.futures.wait(list(futures.values()), timeout=CLOSE_TIMEOUT_S)
         if not_done:
-            logger.warning(
+            self._log.warning(
                 "close(): %d job(s) still running after %.0f s", len(not_done), CLOSE_TIMEOUT_S
             )
         for job in self._jobs.pending_jobs():
@@ -481,7 +502,7 @@ class Runner:
                 self._jobs.finish(job, StatusCode.FAILURE)
         path = self._trace.write()
         if path:
-            logger.info("profiling trace written to %s", path)
+            self._log.info("profiling trace written to %s", path)
         with self._plans_lock:
             self._plans.clear()
         if not_done or not replays_done:

@@ -9,6 +9,7 @@ land on the first jobs unless done beforehand, as the prime phase of VART-ML's
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -56,9 +57,7 @@ def start_workers(executor: concurrent.futures.ThreadPoolExecutor, count: int) -
     meet = threading.Barrier(count)
 
     def arrive() -> None:
-        try:
+        with contextlib.suppress(threading.BrokenBarrierError):
             meet.wait(10.0)
-        except threading.BrokenBarrierError:
-            pass
 
     concurrent.futures.wait([executor.submit(arrive) for _ in range(count)], timeout=30.0)
