@@ -243,3 +243,21 @@ def test_version_and_typing_marker() -> None:
 )
 def test_every_layer_imports(layer: str) -> None:
     importlib.import_module(f"copyless.{layer}")
+
+
+def test_execution_boundary_is_typed() -> None:
+    """execute/execute_async/wait carry real types, so ``mypy --strict`` checks the most used
+    calls (``runner.execute(x, y)`` with bare tensors is a type error)."""
+    import typing
+    from collections.abc import Callable, Sequence
+
+    tensors = Sequence[Sequence[cl.NpuTensor]]
+    assert typing.get_type_hints(cl.Runner.execute) == {
+        "inputs": tensors, "outputs": tensors, "return": cl.StatusCode,
+    }  # fmt: skip
+    hints = typing.get_type_hints(cl.Runner.execute_async)
+    assert (hints["inputs"], hints["outputs"], hints["return"]) == (tensors, tensors, cl.JobHandle)
+    assert hints["callback"] == Callable[[cl.JobHandle], Any] | None
+    assert typing.get_type_hints(cl.Runner.wait) == {
+        "job_handle": cl.JobHandle, "timeout_ms": int, "return": cl.StatusCode,
+    }  # fmt: skip

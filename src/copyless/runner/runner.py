@@ -226,7 +226,9 @@ class Runner:
         return parent._sub_tensor(info, offset)
 
     # -- execution ----------------------------------------------------------------------
-    def execute(self, inputs: Any, outputs: Any) -> StatusCode:
+    def execute(
+        self, inputs: Sequence[Sequence[NpuTensor]], outputs: Sequence[Sequence[NpuTensor]]
+    ) -> StatusCode:
         """Run one batch and block until it is done. Never raises.
 
         A call with the same tensor objects as an earlier one whose tensors were all bound in
@@ -241,7 +243,7 @@ class Runner:
             return status  # type: ignore[no-any-return]
         return self._execute_planned(inputs, outputs)
 
-    def _execute_planned(self, inputs: Any, outputs: Any) -> StatusCode:
+    def _execute_planned(self, inputs: object, outputs: object) -> StatusCode:
         if self._closed:
             self._log.error("execute on a closed runner")
             return StatusCode.FAILURE
@@ -271,7 +273,10 @@ class Runner:
         return StatusCode.RUNTIME_ERROR
 
     def execute_async(
-        self, inputs: Any, outputs: Any, callback: Callback | None = None
+        self,
+        inputs: Sequence[Sequence[NpuTensor]],
+        outputs: Sequence[Sequence[NpuTensor]],
+        callback: Callback | None = None,
     ) -> JobHandle:
         """Submit one batch; returns at once with a job id, or the reason it was refused.
 
@@ -309,9 +314,13 @@ class Runner:
             self._futures[admitted.job_id] = future
         return JobHandle(StatusCode.SUCCESS, admitted.job_id)
 
-    def wait(self, job_handle: Any, timeout_ms: Any = -1) -> StatusCode:
+    def wait(self, job_handle: JobHandle, timeout_ms: int = -1) -> StatusCode:
         """The job's final status; JOB_PENDING on timeout (0 polls, negative waits without
-        limit); INVALID_JOB_ID for an unknown or already collected job."""
+        limit); INVALID_JOB_ID for an unknown or already collected job.
+
+        Typed for the checker (``mypy --strict`` sees a wrong argument); at run time
+        anything else is a status too, never an exception: a bare job id is looked up, a
+        timeout that is no number polls."""
         try:
             return self._jobs.wait(job_handle, timeout_ms)
         except Exception:  # noqa: BLE001 - logged with its traceback; wait never raises
