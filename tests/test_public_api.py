@@ -261,3 +261,15 @@ def test_execution_boundary_is_typed() -> None:
     assert typing.get_type_hints(cl.Runner.wait) == {
         "job_handle": cl.JobHandle, "timeout_ms": int, "return": cl.StatusCode,
     }  # fmt: skip
+
+
+def test_the_api_is_documented_in_the_repository() -> None:
+    """docs/api.md (cited by copyless/__init__.py) names every exported name."""
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "api.md"
+    assert "docs/api.md" in (cl.__doc__ or "")
+    text = doc.read_text()
+    missing = [name for name in CURATED if name != "__version__" and f"`{name}" not in text
+               and f"{name}(" not in text and f" {name} " not in text]  # fmt: skip
+    assert not missing, f"docs/api.md does not document {missing}"
