@@ -51,7 +51,8 @@ def test_the_core_runs_without_the_extras(tmp_path: Path) -> None:
         except cl.UnsupportedError as exc:
             print("decode:", exc)
         try:
-            copyless.vision.draw_boxes(np.zeros((4, 4, 3), np.uint8), [], {str(tmp_path / "b.png")!r})
+            image = np.zeros((4, 4, 3), np.uint8)
+            copyless.vision.draw_boxes(image, [], {str(tmp_path / "b.png")!r})
         except cl.UnsupportedError as exc:
             print("draw:", exc)
     """

@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 
 from ..model import Partition
+from ..model.directory import write_atomically
 from ..types import OptionError
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class EngineCache:
         """``partition``'s graph as a file in the cache (written once)."""
         path = self.root / self._digest(partition) / f"{partition.name}.onnx"
         if not path.is_file() or path.stat().st_size != len(partition.onnx_bytes):
+            path.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(path, partition.onnx_bytes)
         return path
 
@@ -88,19 +90,6 @@ class EngineCache:
         with self._lock:
             self._digests[id(data)] = (data, digest)  # holds data: its id stays its own
         return digest
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """``data`` at ``path`` through a temporary file renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def temporary_path(path: Path) -> Path:

@@ -33,7 +33,9 @@ PARTITION_DIR = "vaiml_par_0"
 PARTITION_DIRS = (PARTITION_DIR, "par_0")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
+    """``data`` at ``path`` through a temporary file renamed into place: a reader sees the
+    old file or the new one, never half of one."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -54,11 +56,11 @@ def write_directory(model: CompiledModel, root: Path) -> Path:
     blobs = []
     for part in model.partitions:
         name = f"{part.name}.onnx"
-        _atomic_write(folder / name, part.onnx_bytes)
+        write_atomically(folder / name, part.onnx_bytes)
         blobs.append(
             {"path": name, "size": len(part.onnx_bytes), "crc32": zlib.crc32(part.onnx_bytes)}
         )
-    _atomic_write(folder / MANIFEST, json.dumps(manifest_of(model, blobs), indent=1).encode())
+    write_atomically(folder / MANIFEST, json.dumps(manifest_of(model, blobs), indent=1).encode())
     return root
 
 

@@ -36,6 +36,7 @@ from ..types import (
     TensorType,
     UnknownTensorError,
 )
+from ..types.readonly import ReadOnly
 from .jobs import Callback, Job, JobTable
 from .log import RunnerLog
 from .options import RunnerOptions
@@ -185,17 +186,9 @@ class Runner:
             return getattr(self._options, key)
         raise OptionError(f"unknown property {key!r}; known: {', '.join(props)}")
 
-    @property
-    def model(self) -> CompiledModel:
-        return self._model
-
-    @property
-    def options(self) -> RunnerOptions:
-        return self._options
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
+    model = ReadOnly[CompiledModel]("The compiled model this runner executes.")
+    options = ReadOnly[RunnerOptions]("The validated options (see README, Runner options).")
+    closed = ReadOnly[bool]("Whether :meth:`close` ran.")
 
     # -- allocation ---------------------------------------------------------------------
     def allocate_npu_tensor(self, info: NpuTensorInfo, memory_bank: int | None = None) -> NpuTensor:
