@@ -70,6 +70,8 @@ def _load(target: Path) -> CompiledModel:
             model = read_archive(archives[0])
     elif target.is_file():
         model = read_archive(target)
+    elif target.exists():
+        raise ModelLoadError(f"{target}: not a regular file or a directory (a device or pipe?)")
     else:
         raise ModelLoadError(f"{target}: no such file or directory")
     _log.debug("loaded %s: %d partition(s)", target, len(model.partitions))
