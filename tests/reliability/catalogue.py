@@ -164,11 +164,12 @@ def _fifo(kit: Kit) -> S:
     return kit.load(path)
 
 
+# fmt: off
 FILES = [
     Case("file", "missing path", cl.ModelLoadError, lambda k: k.load(k.scratch / "none.rai")),
     Case("file", "empty .rai", cl.ModelLoadError, lambda k: k.load(k.file("empty.rai", b""))),
     Case("file", "random bytes .rai", cl.ModelLoadError,
-         lambda k: k.load(k.file("noise.rai", os.urandom(4096)))),  # fmt: skip
+         lambda k: k.load(k.file("noise.rai", os.urandom(4096)))),
     Case("file", ".rai cut in half", cl.ModelLoadError,
          lambda k: k.load(k.file("half.rai", k.rai.read_bytes()[: k.rai.stat().st_size // 2]))),
     Case("file", ".rai with one bit flipped", cl.ModelLoadError, _flip_graph_bit),
@@ -176,7 +177,7 @@ FILES = [
     Case("file", "a named pipe", cl.ModelLoadError, _fifo),
     Case("file", "/dev/zero", cl.ModelLoadError, lambda k: k.load("/dev/zero")),
     Case("file", "empty directory", cl.ModelLoadError,
-         lambda k: k.load(_dir_with(k, "emptied", shutil.rmtree))),  # fmt: skip
+         lambda k: k.load(_dir_with(k, "emptied", shutil.rmtree))),
     Case("file", "partition graph deleted", cl.ModelLoadError,
          lambda k: k.load(_dir_with(k, "nograph", lambda f: (f / "par_0.onnx").unlink()))),
     Case("file", "manifest not JSON", cl.ModelLoadError,
@@ -188,7 +189,8 @@ FILES = [
          _older_par_0_alone),
     Case("file", "vaiml_par_0 and par_0 side by side", cl.ModelLoadError, _both_partition_dirs),
     Case("file", "graph with an unknown op (checksums valid)", cl.CopylessError, _unknown_op),
-]  # fmt: skip
+]
+# fmt: on
 
 
 # -- options -------------------------------------------------------------------------------
@@ -196,6 +198,7 @@ def _config(kit: Kit, content: Any) -> str:
     return str(kit.file("config.json", json.dumps(content).encode()))
 
 
+# fmt: off
 OPTIONS = [
     Case("option", "unknown key", cl.OptionError, lambda k: k.options({"no_such": 1})),
     Case("option", "max_concurrent_runs=0", cl.OptionError,
@@ -218,7 +221,8 @@ OPTIONS = [
          lambda k: k.options({"device": "cuda"})),
     Case("option", "runner_type given as a string", cl.OptionError,
          lambda k: k.options(None, "ONNXRUNTIME")),
-]  # fmt: skip
+]
+# fmt: on
 
 
 # -- tensors -------------------------------------------------------------------------------
@@ -248,7 +252,7 @@ def _pipe_fd(kit: Kit) -> S:
 def _with(info: cl.NpuTensorInfo, **changes: Any) -> cl.NpuTensorInfo:
     fields = {"name": info.name, "data_type": info.data_type, "direction": info.direction,
               "tensor_type": info.tensor_type, "memory_layout": info.memory_layout,
-              "shape": info.shape, **changes}  # fmt: skip
+              "shape": info.shape, **changes}
     return cl.NpuTensorInfo(**fields)
 
 
@@ -259,6 +263,7 @@ def _read_only_output(kit: Kit) -> S:
     return S.SUCCESS
 
 
+# fmt: off
 TENSORS = [
     Case("tensor", "inputs not a list", S.INVALID_INPUT,
          lambda k: k.runner.execute("x", [[k.y]])),  # type: ignore[arg-type]
@@ -270,8 +275,8 @@ TENSORS = [
          lambda k: k.runner.execute(
              [[k.runner.allocate_npu_tensor(_with(k.x.info, shape=(1, 3, 4, 4)))]], [[k.y]])),
     Case("tensor", "output of the wrong dtype", S.INVALID_OUTPUT,
-         lambda k: k.runner.execute(
-             [[k.x]], [[k.runner.allocate_npu_tensor(_with(k.y.info, data_type=cl.DataType.FP16))]])),
+         lambda k: k.runner.execute([[k.x]], [[k.runner.allocate_npu_tensor(
+             _with(k.y.info, data_type=cl.DataType.FP16))]])),
     Case("tensor", "a numpy array instead of an NpuTensor", S.INVALID_INPUT,
          lambda k: k.runner.execute([[k.x.numpy()]], [[k.y]])),  # type: ignore[list-item]
     Case("tensor", "a closed tensor", S.INVALID_INPUT, _closed_tensor),
@@ -286,7 +291,8 @@ TENSORS = [
          lambda k: k.runner.allocate_sub_tensor(k.x, k.x.info, 4)),
     Case("tensor", "allocate_npu_tensor(memory_bank=1)", cl.TensorError,
          lambda k: k.runner.allocate_npu_tensor(k.x.info, memory_bank=1)),
-]  # fmt: skip
+]
+# fmt: on
 
 
 # -- call orders ---------------------------------------------------------------------------
@@ -350,6 +356,7 @@ def _closed_runner(kit: Kit) -> cl.Runner:
     return runner
 
 
+# fmt: off
 CALLS = [
     Case("call", "wait on a job id never issued", S.INVALID_JOB_ID,
          lambda k: k.runner.wait(cl.JobHandle(S.SUCCESS, 10**6), 0)),
@@ -367,6 +374,7 @@ CALLS = [
          lambda k: _closed_runner(k).warm_up()),
     Case("call", "get_batch_size('INPUT')", TypeError,
          lambda k: k.runner.get_batch_size("INPUT")),  # type: ignore[arg-type]
-]  # fmt: skip
+]
+# fmt: on
 
 CATALOGUE = [*FILES, *OPTIONS, *TENSORS, *CALLS]
