@@ -12,7 +12,7 @@ import pytest
 from runner_helpers import reference
 
 import copyless as cl
-from copyless.memory import dmabuf
+from copyless.memory import _dmabuf as dmabuf
 
 IN, OUT, HW = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT, cl.TensorType.HW
 FLUSH = dmabuf.SYNC_END | dmabuf.SYNC_WRITE

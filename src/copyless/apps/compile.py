@@ -24,7 +24,7 @@ import sys
 import time
 
 from ..model import compile_model
-from ..model.config import read_config
+from ..model._config import read_config
 from ..model.options import parse_shape
 from ..types import CopylessError, ModelLoadError
 

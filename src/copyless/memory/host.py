@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..types import OutOfMemoryError, TensorError
-from . import dmabuf
+from . import _dmabuf as dmabuf
 
 logger = logging.getLogger(__name__)
 
@@ -309,7 +309,7 @@ class HostMemory:
 
     @property
     def is_dmabuf(self) -> bool:
-        """Whether the owned fd is a dma-buf (its CPU access needs syncs, see .dmabuf)."""
+        """Whether the owned fd is a dma-buf (its CPU access needs syncs, see ._dmabuf)."""
         return self._dmabuf and self._array is not None
 
     def export_fd(self) -> int:

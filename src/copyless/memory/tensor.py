@@ -40,8 +40,9 @@ from ..types import (
     TensorError,
     TensorType,
 )
-from ..types.readonly import ReadOnly
-from . import dlpack, dmabuf
+from ..types._readonly import ReadOnly
+from . import _dmabuf as dmabuf
+from . import dlpack
 from .host import HostMemory
 
 
@@ -292,7 +293,7 @@ class NpuTensor:
     @property
     def needs_sync(self) -> bool:
         """Whether :meth:`sync_buffer` does work: a DMA_FD tensor over a dma-buf, whose
-        exporter may need the CPU caches flushed or invalidated (see :mod:`.dmabuf`)."""
+        exporter may need the CPU caches flushed or invalidated (see :mod:`._dmabuf`)."""
         memory = self._memory
         return memory is not None and memory.is_dmabuf and self._bytes is not None
 

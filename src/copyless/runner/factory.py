@@ -13,7 +13,7 @@ from ..backends._cache import EngineCache
 from ..backends.base import Backend, Engine
 from ..backends.onnxruntime import OrtCpuBackend
 from ..model import CompiledModel
-from ..model.config import check_compiled_with, read_config
+from ..model._config import check_compiled_with, read_config
 from ..types import ModelLoadError, OptionError, RunnerType, UnsupportedError
 from .options import RunnerOptions, parse_options
 from .runner import Runner

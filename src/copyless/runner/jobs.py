@@ -23,7 +23,7 @@ from typing import Any
 
 from ..types import JobHandle, StatusCode
 from ._fast import FastPath
-from .log import RunnerLog
+from ._log import RunnerLog
 from .plan import overlaps
 
 logger = logging.getLogger(__name__)

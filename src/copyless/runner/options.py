@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..model.config import read_config
+from ..model._config import read_config
 from ..types import OptionError
 
 _TENSOR_TYPES = ("HW", "CPU")

@@ -36,15 +36,15 @@ from ..types import (
     TensorType,
     UnknownTensorError,
 )
-from ..types.readonly import ReadOnly
+from ..types._readonly import ReadOnly
+from ._log import RunnerLog
+from ._warmup import first_runs, start_workers
 from .jobs import Callback, Job, JobTable
-from .log import RunnerLog
 from .options import RunnerOptions
 from .plan import CallPlan, PlanError, build_plan
 from .replay import Replays
 from .slot import DynamicOutputTooSmall, Slot
 from .trace import Trace
-from .warmup import first_runs, start_workers
 
 logger = logging.getLogger(__name__)
 
