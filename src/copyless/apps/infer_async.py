@@ -10,10 +10,11 @@ batch (frame = submission index x batch size + position in the batch).
 
 ``--benchmark`` adds a synchronous ``execute`` pass on the same data. Both passes are timed
 after a warm-up that neither counts (``Runner.warm_up`` and one untimed round of each, as
-the sample's prime phase runs before its steady state). ``--host-work-ms MS`` adds MS of host
-CPU work per frame after each job completes (numpy passes that release the GIL, as decoding
-and pre/postprocessing do): the async pass overlaps it with the next job, the sync pass
-cannot.
+the sample's prime phase runs before its steady state), in ``--rounds`` alternating rounds
+(on a shared machine, load that drifts weighs on both passes alike). ``--host-work-ms MS``
+adds MS of host CPU work per frame after each job completes (numpy passes that release the
+GIL, as decoding and pre/postprocessing do): the async pass overlaps it with the next job,
+the sync pass cannot.
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--host-work-ms", type=float, default=0.0, metavar="MS",
         help="host CPU work per frame after each job (default 0)",
     )  # fmt: skip
+    parser.add_argument(
+        "--rounds", type=int, default=5,
+        help="--benchmark: alternate the async and sync passes in this many rounds (default 5)",
+    )  # fmt: skip
     add_runner_argument(parser)
     args = parser.parse_args(argv)
     if not args.dry_run and args.input_binary is None:
@@ -66,6 +71,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--num-iteration must be >= 1")
     if not 0.0 <= args.host_work_ms <= 10_000.0:
         parser.error("--host-work-ms must be in [0, 10000]")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
     return args
 
 
@@ -102,26 +109,48 @@ def _run(runner: Runner, args: argparse.Namespace) -> int:
         slots.append((inputs, [runner.allocate_npu_tensor(info) for info in out_infos]))
     batch = runner.get_batch_size()
     work = host_work(args.host_work_ms * batch)
-    if args.benchmark:  # warm-up, untimed: bindings and plans of every slot
-        _pipeline(runner, slots, len(slots), work)
-        runner.execute(*_frame(slots[0]))
-    start = time.perf_counter()
-    completed, last = _pipeline(runner, slots, args.num_iteration, work)
-    async_ms = (time.perf_counter() - start) * 1000.0
-    print(f"Batches completed: {completed} / {args.num_iteration}")
-    frames = args.num_iteration * batch
     if args.benchmark:
-        start = time.perf_counter()
-        for _ in range(args.num_iteration):
-            runner.execute(*_frame(slots[0]))
-            work()
-        sync_ms = (time.perf_counter() - start) * 1000.0
+        completed, async_ms, sync_ms = _benchmark(runner, slots, args, work)
+        print(f"Batches completed: {completed} / {args.num_iteration}")
+        frames = args.num_iteration * batch
         print(f"[INFO] async infer pass: {async_ms:.3f} ms ({async_ms / frames:.3f} ms/frame)")
         print(f"[INFO] sync infer pass: {sync_ms:.3f} ms ({sync_ms / frames:.3f} ms/frame)")
-    elif not args.dry_run and last is not None:
+        return 0 if completed == args.num_iteration else 1
+    completed, last = _pipeline(runner, slots, args.num_iteration, work)
+    print(f"Batches completed: {completed} / {args.num_iteration}")
+    if not args.dry_run and last is not None:
         slot, index = last
         _write_outputs(slots[slot][1], index, batch)
     return 0 if completed == args.num_iteration else 1
+
+
+def _benchmark(
+    runner: Runner, slots: Slots, args: argparse.Namespace, work: Callable[[], None]
+) -> tuple[int, float, float]:
+    """(async jobs completed, async ms, sync ms) over ``--num-iteration`` submissions each.
+
+    Warm-up first, untimed (bindings and plans of every slot, as the sample's prime phase
+    before its steady state). Then the passes alternate in ``--rounds`` rounds (async
+    first in even rounds, sync first in odd ones) so that a machine whose load drifts
+    weighs on both alike; each pass's time is the sum of its rounds.
+    """
+    _pipeline(runner, slots, len(slots), work)
+    runner.execute(*_frame(slots[0]))
+    rounds = max(1, min(args.rounds, args.num_iteration))
+    completed, async_s, sync_s = 0, 0.0, 0.0
+    for index in range(rounds):
+        count = args.num_iteration // rounds + (index < args.num_iteration % rounds)
+        for mode in ("async", "sync") if index % 2 == 0 else ("sync", "async"):
+            start = time.perf_counter()
+            if mode == "async":
+                completed += _pipeline(runner, slots, count, work)[0]
+                async_s += time.perf_counter() - start
+            else:
+                for _ in range(count):
+                    runner.execute(*_frame(slots[0]))
+                    work()
+                sync_s += time.perf_counter() - start
+    return completed, async_s * 1000.0, sync_s * 1000.0
 
 
 def _frame(
