@@ -122,8 +122,12 @@ def _optional_backend(
         mod = importlib.import_module(f"copyless.backends.{module}")
     except ModuleNotFoundError as exc:
         raise UnsupportedError(f"the {module} backend is not available: {exc}") from exc
-    # The CUDA backend does not take the engine cache yet (TensorRT's trt_engine_cache_path
-    # would be cache.folder(partition, "tensorrt-<version>")).
-    backend: Backend = getattr(mod, cls)(options, cache) if cache else getattr(mod, cls)(options)
+    if module == "openvino":
+        backend: Backend = getattr(mod, cls)(options, cache)
+        return backend
+    # The CUDA backend takes no engine cache yet: create_session(..., cache=cache) keeps its
+    # optimized graphs, and cache.folder(partition, f"tensorrt-{version}") is the folder for
+    # TensorRT's trt_engine_cache_path (see backends/_cache.py).
+    backend = getattr(mod, cls)(options)
     return backend
 
