@@ -33,6 +33,7 @@ GRANDFATHERED = {
     "copyless.backends",
     "copyless.backends.base",
     "copyless.backends.cuda",
+    "copyless.backends.cuda_options",
     "copyless.backends.onnxruntime",
     "copyless.backends.openvino",
     "copyless.ipc",
@@ -96,6 +97,7 @@ GRANDFATHERED = {
     "copyless.vision",
     "copyless.vision.decode",
     "copyless.vision.formats",
+    "copyless.vision.gpu",
     "copyless.vision.postprocess",
     "copyless.vision.preprocess",
 }

@@ -20,6 +20,7 @@ CURATED = [
     "CompiledModel",
     "CopylessError",
     "DataType",
+    "DeviceSession",
     "HostMemory",
     "JobHandle",
     "LayoutError",

@@ -8,7 +8,7 @@ the ``layout`` and ``ipc`` modules.
 from . import ipc, layout
 from .memory import HostMemory, NpuTensor
 from .model import CompiledModel, compile_model, compile_to_memory, load_model
-from .runner import Runner, RunnerFactory, RunnerOptions
+from .runner import DeviceSession, Runner, RunnerFactory, RunnerOptions
 from .types import (
     CopylessError,
     DataType,
@@ -39,6 +39,7 @@ __all__ = [
     "CompiledModel",
     "CopylessError",
     "DataType",
+    "DeviceSession",
     "HostMemory",
     "JobHandle",
     "LayoutError",

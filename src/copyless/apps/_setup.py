@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,10 +33,23 @@ _Result = TypeVar("_Result")
 
 
 def add_runner_argument(parser: argparse.ArgumentParser) -> None:
-    """``--runner onnxruntime|openvino`` (read back with :func:`runner_type`)."""
+    """``--runner onnxruntime|openvino`` and ``--device cpu|cuda|tensorrt`` (read back with
+    :func:`runner_type` and :func:`runner_options`)."""
     parser.add_argument(
         "--runner", choices=["onnxruntime", "openvino"], default="onnxruntime", help="engine"
     )
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda", "tensorrt"],
+        default="cpu",
+        help="onnxruntime device: cuda/tensorrt keep the tensors in GPU memory and, in the "
+        "image apps, upload the decoded image once and preprocess it on the GPU",
+    )
+
+
+def runner_options(args: argparse.Namespace, **options: Any) -> dict[str, Any]:
+    """``options`` plus the ``--device`` the user chose (``cpu`` adds nothing)."""
+    return {**options, "device": args.device} if args.device != "cpu" else dict(options)
 
 
 def runner_type(args: argparse.Namespace) -> RunnerType:
@@ -84,7 +97,7 @@ def run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: Im
         print(f"error: no model at {args.model_dir}", file=sys.stderr)
         return EXIT_USAGE
     view = tensor_type(args).name
-    options = {"input_tensor_type": view, "output_tensor_type": view}
+    options = runner_options(args, input_tensor_type=view, output_tensor_type=view)
     try:
         image = decode(Path(args.image))
         model = Path(args.model_dir) if args.model_dir else builtin()

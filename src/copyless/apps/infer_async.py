@@ -33,7 +33,8 @@ from ..memory import NpuTensor
 from ..runner import Runner, RunnerFactory
 from ..runner.plan import batch_axis
 from ..types import CopylessError, JobHandle, StatusCode, TensorDirection, TensorType
-from ._setup import add_runner_argument, runner_type
+from ..vision.gpu import download, upload
+from ._setup import add_runner_argument, runner_options, runner_type
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
 NUM_CONCURRENT_JOBS = 2
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run and args.input_binary is not None:
         print(f"note: --dry-run: {args.input_binary} is not read", file=sys.stderr)
     try:
-        options = {"max_concurrent_runs": NUM_CONCURRENT_JOBS, "warm_up": True}
+        options = runner_options(args, max_concurrent_runs=NUM_CONCURRENT_JOBS, warm_up=True)
         with RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
             return _run(runner, args)
     except CopylessError as exc:
@@ -104,7 +105,7 @@ def _run(runner: Runner, args: argparse.Namespace) -> int:
         offset = 0
         for tensor in inputs:
             size = tensor.info.size_in_bytes
-            tensor.bytes_view()[:size] = ifm[offset : offset + size]
+            upload(tensor, ifm[offset : offset + size])
             offset += size
         slots.append((inputs, [runner.allocate_npu_tensor(info) for info in out_infos]))
     batch = runner.get_batch_size()
@@ -195,7 +196,7 @@ def _pipeline(
 def _write_outputs(outputs: list[NpuTensor], index: int, batch: int) -> None:
     """``output_f<frame>_<tensor>.bin`` for each frame of submission ``index``'s batch."""
     for number, tensor in enumerate(outputs):
-        data = tensor.numpy()
+        data = download(tensor)  # a view of host memory; a copy of device memory
         axis = batch_axis(tensor.info)
         for b in range(batch):
             frame = np.take(data, b, axis=axis) if batch > 1 else data

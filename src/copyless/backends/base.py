@@ -7,17 +7,69 @@ buffers bound once stay bound across runs: the runner rebinds only what changed.
 
 Binding is by address: the runner passes the address, element type and shape of memory it
 has already validated, and the engine reads and writes that memory in place (zero-copy).
+
+What an engine can do beyond that is declared as data, in :class:`Capabilities`: the runner
+reads the declaration (which memory it may bind, whether contexts order after a producer's
+CUDA stream, whether the C fast path may call the engine directly...) and never probes an
+object for methods or types.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from ..model import Partition
 from ..types import DataType
+
+HOST = "cpu"  #: the device name of host memory in :attr:`Capabilities.memory`
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend's engines and contexts do beyond the core contract.
+
+    ``memory``: the devices whose memory a context binds in place, by name as
+    ``NpuTensor.device`` gives it: ``"cpu"`` (host memory) and/or ``"cuda:N"``. The runner
+    refuses a tensor on any other device with INVALID_INPUT / INVALID_OUTPUT.
+    ``stream``: contexts run on a CUDA stream and :meth:`EngineContext.order_after` makes
+    their runs wait (on the GPU) for work queued on the producers' streams.
+    ``raw_call``: :meth:`EngineContext.call_target` is the engine's own C entry point, so
+    the runner's C fast path replays a call with no Python frame in between; otherwise the
+    fast path calls :meth:`EngineContext.run`.
+    ``engine_outputs``: contexts can let the engine allocate an output whose shape depends
+    on the data (:meth:`EngineContext.bind_output_dynamic`); without it such models are
+    refused at load time.
+    ``threads_per_engine``: engine threads belong to a loaded engine (ONNX Runtime's
+    intra-op pool), so the runner loads engines of their own, with fewer threads, for
+    concurrent async jobs.
+    ``cuda_graphs``: runs replay a captured CUDA graph, which needs every tensor at a fixed
+    device address (``memory`` then lists no host memory).
+    """
+
+    memory: tuple[str, ...] = (HOST,)
+    stream: bool = False
+    raw_call: bool = False
+    engine_outputs: bool = True
+    threads_per_engine: bool = False
+    cuda_graphs: bool = False
+
+    def accepts(self, device: str) -> bool:
+        """Whether a context binds memory on ``device`` (``"cpu"``, ``"cuda:0"``...)."""
+        return device in self.memory
+
+
+def common_memory(capabilities: Sequence[Capabilities]) -> tuple[str, ...]:
+    """The devices whose memory every one of ``capabilities`` binds (model tensors may feed
+    any partition, so a runner accepts what all its engines accept)."""
+    if not capabilities:
+        return (HOST,)
+    first = capabilities[0].memory
+    return tuple(d for d in first if all(c.accepts(d) for c in capabilities[1:]))
 
 
 class EngineContext(Protocol):
@@ -39,6 +91,16 @@ class EngineContext(Protocol):
     def run(self) -> None:
         """Run the graph on the bound buffers, without holding the GIL. Raises on failure."""
 
+    def call_target(self) -> tuple[Any, tuple[Any, ...]]:
+        """``(callable, args)`` that runs the bound graph: the engine's C entry point where
+        :attr:`Capabilities.raw_call` says so, else ``(self.run, ())``."""
+
+    def order_after(self, streams: tuple[int, ...]) -> None:
+        """From now on, make every run first wait (on the GPU, no host wait) for the work
+        queued at that moment on each CUDA stream in ``streams`` (the producers of the
+        memory bound); replaces the streams given before. Called when the binding changes,
+        only where :attr:`Capabilities.stream` is declared."""
+
     def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:
         """The engine-allocated result of a dynamic output after :meth:`run`."""
 
@@ -48,6 +110,9 @@ class EngineContext(Protocol):
 
 class Engine(Protocol):
     """One partition loaded on one engine."""
+
+    @property
+    def capabilities(self) -> Capabilities: ...
 
     @property
     def input_names(self) -> tuple[str, ...]: ...
@@ -70,6 +135,10 @@ class Backend(Protocol):
 
     @property
     def device(self) -> str: ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the engines this backend loads declare (read before loading)."""
 
     def load(self, partition: Partition, num_threads: int) -> Engine:
         """Compile ``partition`` for this engine. Raises ModelLoadError/UnsupportedError."""

@@ -25,8 +25,13 @@ from ..model import Partition
 from ..model.graph import ELEM_OF
 from ..types import DataType, ModelLoadError, UnsupportedError
 from ._cache import EngineCache, cpu_tag, temporary_path
+from .base import Capabilities
 
 logger = logging.getLogger(__name__)
+
+#: ONNX Runtime on the CPU: host memory, its C++ run as the fast path's call, and an
+#: intra-op thread pool per session (async jobs get sessions of their own).
+CPU_CAPABILITIES = Capabilities(raw_call=True, threads_per_engine=True)
 
 def session_options(num_threads: int, spinning: bool = False) -> ort.SessionOptions:
     """copyless's session settings: ``num_threads`` intra-op threads, sequential execution,
@@ -47,7 +52,7 @@ class OrtContext:
     """An IOBinding plus the addresses it holds, for one execution slot.
 
     ``device``/``device_id`` name where bound memory lives, as IOBinding takes them ("cpu", 0
-    here; the CUDA context binds "cuda" memory through the same object, see _cuda_context.py).
+    here; the CUDA context, in cuda.py, binds device memory through the same object).
     """
 
     __slots__ = (
@@ -103,6 +108,9 @@ class OrtContext:
             return (self._raw_session.run_with_iobinding, (self._raw_binding, None))
         return (self.run, ())  # pragma: no cover - wrappers without the private attributes
 
+    def order_after(self, streams: tuple[int, ...]) -> None:
+        raise UnsupportedError("an ONNX Runtime CPU context runs on no CUDA stream")
+
     def run(self) -> None:
         if self._raw_session is not None and self._raw_binding is not None:
             self._raw_session.run_with_iobinding(self._raw_binding, None)
@@ -126,11 +134,21 @@ class OrtContext:
 class OrtEngine:
     """One partition in an ONNX Runtime session."""
 
-    def __init__(self, session: ort.InferenceSession, device: str) -> None:
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        device: str,
+        capabilities: Capabilities = CPU_CAPABILITIES,
+    ) -> None:
         self._session = session
         self._device = device
+        self._capabilities = capabilities
         self._inputs = tuple(i.name for i in session.get_inputs())
         self._outputs = tuple(o.name for o in session.get_outputs())
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -158,6 +176,7 @@ class OrtCpuBackend:
 
     name = "onnxruntime"
     device = "cpu"
+    capabilities = CPU_CAPABILITIES
 
     def __init__(self, spinning: bool = False, cache: EngineCache | None = None) -> None:
         self.spinning = spinning

@@ -57,11 +57,15 @@ from ._openvino_tensors import (
     raw_infer_call,
     tensor_view,
 )
+from .base import Capabilities
 
 __all__ = ["INSTALL_HINT", "OpenVinoBackend", "OvContext", "OvEngine"]
 
 logger = logging.getLogger(__name__)
 _RUN = raw_infer()
+#: Host memory wrapped in place, ``InferRequest.infer`` as the fast path's call; the
+#: streams of one compiled model serve every request, so async jobs share the engines.
+CAPABILITIES = Capabilities(raw_call=True)
 
 
 class OvContext:
@@ -120,6 +124,9 @@ class OvContext:
         """(callable, args) the runner's fast path replays: the C++ infer of this request."""
         return raw_infer_call(self._request)
 
+    def order_after(self, streams: tuple[int, ...]) -> None:
+        raise UnsupportedError("an OpenVINO context runs on no CUDA stream")
+
     def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:
         """A view (no copy) of OpenVINO's output buffer, valid until the next :meth:`run`."""
         return tensor_view(self._request.get_output_tensor(self._outputs[name]), name)
@@ -136,6 +143,8 @@ class OvContext:
 
 class OvEngine:
     """One partition compiled by OpenVINO."""
+
+    capabilities = CAPABILITIES
 
     def __init__(self, compiled: Any, partition: Partition) -> None:
         self._compiled = compiled
@@ -193,6 +202,7 @@ class OpenVinoBackend:
     """OpenVINO on the device and with the performance hint the runner options name."""
 
     name = "openvino"
+    capabilities = CAPABILITIES
 
     def __init__(self, options: BackendOptions, cache: EngineCache | None = None) -> None:
         self._cache = cache

@@ -14,7 +14,15 @@ Four memory types (see :class:`~copyless.MemoryType`):
   reused for. ``NpuTensor.from_fd(info, fd, take_ownership=True)`` instead makes the tensor
   the owner of ``fd``, closed with it (fds received from another process).
 * ``XRT_BO``: runner-allocated, fd-backed memory owned by the tensor and released with the
-  last reference (``Runner.allocate_npu_tensor``); always exportable as an fd.
+  last reference (``Runner.allocate_npu_tensor``); always exportable as an fd. On a CUDA
+  runner it is device memory instead (CuPy's pool), exported through DLPack, not as an fd.
+
+Device memory: ``USER_POINTER_CMA`` also wraps CUDA memory, any object with
+``__cuda_array_interface__`` or a CUDA ``__dlpack__`` (a CuPy array, a PyTorch CUDA tensor;
+see :mod:`copyless.memory.device`). :attr:`NpuTensor.device` then says ``"cuda:N"``,
+:attr:`NpuTensor.address` is the device pointer, ``numpy()`` raises (the bytes are not in
+host memory) and ``__dlpack__`` / ``__cuda_array_interface__`` hand the memory to CuPy or
+PyTorch without a copy. A runner binds it in place where its backend declares that device.
 
 Lifetimes: a tensor keeps its producer (buffer, mapping) alive; a sub-tensor keeps its
 parent alive; numpy views and DLPack capsules keep the bytes alive even after
@@ -42,7 +50,9 @@ from ..types import (
 )
 from ..types._readonly import ReadOnly
 from . import _dmabuf as dmabuf
+from . import device as _device
 from . import dlpack
+from .device import DeviceMemory
 from .host import HostMemory
 
 
@@ -63,6 +73,7 @@ class NpuTensor:
         "__weakref__",
         "_buffer",
         "_bytes",
+        "_device",
         "_export_fd",
         "_finalizer",
         "_info",
@@ -88,6 +99,10 @@ class NpuTensor:
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._export_fd = -1
         self._bytes: npt.NDArray[np.uint8] | None = None
+        self._device: DeviceMemory | None = None
+        if memory_type is not MemoryType.DMA_FD and _device.is_device_producer(buffer):
+            self._device = _device_memory(info, buffer, memory_type)
+            return
         if memory_type is MemoryType.DMA_FD:
             try:
                 # Private mapping plus a private dup (or the fd itself when owned).
@@ -178,6 +193,11 @@ class NpuTensor:
         return cls(info, array, memory_type)
 
     @classmethod
+    def _wrap_device(cls, info: NpuTensorInfo, memory: DeviceMemory) -> NpuTensor:
+        """A runner-allocated (XRT_BO) tensor over device ``memory`` (it keeps it alive)."""
+        return cls(info, memory, MemoryType.XRT_BO)
+
+    @classmethod
     def _wrap_memory(
         cls, info: NpuTensorInfo, memory: HostMemory, memory_type: MemoryType
     ) -> NpuTensor:
@@ -192,6 +212,8 @@ class NpuTensor:
         One nesting level; ``offset`` must be a multiple of the element size and the view
         must lie inside this tensor's bytes (no copy).
         """
+        if self._device is not None:
+            return self._device_sub_tensor(self._device, info, offset)
         parent_bytes = self._live_bytes()
         _check_header(info, self._buffer, self._memory_type)
         if self._parent is not None:
@@ -225,11 +247,32 @@ class NpuTensor:
         sub._memory_type = self._memory_type
         sub._buffer = self._buffer
         sub._bytes = parent_bytes[offset:end]
+        sub._device = None
         sub._parent = self  # the parent (and the memory it owns) lives while sub does
         sub._offset = offset
         sub._memory = self._memory
         sub._finalizer = None
         sub._export_fd = self._export_fd
+        return sub
+
+    def _device_sub_tensor(
+        self, parent: DeviceMemory, info: NpuTensorInfo, offset: int
+    ) -> NpuTensor:
+        """A sub-tensor of device memory: the same checks, the pointer moved (no copy)."""
+        _check_header(info, self._buffer, self._memory_type)
+        if self._parent is not None:
+            raise TensorError(f"sub-tensor {info.name!r}: one nesting level")
+        itemsize = info.data_type.itemsize
+        bad = isinstance(offset, bool) or not isinstance(offset, int) or offset < 0
+        if bad or offset % itemsize or offset + info.size_in_bytes > parent.nbytes:
+            raise TensorError(
+                f"sub-tensor {info.name!r}: offset {offset!r} is not an element-aligned "
+                f"offset with {info.size_in_bytes} bytes inside the {parent.nbytes} bytes "
+                f"of {self._info.name!r}"
+            )
+        sub = NpuTensor(info, parent.view(offset, info.size_in_bytes), self._memory_type)
+        sub._parent = self
+        sub._offset = offset
         return sub
 
     # -- the VART-ML accessors ----------------------------------------------------------
@@ -240,19 +283,32 @@ class NpuTensor:
 
     @property
     def closed(self) -> bool:
-        return self._bytes is None
+        return self._bytes is None and self._device is None
+
+    @property
+    def device(self) -> str:
+        """Where the bytes are: ``"cpu"`` (host memory) or ``"cuda:N"``."""
+        return "cpu" if self._device is None else self._device.device
+
+    @property
+    def device_memory(self) -> DeviceMemory | None:
+        """The device memory this tensor wraps (pointer, producer stream...); None on host."""
+        return self._device
 
     @property
     def nbytes(self) -> int:
         """Bytes of the buffer this tensor covers (at least ``info.size_in_bytes``); 0 closed."""
+        if self._device is not None:
+            return self._device.nbytes
         return 0 if self._bytes is None else int(self._bytes.nbytes)
 
     @property
     def address(self) -> int:
-        """Address of the first byte, for every memory type (the engine binds this).
-
-        Raises :class:`TensorError` after :meth:`close`.
+        """Address of the first byte, for every memory type (the engine binds this): a
+        device pointer for device memory. Raises :class:`TensorError` after :meth:`close`.
         """
+        if self._device is not None:
+            return self._device.ptr
         return int(self._live_bytes().__array_interface__["data"][0])
 
     def get_info(self) -> NpuTensorInfo:
@@ -263,10 +319,13 @@ class NpuTensor:
 
     def get_buffer(self) -> Any:
         """The wrapped object: the fd for DMA_FD, the HostMemory for XRT_BO; None if closed."""
-        return None if self._bytes is None else self._buffer
+        return None if self.closed else self._buffer
 
     def get_virtual_address(self) -> int:
-        """The host address of the data; 0 for DMA_FD or a closed tensor (never raises)."""
+        """The address of the data (the device pointer for device memory); 0 for DMA_FD or
+        a closed tensor (never raises)."""
+        if self._device is not None:
+            return self._device.ptr
         if self._memory_type is MemoryType.DMA_FD or self._bytes is None:
             return 0
         return int(self._bytes.__array_interface__["data"][0])
@@ -340,6 +399,7 @@ class NpuTensor:
         ``numpy()`` raises.
         """
         self._bytes = None
+        self._device = None
         self._buffer = None
         self._parent = None
         self._memory = None
@@ -355,22 +415,42 @@ class NpuTensor:
 
     # -- DLPack -------------------------------------------------------------------------
     def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
-        """Export the host memory through DLPack (no copy).
+        """Export the memory through DLPack (no copy): host memory through numpy, device
+        memory through CuPy (``stream`` is the consumer's: our data is complete).
 
-        The capsule keeps the memory alive. BF16 raises ``BufferError``: numpy's DLPack
-        has no bfloat16 (use :meth:`numpy`).
+        The capsule keeps the memory alive. Host BF16 raises ``BufferError``: numpy's
+        DLPack has no bfloat16 (use :meth:`numpy`).
         """
+        if self._device is not None:
+            array = _device.as_cupy(self._device, self._info.shape, self._info.data_type)
+            return array.__dlpack__(stream=stream, **kwargs)
         return dlpack.to_dlpack(self.numpy(), self, stream=stream, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
+        if self._device is not None:
+            return (_device.DLPACK_CUDA, self._device.device_id)
         return (dlpack.DEVICE_CPU, 0)
 
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The interface CuPy, PyTorch and Numba read (device memory only: host tensors
+        raise ``AttributeError``, so ``hasattr`` tells them apart)."""
+        if self._device is None:
+            raise AttributeError("a host-memory NpuTensor has no __cuda_array_interface__")
+        return _device.cuda_array_interface(self._device, self._info.shape, self._info.data_type)
+
     def __repr__(self) -> str:
-        state = " closed" if self._bytes is None else ""
-        return f"<NpuTensor {self._info.describe()} {self._memory_type.name}{state}>"
+        state = " closed" if self.closed else ""
+        where = "" if self._device is None else f" on {self._device.device}"
+        return f"<NpuTensor {self._info.describe()} {self._memory_type.name}{where}{state}>"
 
     def _live_bytes(self) -> npt.NDArray[np.uint8]:
         if self._bytes is None:
+            if self._device is not None:
+                raise TensorError(
+                    f"tensor {self._info.name!r} is device memory ({self._device.device}): "
+                    "read it on the GPU (cupy.from_dlpack(tensor), torch.from_dlpack(tensor))"
+                )
             raise TensorError(f"tensor {self._info.name!r} is closed")
         return self._bytes
 
@@ -402,6 +482,23 @@ def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
             f"tensor {info.name!r}: an int ({buffer}) is only a buffer for DMA_FD, "
             f"not {memory_type.name}"
         )
+
+
+def _device_memory(info: NpuTensorInfo, buffer: Any, memory_type: MemoryType) -> DeviceMemory:
+    """``buffer``'s device memory checked for ``info`` (no copy)."""
+    if memory_type is MemoryType.USER_POINTER_NON_CMA:
+        raise MemoryTypeError(
+            f"tensor {info.name!r}: device memory is USER_POINTER_CMA (the device reads it "
+            "directly), not USER_POINTER_NON_CMA"
+        )
+    memory = _device.wrap_device(buffer, info.name)
+    if memory.readonly and info.direction is TensorDirection.OUTPUT:
+        raise TensorError(
+            f"tensor {info.name!r}: the device buffer is read-only, and an OUTPUT tensor is "
+            "written by the engine"
+        )
+    _check_size(info, memory.nbytes)
+    return memory
 
 
 def _host_bytes(info: NpuTensorInfo, buffer: Any) -> npt.NDArray[np.uint8]:

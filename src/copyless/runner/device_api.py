@@ -1,35 +1,37 @@
-"""The device-pointer API: keep a whole pipeline on the GPU.
+"""The device-pointer API of seed 003 as a thin facade over one :class:`Runner`.
 
 ::
 
-    with DeviceSession("model.onnx", device="cuda") as session:
-        buffers = session.get_device_buffers()        # the session's device tensors
-        my_preprocess_kernel(frame, buffers.d_input, stream=session.stream)
-        session.run_inference_device()                # on the session's buffers: zero-copy
-        my_postprocess_kernel(buffers.d_output)
+    with cl.DeviceSession("model.onnx", cuda_options={"stream": s.ptr}) as session:
+        buffers = session.get_device_buffers()       # the session's device tensors
+        my_preprocess_kernel(frame, buffers.d_input)  # queued on s
+        session.run_inference_device()               # on those buffers: zero-copy
+        my_postprocess_kernel(buffers.d_output)       # queued on s
 
-        session.run_inference_device(cupy_in, torch_out)  # any device producer: zero-copy
-        session.run_inference(host_in, host_out)          # the regular API: H2D, run, D2H
+        session.run_inference_device(cupy_in, torch_out)  # any device memory: zero-copy
+        session.run_inference(host_in, host_out)          # the regular API: host arrays
 
-Copies happen only in :meth:`DeviceSession.copy_input_to_gpu`,
-:meth:`DeviceSession.copy_output_to_cpu` and :meth:`DeviceSession.run_inference` (which is
-those two around a run). Tensors are in the compiled model's HW view (for a plain ONNX
-model: its own dtype and shape).
+Everything runs through ``Runner.execute`` on a runner with ``device="cuda"`` (or
+``"tensorrt"``; ``"cpu"`` runs the same calls on host memory, for code that must also run
+without a GPU). The session's buffers are ``Runner.allocate_npu_tensor`` tensors: device
+memory that CuPy and PyTorch import without a copy (``cupy.from_dlpack(buffers.inputs[0])``).
 
-Stream rule: the engine runs on :attr:`DeviceSession.stream`. A producer's writes are
-ordered before the engine reads them as follows: DLPack producers are asked to order them
-(``__dlpack__(stream=session.stream)``); a ``__cuda_array_interface__`` ``"stream"`` is
-waited on with an event; for ``int`` pointers, pass the producer's stream as ``stream=`` or
-write on ``session.stream`` (or synchronize). Every method returns when its work is done,
-so buffers handed out are complete and need no stream ordering by their consumers.
+Copies happen only in :meth:`DeviceSession.copy_input_to_gpu` (H2D),
+:meth:`DeviceSession.copy_output_to_cpu` (D2H) and :meth:`DeviceSession.run_inference`
+(host memory, copied in and out by ONNX Runtime inside the run). Tensors are in the compiled
+model's HW view (for a plain ONNX model: its own dtype and shape), whole batches.
+
+Ordering: see :mod:`copyless.backends.cuda`. With ``cuda_options={"stream": s}`` the engine
+runs on ``s``; otherwise work on the legacy default stream is ordered before it, and a
+producer on another stream is named by its ``__cuda_array_interface__`` (v3) or, for
+``int`` pointers, by ``stream=``. Every call returns when its results are complete.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,43 +39,50 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..backends._cuda_driver import CudaDriver
-from ..backends._cuda_options import parse_cuda_options
-from ..backends.cuda import CudaBackend, CudaEngine, check_available
-from ..memory.device import DeviceArray, as_device_array, device_pointer
+from ..memory import NpuTensor
+from ..memory import device as cuda_memory
 from ..model import CompiledModel, compile_to_memory, load_model
 from ..types import (
+    MemoryType,
     ModelLoadError,
     NpuTensorInfo,
     OptionError,
     RunnerClosedError,
+    StatusCode,
+    TensorDirection,
     TensorError,
-    UnsupportedError,
+    TensorType,
 )
-from .options import RunnerOptions
+from .factory import RunnerFactory
+from .runner import Runner
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["DeviceBuffers", "DeviceSession"]
+
+_DEVICES = ("cuda", "tensorrt", "cpu")
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceBuffers:
-    """The session's own device tensors. ``d_input``/``d_output`` are the first ones'
-    device pointers (the C API's names); ``inputs``/``outputs`` all of them, in model order."""
+    """The session's own tensors. ``d_input``/``d_output`` are the first ones' addresses (the
+    C API's names); ``inputs``/``outputs`` all of them, in model order."""
 
     d_input: int
     d_output: int
-    inputs: tuple[DeviceArray, ...]
-    outputs: tuple[DeviceArray, ...]
+    inputs: tuple[NpuTensor, ...]
+    outputs: tuple[NpuTensor, ...]
 
 
 class DeviceSession:
     """One model on one GPU with session-owned device buffers (see the module docstring).
 
     ``model``: an ``.onnx`` file (compiled in memory with ``compile_options``, e.g.
-    ``batch_size=32``), a compiled ``.rai``/directory, or a :class:`CompiledModel`.
-    ``stream``: a CUDA stream handle to run on (default: one the session creates).
-    Raises :class:`OptionError`, :class:`ModelLoadError` or :class:`UnsupportedError` (no
-    CUDA provider, driver or device: never a CPU fallback). Not thread-safe.
+    ``batch_size=4``), a compiled ``.rai``/directory, or a :class:`CompiledModel`.
+    ``options``: further runner options; ``cuda_options``: the backend's (``stream``,
+    ``device_id``, ``cuda_graph``...). Raises :class:`OptionError` (a
+    ``DeviceUnavailableError`` when this machine cannot run ``device``: never a CPU
+    fallback), :class:`ModelLoadError` or :class:`UnsupportedError`.
     """
 
     def __init__(
@@ -81,46 +90,45 @@ class DeviceSession:
         model: str | os.PathLike[str] | CompiledModel,
         device: str = "cuda",
         *,
-        device_id: int = 0,
-        stream: int | None = None,
+        options: Mapping[str, Any] | None = None,
         cuda_options: Mapping[str, Any] | None = None,
-        num_threads: int = 1,
         **compile_options: Any,
     ) -> None:
-        if device not in ("cuda", "tensorrt"):
-            raise OptionError(f"device must be 'cuda' or 'tensorrt', got {device!r}")
-        if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-            raise OptionError(f"num_threads must be an int >= 1, got {num_threads!r}")
-        extra = dict(cuda_options or {})
-        options = parse_cuda_options({**extra, "device_id": device_id, "stream": stream})
-        source = _check_source(model, compile_options)
-        check_available(device)
-        compiled = _load(source, compile_options)
-        partition = _single_partition(compiled)
-        self._backend = CudaBackend(RunnerOptions(device=device), options)
-        self._engine: CudaEngine | None = self._backend.load(partition, num_threads)
-        self._context = self._engine.new_context()
-        self._inputs = tuple(s.hw for s in compiled.inputs)
-        self._outputs = tuple(s.hw for s in compiled.outputs)
-        self._model = compiled
-        ins = tuple(DeviceArray.allocate(i.shape, i.data_type, device_id) for i in self._inputs)
-        outs = tuple(DeviceArray.allocate(i.shape, i.data_type, device_id) for i in self._outputs)
-        self._buffers = DeviceBuffers(ins[0].ptr, outs[0].ptr, ins, outs)
-        self._finalizer = weakref.finalize(self, _release, self._context, self._engine)
+        if device not in _DEVICES:
+            raise OptionError(f"device must be one of {list(_DEVICES)}, got {device!r}")
+        settings = {**(options or {}), "device": device}
+        if cuda_options is not None:
+            settings["cuda_options"] = cuda_options
+        compiled = _load(model, compile_options)
+        self._runner: Runner | None = RunnerFactory.from_compiled(compiled, settings)
+        runner = self._runner
+        self._inputs = tuple(runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW))
+        self._outputs = tuple(runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW))
+        ins = tuple(runner.allocate_npu_tensor(info) for info in self._inputs)
+        outs = tuple(runner.allocate_npu_tensor(info) for info in self._outputs)
+        self._buffers = DeviceBuffers(ins[0].address, outs[0].address, ins, outs)
+        self._device_id = runner.options.cuda_options.device_id
+        # Per (tensor name, device memory?): the last object wrapped, its stream, the tensor.
+        self._wrapped: dict[tuple[str, bool], tuple[Any, int | None, NpuTensor]] = {}
 
     # -- attributes ---------------------------------------------------------------------
     @property
-    def stream(self) -> int:
-        """The CUDA stream the engine runs on (write inputs on it to need no ordering)."""
-        return self._backend.stream
+    def runner(self) -> Runner:
+        """The runner every call goes through (raises once closed)."""
+        runner = self._runner
+        if runner is None:
+            raise RunnerClosedError("the DeviceSession is closed")
+        return runner
 
     @property
     def device(self) -> str:
-        return self._backend.device
+        return str(self.runner.get_property("device"))
 
     @property
-    def device_id(self) -> int:
-        return self._backend.device_id
+    def stream(self) -> int | None:
+        """The ``stream`` option: the CUDA stream every run is queued on, or None (each
+        execution slot has its own)."""
+        return self.runner.options.cuda_options.stream
 
     @property
     def input_infos(self) -> tuple[NpuTensorInfo, ...]:
@@ -131,77 +139,82 @@ class DeviceSession:
         return self._outputs
 
     @property
-    def model(self) -> CompiledModel:
-        return self._model
-
-    @property
     def closed(self) -> bool:
-        return self._engine is None
+        return self._runner is None
 
-    # -- the API ------------------------------------------------------------------------
+    # -- seed 003's calls ---------------------------------------------------------------
     def get_device_buffers(self) -> DeviceBuffers:
-        """The session's device tensors (no copy); they live as long as you hold them."""
+        """The session's tensors (no copy); they live as long as you hold them."""
         self._check_open()
         return self._buffers
 
     def copy_input_to_gpu(self, input_cpu: Any) -> None:
-        """Copy host array(s) into the session's input buffer(s) (H2D: a copy). Returns
-        when the copy is complete."""
+        """Copy host array(s) into the session's input buffer(s) (H2D: a copy); returns when
+        done. Raises :class:`TensorError` for an array of the wrong dtype or size."""
         self._check_open()
         arrays = _per_tensor(input_cpu, self._inputs, "input_cpu")
-        pairs = zip(arrays, self._inputs, strict=True)
-        checked = [host_array(a, info, writable=False) for a, info in pairs]
-        drv, stream = self._driver_on_stream()
+        checked = [host_array(a, i, writable=False) for a, i in zip(arrays, self._inputs, strict=True)]  # noqa: E501
         for array, buffer in zip(checked, self._buffers.inputs, strict=True):
-            drv.copy_htod(buffer.ptr, array.ctypes.data, array.nbytes, stream)
-        drv.synchronize(stream)
+            _copy(buffer, array, to_buffer=True)
 
     def copy_output_to_cpu(self, output_cpu: Any) -> None:
         """Copy the session's output buffer(s) into writable host array(s) (D2H: a copy)."""
         self._check_open()
         arrays = _per_tensor(output_cpu, self._outputs, "output_cpu")
-        pairs = zip(arrays, self._outputs, strict=True)
-        checked = [host_array(a, info, writable=True) for a, info in pairs]
-        drv, stream = self._driver_on_stream()
+        checked = [host_array(a, i, writable=True) for a, i in zip(arrays, self._outputs, strict=True)]  # noqa: E501
         for array, buffer in zip(checked, self._buffers.outputs, strict=True):
-            drv.copy_dtoh(array.ctypes.data, buffer.ptr, array.nbytes, stream)
-        drv.synchronize(stream)
+            _copy(buffer, array, to_buffer=False)
 
     def run_inference_device(
         self, d_input: Any = None, d_output: Any = None, *, stream: int | None = None
-    ) -> None:
+    ) -> StatusCode:
         """Run on device memory in place (zero-copy); ``None`` means the session's buffers.
 
-        Each argument is one tensor or a sequence (one per model tensor) of: ``int`` device
-        pointers, :class:`DeviceArray`, DLPack or ``__cuda_array_interface__`` producers
-        (CuPy, PyTorch). ``stream`` names the producer stream of ``int`` pointers. Returns
-        when the outputs are complete.
+        Each argument is one tensor or a sequence (one per model tensor) of device
+        NpuTensors, CuPy arrays, PyTorch CUDA tensors, ``__cuda_array_interface__`` or
+        DLPack producers, or ``int`` device pointers (``stream``: the stream that wrote
+        them). Returns ``Runner.execute``'s status: INVALID_INPUT / INVALID_OUTPUT (logged,
+        naming the tensor) for host memory or memory on another device.
         """
-        self._check_open()
-        ins = self._device_args(d_input, self._buffers.inputs, self._inputs, stream, False)
-        outs = self._device_args(d_output, self._buffers.outputs, self._outputs, stream, True)
-        context = self._context
-        for arrays, infos, output in ((ins, self._inputs, False), (outs, self._outputs, True)):
-            for array, info in zip(arrays, infos, strict=True):
-                context.bind_device(info.name, array.ptr, info.data_type, info.shape, output=output)
-                if array.stream is not None:
-                    context.order_after(array.stream)
-        context.run()  # the arrays (and the producers they hold) live until it returns
+        runner = self.runner
+        try:
+            ins = self._device_tensors(d_input, self._buffers.inputs, self._inputs, stream)
+        except TensorError as exc:
+            logger.error("run_inference_device: %s", exc)
+            return StatusCode.INVALID_INPUT
+        try:
+            outs = self._device_tensors(d_output, self._buffers.outputs, self._outputs, stream)
+        except TensorError as exc:
+            logger.error("run_inference_device: %s", exc)
+            return StatusCode.INVALID_OUTPUT
+        return runner.execute([ins], [outs])
 
-    def run_inference(self, input_cpu: Any, output_cpu: Any) -> None:
-        """The regular API: copy in, run on the session's buffers, copy out."""
-        self.copy_input_to_gpu(input_cpu)
-        self.run_inference_device()
-        self.copy_output_to_cpu(output_cpu)
+    def run_inference(self, input_cpu: Any, output_cpu: Any) -> StatusCode:
+        """The regular API: host arrays in and out (ONNX Runtime copies them inside the run).
+
+        Returns ``Runner.execute``'s status; bad arrays give INVALID_INPUT / INVALID_OUTPUT.
+        """
+        runner = self.runner
+        try:
+            ins = self._host_tensors(input_cpu, self._inputs, "input_cpu")
+        except TensorError as exc:
+            logger.error("run_inference: %s", exc)
+            return StatusCode.INVALID_INPUT
+        try:
+            outs = self._host_tensors(output_cpu, self._outputs, "output_cpu")
+        except TensorError as exc:
+            logger.error("run_inference: %s", exc)
+            return StatusCode.INVALID_OUTPUT
+        return runner.execute([ins], [outs])
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
-        """Release the engine and the session's buffers (idempotent). Buffers you still
-        hold stay valid (they own their memory); other calls then raise."""
-        if self._engine is None:
-            return
-        self._engine = None
-        self._finalizer()
+        """Close the runner (idempotent). Buffers you still hold stay valid: they own their
+        memory. Other calls then raise :class:`RunnerClosedError`."""
+        runner, self._runner = self._runner, None
+        self._wrapped.clear()
+        if runner is not None:
+            runner.close()
 
     def __enter__(self) -> DeviceSession:
         return self
@@ -210,73 +223,91 @@ class DeviceSession:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else "open"
-        return f"<DeviceSession {self._model.name!r} on {self.device}:{self.device_id} {state}>"
+        state = "closed" if self._runner is None else f"on {self.device}"
+        return f"<DeviceSession {[i.name for i in self._inputs]} {state}>"
 
     # -- helpers ------------------------------------------------------------------------
     def _check_open(self) -> None:
-        if self._engine is None:
-            raise RunnerClosedError("the DeviceSession is closed")
+        self.runner  # noqa: B018 - raises RunnerClosedError once closed
 
-    def _driver_on_stream(self) -> tuple[CudaDriver, int]:
-        drv = self._backend.driver
-        drv.use(self.device_id)
-        return drv, self.stream
-
-    def _device_args(
+    def _device_tensors(
         self,
         arg: Any,
-        own: tuple[DeviceArray, ...],
+        own: tuple[NpuTensor, ...],
         infos: tuple[NpuTensorInfo, ...],
         stream: int | None,
-        writable: bool,
-    ) -> list[DeviceArray]:
+    ) -> list[NpuTensor]:
         if arg is None:
             return list(own)
-        items = _per_tensor(arg, infos, "d_output" if writable else "d_input")
-        return [
-            device_argument(
-                item,
-                info,
-                session_stream=self.stream,
-                producer_stream=stream,
-                device_id=self.device_id,
-                writable=writable,
+        what = "d_input" if infos is self._inputs else "d_output"
+        items = _per_tensor(arg, infos, what)
+        pairs = zip(items, infos, strict=True)
+        return [self._device_tensor(item, info, stream) for item, info in pairs]
+
+    def _device_tensor(self, item: Any, info: NpuTensorInfo, stream: int | None) -> NpuTensor:
+        """``item`` as a device NpuTensor; the last one wrapped per tensor is reused, so a
+        loop over the same buffers keeps the runner's cached binding (and its fast path)."""
+        if isinstance(item, NpuTensor):
+            return item
+        cached = self._cached(info, item, stream, device=True)
+        if cached is not None:
+            return cached
+        if isinstance(item, (bool, np.ndarray)) or not (
+            isinstance(item, int) or cuda_memory.is_device_producer(item)
+        ):
+            raise TensorError(
+                f"{info.direction.name.lower()} tensor {info.name!r}: {type(item).__name__} is "
+                "not device memory (use run_inference or copy_input_to_gpu for host arrays)"
             )
-            for item, info in zip(items, infos, strict=True)
-        ]
+        producer = self._pointer(item, info, stream) if isinstance(item, int) else item
+        tensor = NpuTensor(info, producer, MemoryType.USER_POINTER_CMA)
+        self._wrapped[info.name, True] = (item, stream, tensor)
+        return tensor
 
+    def _cached(
+        self, info: NpuTensorInfo, item: Any, stream: int | None, *, device: bool
+    ) -> NpuTensor | None:
+        """The tensor wrapped last time for ``info`` if ``item`` is the same object (the same
+        pointer and stream for an int): a loop over the same buffers then keeps the
+        runner's cached plan and binding (and its fast path). Holds ``item`` until then."""
+        cached = self._wrapped.get((info.name, device))
+        if cached is None or cached[1] != stream:
+            return None
+        same = cached[0] == item if isinstance(item, int) else cached[0] is item
+        return cached[2] if same else None
 
-def device_argument(
-    obj: Any,
-    info: NpuTensorInfo,
-    *,
-    session_stream: int,
-    producer_stream: int | None,
-    device_id: int,
-    writable: bool,
-) -> DeviceArray:
-    """One ``run_inference_device`` argument as a checked :class:`DeviceArray` (no copy).
+    def _pointer(self, ptr: int, info: NpuTensorInfo, stream: int | None) -> Any:
+        """An ``int`` device pointer, trusted to hold ``info.size_in_bytes``."""
+        owner = cuda_memory.pointer_device(ptr) if ptr > 0 else None
+        if owner is None:
+            raise TensorError(
+                f"{info.direction.name.lower()} tensor {info.name!r}: {ptr:#x} is not device "
+                f"memory (the session runs on cuda:{self._device_id})"
+            )
+        return cuda_memory.DeviceMemory(ptr, info.size_in_bytes, owner, None, stream)
 
-    ``int`` pointers take ``producer_stream``; DLPack producers are asked to order their
-    writes before ``session_stream``; ``__cuda_array_interface__`` streams are kept.
-    """
-    if isinstance(obj, int) and not isinstance(obj, bool):
-        return device_pointer(obj, info, device_id=device_id, stream=producer_stream)
-    array = as_device_array(obj, stream=session_stream, device_id=device_id)
-    array.check(info, writable=writable)
-    if array.device_id != device_id:
-        raise TensorError(
-            f"tensor {info.name!r}: memory on cuda:{array.device_id}, session on cuda:{device_id}"
-        )
-    return array
+    def _host_tensors(
+        self, arg: Any, infos: tuple[NpuTensorInfo, ...], what: str
+    ) -> list[NpuTensor]:
+        arrays = _per_tensor(arg, infos, what)
+        writable = infos is self._outputs
+        tensors = []
+        for array, info in zip(arrays, infos, strict=True):
+            tensor = self._cached(info, array, None, device=False)
+            if tensor is None:
+                checked = host_array(array, info, writable=writable).reshape(info.shape)
+                tensor = NpuTensor(info, checked, MemoryType.USER_POINTER_CMA)
+                self._wrapped[info.name, False] = (array, None, tensor)
+            tensors.append(tensor)
+        return tensors
 
 
 def host_array(obj: Any, info: NpuTensorInfo, *, writable: bool) -> npt.NDArray[Any]:
     """``obj`` checked as host memory for ``info``: a C-contiguous numpy array of its dtype
     and size (any shape), writable for outputs. Raises :class:`TensorError`."""
     if not isinstance(obj, np.ndarray):
-        hint = " (device memory: use run_inference_device)" if _is_device(obj) else ""
+        device = cuda_memory.is_device_producer(obj)
+        hint = " (device memory: use run_inference_device)" if device else ""
         raise TensorError(
             f"tensor {info.name!r}: expected a numpy array, got {type(obj).__name__}{hint}"
         )
@@ -292,62 +323,42 @@ def host_array(obj: Any, info: NpuTensorInfo, *, writable: bool) -> npt.NDArray[
     return obj
 
 
-def _is_device(obj: Any) -> bool:
-    return hasattr(obj, "__cuda_array_interface__") or isinstance(obj, DeviceArray)
+def _copy(buffer: NpuTensor, host: npt.NDArray[Any], *, to_buffer: bool) -> None:
+    memory = buffer.device_memory
+    if memory is None:  # a CPU session's buffers are host memory
+        view = buffer.numpy().reshape(-1).view(np.uint8)
+        flat = host.reshape(-1).view(np.uint8)
+        np.copyto(view if to_buffer else flat, flat if to_buffer else view)
+    elif to_buffer:
+        cuda_memory.copy_to_device(memory, host)
+    else:
+        cuda_memory.copy_to_host(host, memory)
 
 
-def _per_tensor(arg: Any, infos: tuple[NpuTensorInfo, ...], what: str) -> list[Any]:
+def _per_tensor(arg: Any, infos: tuple[NpuTensorInfo, ...], what: str) -> Sequence[Any]:
     """One item per model tensor: a lone item for a single-tensor side, else a sequence."""
     if isinstance(arg, (list, tuple)):
         if len(arg) != len(infos):
             raise TensorError(f"{what}: {len(arg)} item(s) for {len(infos)} tensor(s)")
-        return list(arg)
+        return arg
     if len(infos) != 1:
         raise TensorError(f"{what}: the model has {len(infos)} tensors: pass a list of them")
     return [arg]
 
 
-def _check_source(model: Any, compile_options: dict[str, Any]) -> Path | CompiledModel:
+def _load(model: Any, compile_options: dict[str, Any]) -> CompiledModel:
     if isinstance(model, CompiledModel):
         if compile_options:
             raise OptionError(f"compile options {sorted(compile_options)} need an .onnx model")
         return model
     if not isinstance(model, (str, os.PathLike)):
-        raise ModelLoadError(f"model must be a path or a CompiledModel, got {type(model).__name__}")
+        kind = type(model).__name__
+        raise ModelLoadError(f"model must be a path or a CompiledModel, got {kind}")
     path = Path(model)
     if not path.exists():
         raise ModelLoadError(f"{path}: no such file or directory")
-    if compile_options and path.suffix != ".onnx":
+    if path.suffix == ".onnx":
+        return compile_to_memory(path, **compile_options)
+    if compile_options:
         raise OptionError(f"compile options {sorted(compile_options)} need an .onnx model")
-    return path
-
-
-def _load(source: Path | CompiledModel, compile_options: dict[str, Any]) -> CompiledModel:
-    if isinstance(source, CompiledModel):
-        return source
-    if source.suffix == ".onnx":
-        return compile_to_memory(source, **compile_options)
-    return load_model(source)
-
-
-def _single_partition(model: CompiledModel) -> Any:
-    if len(model.partitions) != 1:
-        raise UnsupportedError(
-            f"{model.name}: {len(model.partitions)} partitions; the device API runs "
-            "single-partition models (use RunnerFactory for split models)"
-        )
-    dynamic = [s.name for s in model.outputs if s.dynamic]
-    if dynamic:
-        raise UnsupportedError(
-            f"{model.name}: outputs {dynamic} have data-dependent shapes; device buffers "
-            "need fixed shapes (use RunnerFactory)"
-        )
-    return model.partitions[0]
-
-
-def _release(context: Any, engine: CudaEngine) -> None:
-    context.close()
-    engine.close()
-
-
-__all__ = ["DeviceBuffers", "DeviceSession", "device_argument", "host_array"]
+    return load_model(path)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import os
 from collections.abc import Mapping
@@ -61,6 +60,7 @@ class RunnerFactory:
         cache = EngineCache(cache_path) if cache_path is not None else None
         backend = _backend_for(runner_type, parsed, cache)
         cpu_backend: Backend = OrtCpuBackend(parsed.engine_spinning, cache)
+        _check_capabilities(model, backend)
         threads = parsed.engine_threads()
 
         def load(num_threads: int) -> list[Engine]:
@@ -80,7 +80,7 @@ class RunnerFactory:
         # would each take every core. Async jobs get sessions sized cores / concurrent runs.
         async_threads = parsed.async_engine_threads()
         async_loader = None
-        if isinstance(backend, OrtCpuBackend) and async_threads != threads:
+        if backend.capabilities.threads_per_engine and async_threads != threads:
             async_loader = functools.partial(load, async_threads)
         logger.debug(
             "runner for %r on %s/%s: %d partition(s), %d engine thread(s)",
@@ -103,8 +103,17 @@ class RunnerFactory:
 def _backend_for(
     runner_type: RunnerType, options: RunnerOptions, cache: EngineCache | None
 ) -> Backend:
+    """The backend ``runner_type`` and the ``device`` option name. The optional ones are
+    imported here, on first use: each raises UnsupportedError (with the install hint, or
+    what this machine lacks) rather than falling back to the CPU. ``cache``: the engine
+    cache (``cache_path``) for the backends that keep one (the CUDA backend takes none yet:
+    ``create_session(..., cache=cache)`` would keep its optimized graphs, and
+    ``cache.folder(partition, f"tensorrt-{version}")`` is the folder for TensorRT's
+    ``trt_engine_cache_path``; see backends/_cache.py)."""
     if runner_type is RunnerType.OPENVINO:
-        return _optional_backend("openvino", "OpenVinoBackend", options, cache)
+        from ..backends.openvino import OpenVinoBackend
+
+        return OpenVinoBackend(options, cache)
     if options.device == "cpu":
         return OrtCpuBackend(options.engine_spinning, cache)
     if options.device not in ("cuda", "tensorrt"):
@@ -112,22 +121,18 @@ def _backend_for(
             f"option 'device': {options.device!r} is an OpenVINO device; use "
             "runner_type=RunnerType.OPENVINO, or device 'cpu', 'cuda' or 'tensorrt'"
         )
-    return _optional_backend("cuda", "CudaBackend", options)
+    from ..backends.cuda import CudaBackend
+
+    return CudaBackend(options)
 
 
-def _optional_backend(
-    module: str, cls: str, options: RunnerOptions, cache: EngineCache | None = None
-) -> Backend:
-    try:
-        mod = importlib.import_module(f"copyless.backends.{module}")
-    except ModuleNotFoundError as exc:
-        raise UnsupportedError(f"the {module} backend is not available: {exc}") from exc
-    if module == "openvino":
-        backend: Backend = getattr(mod, cls)(options, cache)
-        return backend
-    # The CUDA backend takes no engine cache yet: create_session(..., cache=cache) keeps its
-    # optimized graphs, and cache.folder(partition, f"tensorrt-{version}") is the folder for
-    # TensorRT's trt_engine_cache_path (see backends/_cache.py).
-    backend = getattr(mod, cls)(options)
-    return backend
+def _check_capabilities(model: CompiledModel, backend: Backend) -> None:
+    """Refuse, before loading anything, a model the backend's declaration cannot run."""
+    dynamic = [s.name for s in model.outputs if s.dynamic]
+    if dynamic and not backend.capabilities.engine_outputs:
+        raise UnsupportedError(
+            f"{model.name}: outputs {dynamic} have data-dependent shapes, which "
+            f"{backend.name}/{backend.device} cannot allocate with these options "
+            "(cuda_graph needs fixed shapes)"
+        )
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ..backends.cuda_options import CudaOptions, parse_cuda_options
 from ..model._config import read_config
 from ..types import OptionError
 
@@ -23,6 +24,7 @@ _DEVICES = ("cpu", "cuda", "tensorrt")
 _OPENVINO_DEVICE = re.compile(r"(CPU|GPU|NPU|AUTO|HETERO|MULTI|BATCH)(\.\d+)?(:[A-Z0-9.,:]+)?")
 _HINTS = ("LATENCY", "THROUGHPUT", "AUTO")
 _PRECISIONS = ("model", "engine", "f32", "bf16", "f16")
+_CUDA_DEFAULTS = CudaOptions()  # frozen: one shared default
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,7 @@ class RunnerOptions:
     engine_spinning: bool = False
     inference_precision: str = "model"
     warm_up: bool = False
+    cuda_options: CudaOptions = _CUDA_DEFAULTS
 
     def engine_threads(self) -> int:
         """Engine threads of a synchronous run: explicit, or every core."""
@@ -165,6 +168,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "engine_spinning": _bool,
     "inference_precision": _choice(_PRECISIONS),
     "warm_up": _bool,
+    "cuda_options": lambda _key, value: parse_cuda_options(value),
 }
 
 KNOWN_OPTIONS = tuple(f.name for f in fields(RunnerOptions))

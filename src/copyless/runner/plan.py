@@ -10,6 +10,10 @@ A :class:`CallPlan` says for each model tensor where its bytes are for this call
 * ``DYNAMIC``: an output whose shape depends on the data: the engine allocates it and the
   result is copied into the bound tensor.
 
+Each tensor's memory must be on a device the runner's engines bind (``memory``: ``"cpu"``,
+``"cuda:0"``...); device memory is bound only DIRECT (no conversion on the host), and the
+producer streams device tensors carry are listed in ``CallPlan.waits``.
+
 Plans are cached by the identity of the tensors (VART-ML's NpuTensor caching): a loop that
 reuses its tensors validates them once. A plan refers to its tensors weakly: a cached plan
 never keeps a released tensor (its memory, its fd) alive; the call that uses a plan holds
@@ -103,6 +107,7 @@ class CallPlan:
     staged_outputs: tuple[Bind, ...]  # outputs needing a conversion, scatter or copy
     synced_refs: Refs  # tensors whose sync_buffer() does real work
     refs: Refs  # every tensor of the call
+    waits: tuple[int, ...] = ()  # producer CUDA streams the engines must wait for
 
     @property
     def synced(self) -> tuple[NpuTensor, ...]:
@@ -128,8 +133,10 @@ def build_plan(
     batch_size: int,
     inputs: Any,
     outputs: Any,
+    memory: tuple[str, ...] = ("cpu",),
 ) -> CallPlan:
-    """Validate ``inputs``/``outputs`` ([batch][tensor] lists). Raises :class:`PlanError`."""
+    """Validate ``inputs``/``outputs`` ([batch][tensor] lists) for a runner whose engines
+    bind memory on the devices ``memory`` names. Raises :class:`PlanError`."""
     in_frames = _frames(inputs, len(in_specs), batch_size, StatusCode.INVALID_INPUT, "inputs")
     out_frames = _frames(outputs, len(out_specs), batch_size, StatusCode.INVALID_OUTPUT, "outputs")
     if len(in_frames) != len(out_frames):
@@ -139,11 +146,11 @@ def build_plan(
         )
     frames = len(in_frames)
     in_binds = tuple(
-        _bind(spec, [row[i] for row in in_frames], StatusCode.INVALID_INPUT, batch_size)
+        _placed(spec, [row[i] for row in in_frames], StatusCode.INVALID_INPUT, batch_size, memory)
         for i, spec in enumerate(in_specs)
     )
     out_binds = tuple(
-        _bind(spec, [row[i] for row in out_frames], StatusCode.INVALID_OUTPUT, batch_size)
+        _placed(spec, [row[i] for row in out_frames], StatusCode.INVALID_OUTPUT, batch_size, memory)
         for i, spec in enumerate(out_specs)
     )
     converted = sum(
@@ -167,6 +174,7 @@ def build_plan(
             ]
         ),
         _refs([t for b in in_binds + out_binds for t in b.tensors]),
+        _producer_streams(in_binds),
     )
 
 
@@ -191,6 +199,42 @@ def _frames(
                 raise PlanError(status, f"{what}[{b}][{t}] {tensor.info.describe()} is closed")
         frames.append(list(row))
     return frames
+
+
+def _placed(
+    spec: TensorSpec,
+    tensors: list[NpuTensor],
+    status: StatusCode,
+    batch_size: int,
+    memory: tuple[str, ...],
+) -> Bind:
+    """:func:`_bind`, after checking each tensor's device; device memory binds DIRECT only."""
+    for tensor in tensors:
+        if tensor.device not in memory:
+            raise PlanError(
+                status,
+                f"tensor {spec.name!r}: memory on {tensor.device}, but this runner binds "
+                f"memory on {', '.join(memory)} only",
+            )
+    bind = _bind(spec, tensors, status, batch_size)
+    if bind.kind != DIRECT and any(t.device_memory is not None for t in tensors):
+        why = {
+            CONVERT: "a CPU-view tensor is converted on the host: use the HW view",
+            GATHER: "its frames are not one contiguous batch",
+            DYNAMIC: "a data-dependent output is copied on the host: pass host memory",
+        }[bind.kind]
+        raise PlanError(status, f"tensor {spec.name!r} on {tensors[0].device}: {why}")
+    return bind
+
+
+def _producer_streams(binds: tuple[Bind, ...]) -> tuple[int, ...]:
+    streams: dict[int, None] = {}
+    for bind in binds:
+        for tensor in bind.tensors:
+            memory = tensor.device_memory
+            if memory is not None and memory.stream is not None:
+                streams[memory.stream] = None
+    return tuple(streams)
 
 
 def _bind(spec: TensorSpec, tensors: list[NpuTensor], status: StatusCode, batch_size: int) -> Bind:

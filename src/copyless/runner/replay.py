@@ -61,7 +61,7 @@ class Replays:
                 tensors,
                 (len(inputs), len(inputs[0])),
                 (len(outputs), len(outputs[0])),
-                tuple(_call_target(context) for context in slot.contexts),
+                slot.call_targets(),
                 (plan.in_ranges, plan.out_ranges),
             )
         except Exception as exc:  # noqa: BLE001
@@ -84,12 +84,3 @@ class Replays:
         self.path.reset()
         return not self.path.busy
 
-
-def _call_target(context: Any) -> tuple[Any, tuple[Any, ...]]:
-    """What the fast path calls to run one partition: the backend's own raw call if it has
-    one (no Python frame in between), else the context's ``run``."""
-    target = getattr(context, "call_target", None)
-    if target is not None:
-        pair: tuple[Any, tuple[Any, ...]] = target()
-        return pair
-    return (context.run, ())

@@ -19,8 +19,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..backends._cache import EngineCache
-from ..backends.base import Backend, Engine
+from ..backends.base import HOST, Backend, Engine, common_memory
 from ..memory import HostMemory, NpuTensor
+from ..memory import device as cuda_memory
 from ..model import CompiledModel, TensorSpec
 from ..types import (
     JobHandle,
@@ -75,6 +76,8 @@ class Runner:
         self._backend = backend
         self._engine_cache = engine_cache
         self._engines = list(engines)  # every engine, closed at shutdown
+        # The devices whose memory every engine binds in place (declared by the backends).
+        self._memory = common_memory([engine.capabilities for engine in engines])
         self._sync_engines = list(engines)
         # Async jobs run on engines of their own when the backend's threads are per run
         # (onnxruntime): cores / max_concurrent_runs threads each, loaded by warm_up() (or
@@ -179,6 +182,7 @@ class Runner:
             "trace_events": self._trace.count,
             "engines_loaded": len(self._engines),
             "engine_cache": None if self._engine_cache is None else self._engine_cache.describe(),
+            "memory": self._memory,
         }
         if key in props:
             return props[key]
@@ -192,7 +196,10 @@ class Runner:
 
     # -- allocation ---------------------------------------------------------------------
     def allocate_npu_tensor(self, info: NpuTensorInfo, memory_bank: int | None = None) -> NpuTensor:
-        """A runner-allocated (XRT_BO) tensor over fd-backed memory, exportable as an fd.
+        """A runner-allocated (XRT_BO) tensor over fd-backed memory, exportable as an fd;
+        for a HW view on a runner whose engines read device memory (``device="cuda"``),
+        device memory instead, which CuPy and PyTorch import without a copy
+        (``from_dlpack``). CPU views stay in host memory: the runner converts them there.
 
         The memory is released when the last reference to the tensor (and its views) goes.
         ``memory_bank`` (VART-ML's bank index) must be None or 0: host memory has one bank.
@@ -206,6 +213,10 @@ class Runner:
             raise TensorError(
                 f"memory_bank must be None or 0 (host memory has one bank), got {memory_bank!r}"
             )
+        gpu = next((device for device in self._memory if device != HOST), None)
+        if gpu is not None and info.tensor_type is TensorType.HW:
+            device_memory = cuda_memory.allocate_on(gpu, info.size_in_bytes)
+            return NpuTensor._wrap_device(info, device_memory)
         memory = HostMemory.shared(info.size_in_bytes, f"copyless:{info.name}", warn_on_leak=False)
         return NpuTensor._wrap_memory(info, memory, MemoryType.XRT_BO)
 
@@ -425,7 +436,12 @@ class Runner:
                     del self._plans[key]
         try:
             plan = build_plan(
-                self._model.inputs, self._model.outputs, self._model.batch_size, inputs, outputs
+                self._model.inputs,
+                self._model.outputs,
+                self._model.batch_size,
+                inputs,
+                outputs,
+                self._memory,
             )
         except PlanError:
             raise

@@ -28,6 +28,7 @@ class Slot:
     def __init__(self, model: CompiledModel, engines: Sequence[Engine]) -> None:
         self._model = model
         self._contexts: list[EngineContext] = [engine.new_context() for engine in engines]
+        self._capabilities = [engine.capabilities for engine in engines]
         self._partitions = model.partitions
         self._staging: dict[tuple[str, TensorType], npt.NDArray[Any]] = {}
         self._locations: dict[str, Location] = {}
@@ -47,6 +48,15 @@ class Slot:
     @property
     def contexts(self) -> list[EngineContext]:
         return self._contexts
+
+    def call_targets(self) -> tuple[tuple[Any, tuple[Any, ...]], ...]:
+        """What the C fast path calls per partition: the engine's own entry point where its
+        capabilities declare a raw call, else the context's ``run``."""
+        return tuple(
+            context.call_target() if caps.raw_call else (context.run, ())
+            for context, caps in zip(self._contexts, self._capabilities, strict=True)
+        )
+
 
     def run(self, plan: CallPlan, trace: Trace, job_id: int) -> None:
         """Bind (only when the plan changed), convert in, run every partition, convert out.
@@ -88,7 +98,11 @@ class Slot:
         for bind in plan.outputs:
             if bind.kind != DYNAMIC:
                 locations[bind.spec.name] = self._location(bind)
-        for context, partition in zip(self._contexts, self._partitions, strict=True):
+        for context, partition, caps in zip(
+            self._contexts, self._partitions, self._capabilities, strict=True
+        ):
+            if caps.stream:  # runs wait for the streams that produce the bound memory
+                context.order_after(plan.waits)
             for name in partition.inputs:
                 context.bind_input(name, *locations[name])
             for name in partition.outputs:

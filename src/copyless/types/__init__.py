@@ -12,6 +12,7 @@ from .enums import (
 )
 from .errors import (
     CopylessError,
+    DeviceUnavailableError,
     LayoutError,
     MemoryTypeError,
     ModelLoadError,
@@ -27,6 +28,7 @@ from .info import JobHandle, NpuTensorInfo, QuantParameters
 __all__ = [
     "CopylessError",
     "DataType",
+    "DeviceUnavailableError",
     "JobHandle",
     "LayoutError",
     "MemoryLayout",

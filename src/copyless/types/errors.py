@@ -10,6 +10,7 @@
      +-- TensorError (ValueError)    a tensor or info that cannot be built (size, buffer, fd)
      +-- UnknownTensorError (KeyError)  no tensor of that name
      +-- UnsupportedError            the operation exists but not for this model/backend
+     |    +-- DeviceUnavailableError (also an OptionError)  device="cuda" cannot run here
      +-- RunnerClosedError           use of a runner after close()
      +-- OutOfMemoryError (MemoryError)  an allocation failed; carries the numbers
 """
@@ -50,6 +51,12 @@ class UnknownTensorError(CopylessError, KeyError):
 
 class UnsupportedError(CopylessError):
     """A model, layout, dtype or backend feature that copyless cannot handle here."""
+
+
+class DeviceUnavailableError(OptionError, UnsupportedError):
+    """The ``device`` option names a device this machine cannot run (no NVIDIA driver, no
+    GPU, no CUDA provider in onnxruntime, missing CUDA libraries). The message is one line
+    saying what is missing; catch it as :class:`OptionError` or :class:`UnsupportedError`."""
 
 
 class RunnerClosedError(CopylessError):

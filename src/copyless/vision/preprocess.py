@@ -68,6 +68,17 @@ def classify_preprocess(
     fmt = _format(dst, colour_format)
     view = image_view(dst, fmt, crop, crop, batch_index)
     height, width = src.shape[:2]
+    box, rect = classify_geometry(width, height, resize_short, crop)
+    _kernels.resample(src, view, box, rect, 0.0, fmt.bgr)
+
+
+Box = tuple[float, float, float, float]
+Rect = tuple[int, int, int, int]
+
+
+def classify_geometry(width: int, height: int, resize_short: int, crop: int) -> tuple[Box, Rect]:
+    """The source box and destination rect of :func:`classify_preprocess` for an image of
+    ``width`` x ``height`` (shared with the GPU path, :mod:`copyless.vision.gpu`)."""
     if width <= height:
         new_w, new_h = resize_short, int(resize_short * height / width)
     else:
@@ -75,8 +86,16 @@ def classify_preprocess(
     left = round((new_w - crop) / 2.0)
     top = round((new_h - crop) / 2.0)
     sx, sy = width / new_w, height / new_h
-    box = (left * sx, top * sy, (left + crop) * sx, (top + crop) * sy)
-    _kernels.resample(src, view, box, (0, 0, crop, crop), 0.0, fmt.bgr)
+    return (left * sx, top * sy, (left + crop) * sx, (top + crop) * sy), (0, 0, crop, crop)
+
+
+def letterbox_geometry(width: int, height: int, size: int) -> tuple[Letterbox, Rect]:
+    """Where :func:`letterbox` puts a ``width`` x ``height`` image on its ``size`` canvas."""
+    scale = size / max(height, width)
+    new_w = min(size, max(1, round(width * scale)))
+    new_h = min(size, max(1, round(height * scale)))
+    pad_x, pad_y = (size - new_w) // 2, (size - new_h) // 2
+    return Letterbox(scale, pad_x, pad_y, width, height, size), (pad_x, pad_y, new_w, new_h)
 
 
 def letterbox(
@@ -100,15 +119,10 @@ def letterbox(
     fmt = _format(dst, colour_format)
     view = image_view(dst, fmt, size, size, batch_index)
     height, width = src.shape[:2]
-    scale = size / max(height, width)
-    new_w = min(size, max(1, round(width * scale)))
-    new_h = min(size, max(1, round(height * scale)))
-    pad_x, pad_y = (size - new_w) // 2, (size - new_h) // 2
-    _kernels.resample(
-        src, view, (0.0, 0.0, float(width), float(height)), (pad_x, pad_y, new_w, new_h),
-        float(fill), fmt.bgr,
-    )
-    return Letterbox(scale, pad_x, pad_y, width, height, size)
+    placement, rect = letterbox_geometry(width, height, size)
+    box = (0.0, 0.0, float(width), float(height))
+    _kernels.resample(src, view, box, rect, float(fill), fmt.bgr)
+    return placement
 
 
 def _format(dst: Destination, colour_format: ColourFormat | None) -> ColourFormat:
