@@ -172,7 +172,7 @@ def test_profiling_writes_a_chrome_trace(tiny_rgbx, make_runner, tmp_path) -> No
 def test_profiling_trace_is_streamed_not_held(tiny_rgbx, make_runner, tmp_path) -> None:
     """A long profiled run holds at most FLUSH_EVENTS events in memory: the rest are in the
     file already, before close (regression: every event was kept until close)."""
-    from copyless.runner.trace import FLUSH_EVENTS
+    from copyless.runner._trace import FLUSH_EVENTS
 
     path = tmp_path / "long.json"
     runner = make_runner(tiny_rgbx[1], ai_analyzer_profiling=True, profile_path=str(path))

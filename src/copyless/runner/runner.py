@@ -38,14 +38,14 @@ from ..types import (
     UnknownTensorError,
 )
 from ..types._readonly import ReadOnly
+from ._jobs import Callback, Job, JobTable
 from ._log import RunnerLog
+from ._trace import Trace
 from ._warmup import first_runs, start_workers
-from .jobs import Callback, Job, JobTable
 from .options import RunnerOptions
 from .plan import CallPlan, PlanError, build_plan
 from .replay import Replays
 from .slot import DynamicOutputTooSmall, Slot
-from .trace import Trace
 
 logger = logging.getLogger(__name__)
 
