@@ -26,9 +26,13 @@ _NO_TRACE = Trace(False, None)
 
 
 def first_runs(
-    model: CompiledModel, slots: Sequence[Slot], allocate: Callable[[NpuTensorInfo], NpuTensor]
+    model: CompiledModel,
+    slots: Sequence[Slot],
+    allocate: Callable[[NpuTensorInfo], NpuTensor],
+    memory: tuple[str, ...],
 ) -> int:
-    """Run each slot once on zeros in runner-allocated buffers; returns the runs done.
+    """Run each slot once on zeros in runner-allocated buffers (on the devices ``memory``
+    names, as the runner binds them); returns the runs done.
 
     Skipped (0) for a model whose outputs depend on the data (their buffers have no fixed
     size) and where an engine refuses zeros (logged at DEBUG: warming up is best effort).
@@ -36,9 +40,15 @@ def first_runs(
     specs = (*model.inputs, *model.outputs)
     if any(spec.dynamic or -1 in spec.hw.shape for spec in specs):
         return 0
-    inputs = [[allocate(spec.hw) for spec in model.inputs]]
-    outputs = [[allocate(spec.hw) for spec in model.outputs]]
-    plan = build_plan(model.inputs, model.outputs, model.batch_size, inputs, outputs)
+    try:
+        inputs = [[allocate(spec.hw) for spec in model.inputs]]
+        outputs = [[allocate(spec.hw) for spec in model.outputs]]
+        plan = build_plan(
+            model.inputs, model.outputs, model.batch_size, inputs, outputs, memory
+        )
+    except Exception as exc:  # noqa: BLE001 - warming up is best effort
+        logger.debug("no warm-up runs (the first jobs will pay instead): %s", exc)
+        return 0
     done = 0
     for slot in slots:
         try:

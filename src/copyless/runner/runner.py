@@ -487,7 +487,9 @@ class Runner:
         slots = [(self._acquire_slot(run_async), run_async) for _ in range(count)]
         slots.append((self._acquire_slot(False), False))
         try:
-            first_runs(self._model, [slot for slot, _ in slots], self.allocate_npu_tensor)
+            first_runs(
+                self._model, [slot for slot, _ in slots], self.allocate_npu_tensor, self._memory
+            )
         finally:
             for slot, is_async in slots:
                 (self._free_async_slots if is_async else self._free_slots).append(slot)
