@@ -52,3 +52,29 @@ def tensors(runner: Runner, view: cl.TensorType) -> tuple[cl.NpuTensor, cl.NpuTe
     (in_info,) = runner.get_tensors_info(cl.TensorDirection.INPUT, view)
     (out_info,) = runner.get_tensors_info(cl.TensorDirection.OUTPUT, view)
     return runner.allocate_npu_tensor(in_info), runner.allocate_npu_tensor(out_info)
+
+
+def nonzero_net(batch: int | str = 3, declared: list[int | str] | None = None) -> onnx.ModelProto:
+    """x [batch, 4] float -> ``nz`` = NonZero(x) int64 [2, k] (k depends on the data; the
+    graph declares ``declared``) and ``r`` = Relu(x) [batch, 4], a fixed output beside it."""
+    graph = oh.make_graph(
+        [oh.make_node("NonZero", ["x"], ["nz"]), oh.make_node("Relu", ["x"], ["r"])],
+        "nonzero",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [batch, 4])],
+        [
+            oh.make_tensor_value_info("nz", onnx.TensorProto.INT64, declared),
+            oh.make_tensor_value_info("r", onnx.TensorProto.FLOAT, [batch, 4]),
+        ],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
+
+
+def with_nonzeros(x: np.ndarray, count: int, seed: int) -> np.ndarray:
+    """Put ``count`` ones at random places of ``x`` (zeros elsewhere), in place; returns
+    NonZero's result for it, ``np.stack(np.nonzero(x))``."""
+    flat = np.zeros(x.size, x.dtype)
+    flat[np.random.default_rng(seed).choice(x.size, count, replace=False)] = 1
+    x[...] = flat.reshape(x.shape)
+    return np.stack(np.nonzero(x))

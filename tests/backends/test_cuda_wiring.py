@@ -111,7 +111,8 @@ def test_each_slot_gets_a_session_on_a_stream_of_its_own(fake_gpu, compiled) -> 
     for actual, expected in results:
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
     assert len(set(own)) == len(own) >= 3  # no two slots share a stream
-    assert streams[: len(own)] == own  # each session was given its slot's stream
+    # each session was given its slot's stream (async slots are made concurrently: any order)
+    assert sorted(streams[: len(own)]) == sorted(own)
     created = [call for call in recorder.calls if call[0] == "stream"]
     assert all(not non_blocking for _, _, non_blocking in created)  # blocking: legacy order
     synced = {call[1] for call in recorder.calls if call[0] == "sync"}

@@ -1,11 +1,11 @@
-"""OpenVINO engine contexts: binding by address without copies, the GIL, dynamic outputs."""
+"""OpenVINO engine contexts: binding by address without copies, the GIL (data-dependent
+outputs: tests/backends/test_dynamic_contexts.py)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-import ml_dtypes
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -123,48 +123,6 @@ def test_infer_releases_the_gil() -> None:
     # Holding the GIL in infer would freeze this loop for the whole inference.
     assert elapsed > 0.005, "inference too short to tell"
     assert spins > 1000, f"{spins} Python iterations in {elapsed * 1e3:.1f} ms of inference"
-
-
-def _nonzero_model() -> onnx.ModelProto:
-    return _model(
-        [oh.make_node("NonZero", ["x"], ["nz"])],
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 6])],
-        [oh.make_tensor_value_info("nz", onnx.TensorProto.INT64, [2, "k"])],
-    )
-
-
-def test_dynamic_output_after_a_bound_buffer() -> None:
-    engine = engine_for(_nonzero_model())
-    context = engine.new_context()
-    x = np.array([[0, 2, 0, 3, 0, 0]], np.float32)
-    fixed = np.full((2, 2), -1, np.int64)
-    context.bind_input("x", x.ctypes.data, F32, x.shape)
-    context.bind_output("nz", fixed.ctypes.data, cl.DataType.INT64, fixed.shape)
-    context.run()
-    np.testing.assert_array_equal(fixed, np.stack(np.nonzero(x)))  # fits: written in place
-    context.bind_output_dynamic("nz")  # back to an OpenVINO-owned, resizable buffer
-    x[...] = [[1, 1, 1, 0, 1, 0]]
-    context.run()
-    result = context.dynamic_output("nz")
-    assert result.dtype == np.int64 and result.shape == (2, 4)
-    np.testing.assert_array_equal(result, np.stack(np.nonzero(x)))
-
-
-def test_bf16_in_and_dynamic_bf16_out_keep_their_dtype() -> None:
-    model = _model(
-        [oh.make_node("Relu", ["x"], ["y"]), oh.make_node("Cast", ["y"], ["z"], to=16)],
-        [oh.make_tensor_value_info("x", onnx.TensorProto.BFLOAT16, [2, 3])],
-        [oh.make_tensor_value_info("z", onnx.TensorProto.BFLOAT16, [2, 3])],
-    )
-    engine = engine_for(model)
-    context = engine.new_context()
-    x = np.array([[1.5, -2, 3], [0, 5.25, -1]], ml_dtypes.bfloat16)
-    context.bind_input("x", x.ctypes.data, cl.DataType.BF16, x.shape)
-    context.bind_output_dynamic("z")
-    context.run()
-    z = context.dynamic_output("z")
-    assert z.dtype == np.dtype(ml_dtypes.bfloat16)
-    np.testing.assert_array_equal(z.astype(np.float32), np.maximum(x.astype(np.float32), 0))
 
 
 def test_unreadable_graph_and_unknown_names_fail_to_load() -> None:

@@ -74,7 +74,7 @@ def test_command_line_flags_win_over_the_file(compiled_with_config, tmp_path: Pa
         ({"compiler": [], "runner": {}}, "section 'compiler' is not an object"),
         ({"runner": {}, "extra": {}}, "unknown section"),
         ({"runner": {"no_such_option": 1}}, "no_such_option"),
-        ({"compiler": {"input_size": "64x64"}}, "input_size needs input_format"),
+        ({"compiler": {"input_size": "64x64"}}, "input_size needs an input_format"),
         ([1, 2], "does not hold a JSON object"),
     ],
 )

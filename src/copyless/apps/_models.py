@@ -32,12 +32,12 @@ def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
         **extra,
     }
     key = artifact_key(source.name, options)
-    target = zoo.cache_root() / "compiled" / f"{name}-rgbx-{key}.rai"
+    target = zoo.cache_root() / "compiled" / f"{name}-{options['input_format']}-{key}.rai"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.rai")
-    logger.info("compiling %s with the RGBx input option -> %s", name, target)
+    logger.info("compiling %s for %s input -> %s", name, options["input_format"], target)
     compile_model(source, tmp, **options)
     os.replace(tmp, target)
     return target

@@ -7,10 +7,13 @@ Examples::
         --mean 127,127,127 --std 128,128,128
     copyless-compile effnet.onnx -o effnet640.rai --input-format rgbx --input-size 640x640 \
         --mean 127,127,127 --std 128,128,128
+    copyless-compile effnet.onnx -o effnet_video.rai --input-format i420 --input-size 720x1280 \
+        --input-crop 0.875 --mean 127,127,127 --std 128,128,128
     copyless-compile effnet.onnx -o effnet_int8 --input-format rgbx --mean 127,127,127 \\
         --std 128,128,128 --quantize int8 --calibration photos/
     copyless-compile det.onnx -o det.rai --input-shape x=1x3x640x640 --input-layout HCWNC4 \\
         --input-dtype bf16 --cpu-tail
+    copyless-compile nms.onnx -o nms.rai --output-capacity selected=100x3
 
 Exit status: 0 on success, 2 for bad arguments or an unsupported model, 1 for an
 unreadable model.
@@ -25,6 +28,7 @@ import time
 
 from ..model import compile_model
 from ..model._config import read_config
+from ..model.input_formats import INPUT_FORMATS
 from ..model.options import parse_shape
 from ..types import CopylessError, ModelLoadError
 
@@ -38,7 +42,22 @@ graph starts with Cast, Slice, Transpose and (x - mean)/std folded as Mul+Add, w
 --std in pixel units (0..255). The CPU view is then float32 NCHW pixels (0..255, not
 normalised) with quant scale 1, zero point 0. With --input-size HxW the HW view is the
 decoder's frame [N,H,W,4] of that size, resized in the graph (Resize, linear, antialiased
-when the model's opset allows 18) to the model's own size before the normalisation.
+when the model's opset allows 18) to the model's own size before the normalisation;
+--input-crop F first keeps the centred region of the model's aspect ratio and F of the
+largest such size (0.875 = torchvision's Resize(256) + CenterCrop(224)).
+
+The other formats work the same way (pixel units, mean/std folded, --input-size):
+  rgbx_fp16, rgbx_bf16   FP16 / BF16 NHWC4 [N,H,W,4] packed RGBx (VART RGBx_FP16/_BF16)
+  rgbp, rgbp_fp16,       UINT8 / FP16 / FLOAT32 NCHW [N,3,H,W] planar RGB
+  rgbp_float             (VART RGBP_FP16 / RGBP_FLOAT)
+  i420                   the video decoder's planes: uint8 Y [N,H,W], U and V
+                         [N,H/2,W/2], inputs NAME_y, NAME_u, NAME_v
+  nv12                   uint8 Y [N,H,W] and interleaved UV [N,H/2,W/2,2] (NAME_y, NAME_uv)
+For i420/nv12 the graph converts YUV to RGB (--yuv-matrix bt601 (default) or bt709,
+--yuv-range limited (default) or full) after resizing each plane; the CPU never converts.
+--input-line-sizes LUMA,CHROMA: the planes with the decoder's line padding (e.g. 128,64 for
+a 120-pixel-wide frame; NV12's chroma line holds U and V), dropped by the graph: bound as
+decoded, without a copy.
 
 --quantize int8 --calibration DIR: static QDQ INT8 (uint8 activations per tensor, int8 weights
 per output channel: onnxruntime's fast U8S8 form) calibrated on the images in
@@ -47,6 +66,13 @@ INT8 HW views carrying their quantization parameters (RGBx inputs stay UINT8 pix
 --quantize-ops Conv,ConvTranspose,Gemm,MatMul limits quantization to those op types (the rest
 stays float between Q/DQ pairs): fewer, larger INT8 regions; OpenVINO compiles some such
 graphs that it refuses with onnxruntime's default choice (e.g. the PP-OCRv4 detector).
+
+Outputs whose shape depends on the data (NonZero, NonMaxSuppression, TopK, Unique, shapes
+computed from values...) report each such dim as a capacity: the bound the compiler derives
+(NonZero of a [3,4] input: [2,12]), or -1 where it knows none (an unknown rank: [-1]).
+--output-capacity NAME=D0xD1... sets it (repeatable; the static dims must be given as they
+are): the runner writes the result at the start of a tensor that size and reports the shape
+produced (NpuTensor.produced_shape).
 
 CPU partition (one of): --cpu-ops Softmax,TopK (those ops and everything reading their
 results run on CPU), --cpu-partition-after NAME (everything reading that node's outputs),
@@ -67,9 +93,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, help="symbolic batch dims become N (default 1)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1x...",
                    help="fix an input's shape (needed for symbolic non-batch dims)")  # fmt: skip
-    p.add_argument("--input-format", choices=["rgbx"], help="packed RGBx uint8 pixel input")
+    p.add_argument("--input-format", type=_format_name, choices=list(INPUT_FORMATS),
+                   help="HW view of the image input (see below)")  # fmt: skip
     p.add_argument("--input-size", metavar="HxW",
-                   help="frame size of the rgbx input (the graph resizes it)")  # fmt: skip
+                   help="frame size of that input (the graph resizes it)")  # fmt: skip
+    p.add_argument("--input-crop", type=float, metavar="FRACTION",
+                   help="centre-crop this fraction of the frame first (0.875: resize 256 + "
+                   "crop 224)")  # fmt: skip
+    p.add_argument("--input-line-sizes", metavar="LUMA,CHROMA",
+                   help="i420/nv12: bytes per plane line as the decoder pads them")  # fmt: skip
+    p.add_argument("--yuv-matrix", choices=["bt601", "bt709"], help="i420/nv12 colour matrix")
+    p.add_argument("--yuv-range", choices=["limited", "full"], help="i420/nv12 value range")
     p.add_argument("--mean", help="R,G,B mean in pixel units (rgbx / calibration)")
     p.add_argument("--std", help="R,G,B std in pixel units (rgbx / calibration)")
     for flag in ("input-layout", "input-dtype", "output-layout", "output-dtype"):
@@ -82,11 +116,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
     p.add_argument("--cpu-tail", action="store_true", default=None,
                    help="run what follows the last Conv on CPU")  # fmt: skip
+    p.add_argument("--output-capacity", action="append", default=[], metavar="NAME=D0xD1x...",
+                   help="capacity of an output whose shape depends on the data")  # fmt: skip
     p.add_argument("--config-json", metavar="FILE",
                    help="compiler options from FILE's \"compiler\" section (flags win); the "
                    "runner option config_json checks a model against the same file")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="log the compiler's steps")
     return p
+
+
+def _format_name(text: str) -> str:
+    """``RGBx_FP16`` / ``rgbx-fp16`` -> ``rgbx_fp16`` (VART-ML's spellings work too)."""
+    return text.strip().lower().replace("-", "_")
 
 
 def _per_tensor(values: list[str]) -> str | dict[str, str] | None:
@@ -124,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
             "input_shapes": dict(parse_shape(s) for s in args.input_shape) or None,
             "input_format": args.input_format,
             "input_size": args.input_size,
+            "input_crop": args.input_crop,
+            "input_line_sizes": args.input_line_sizes,
+            "yuv_matrix": args.yuv_matrix,
+            "yuv_range": args.yuv_range,
             "mean": _triple(args.mean),
             "std": _triple(args.std),
             "input_layout": _per_tensor(args.input_layout),
@@ -136,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_ops": args.cpu_ops,
             "cpu_partition_after": args.cpu_partition_after,
             "cpu_tail": args.cpu_tail,
+            "output_capacity": dict(
+                parse_shape(s, "--output-capacity") for s in args.output_capacity
+            ) or None,
         }
         given = {key: value for key, value in options.items() if value is not None}
         if args.config_json is not None:

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from ..types import DataType, UnsupportedError
 
@@ -30,7 +29,6 @@ __all__ = [
     "ov",
     "owned_tensor",
     "raw_infer",
-    "tensor_view",
 ]
 
 #: DataType -> OpenVINO element type.
@@ -48,7 +46,6 @@ OV_TYPE: dict[DataType, Any] = {
     DataType.INT64: ov.Type.i64,
     DataType.UINT64: ov.Type.u64,
 }
-_DATA_TYPE = {str(t): d for d, t in OV_TYPE.items()}
 _VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 
 
@@ -70,17 +67,6 @@ def owned_tensor(port: Any) -> Any:
     rank = port.get_partial_shape().rank
     dims = int(rank.get_length()) if rank.is_static else 1
     return ov.Tensor(port.element_type, [0] * dims)
-
-
-def tensor_view(tensor: Any, name: str) -> npt.NDArray[np.generic]:
-    """A numpy view (no copy) of an OpenVINO tensor, in the DataType's numpy dtype."""
-    data_type = _DATA_TYPE.get(str(tensor.element_type))
-    if data_type is None:
-        raise UnsupportedError(f"output {name!r}: OpenVINO type {tensor.element_type}")
-    data: npt.NDArray[Any] = tensor.data
-    # OpenVINO shows bf16 as float16: reinterpret the same bytes as ml_dtypes.bfloat16.
-    view: npt.NDArray[np.generic] = data.view(data_type.to_numpy())
-    return view
 
 
 def raw_infer_call(request: Any) -> tuple[Callable[..., object], tuple[Any, ...]]:

@@ -20,9 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
-
 from ..model import Partition
 from ..types import DataType
 
@@ -41,9 +38,9 @@ class Capabilities:
     ``raw_call``: :meth:`EngineContext.call_target` is the engine's own C entry point, so
     the runner's C fast path replays a call with no Python frame in between; otherwise the
     fast path calls :meth:`EngineContext.run`.
-    ``engine_outputs``: contexts can let the engine allocate an output whose shape depends
-    on the data (:meth:`EngineContext.bind_output_dynamic`); without it such models are
-    refused at load time.
+    ``engine_outputs``: contexts take outputs whose shape depends on the data
+    (:meth:`EngineContext.bind_output_dynamic`, :meth:`EngineContext.produced_shape`);
+    without it such models are refused at load time.
     ``threads_per_engine``: engine threads belong to a loaded engine (ONNX Runtime's
     intra-op pool), so the runner loads engines of their own, with fewer threads, for
     concurrent async jobs.
@@ -85,11 +82,22 @@ class EngineContext(Protocol):
     ) -> None:
         """Bind host memory at ``address`` as output ``name``; the engine writes it in place."""
 
-    def bind_output_dynamic(self, name: str) -> None:
-        """Let the engine allocate output ``name`` (data-dependent shape)."""
+    def bind_output_dynamic(
+        self, name: str, address: int, data_type: DataType, capacity: tuple[int, ...]
+    ) -> None:
+        """Bind memory at ``address`` with room for ``capacity`` (a shape; only its
+        element count matters) as output ``name``, whose shape depends on the data. After
+        :meth:`run` the result sits C-contiguously at the start of that memory when it fits
+        (the engine writes it there, or copies it there: the backend's docstring says which);
+        when it does not fit, the memory's contents are unspecified."""
 
     def run(self) -> None:
-        """Run the graph on the bound buffers, without holding the GIL. Raises on failure."""
+        """Run the graph on the bound buffers, without holding the GIL. Raises on failure
+        (a data-dependent output too big for its memory is no failure: see
+        :meth:`produced_shape`)."""
+
+    def produced_shape(self, name: str) -> tuple[int, ...]:
+        """The shape the last :meth:`run` produced for data-dependent output ``name``."""
 
     def call_target(self) -> tuple[Any, tuple[Any, ...]]:
         """``(callable, args)`` that runs the bound graph: the engine's C entry point where
@@ -100,9 +108,6 @@ class EngineContext(Protocol):
         queued at that moment on each CUDA stream in ``streams`` (the producers of the
         memory bound); replaces the streams given before. Called when the binding changes,
         only where :attr:`Capabilities.stream` is declared."""
-
-    def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:
-        """The engine-allocated result of a dynamic output after :meth:`run`."""
 
     def close(self) -> None:
         """Release the binding state."""

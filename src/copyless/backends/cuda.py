@@ -7,8 +7,10 @@ the provider needs. CuPy (streams, events, pointer queries) is imported on first
 
 Binding (``IOBinding``): device memory on this GPU is bound in place (zero-copy); host memory
 is bound as host memory, and ONNX Runtime copies it in and out inside the run, on the
-engine's stream (the only copies this backend makes; none with ``cuda_graph``, which takes
-device memory only).
+engine's stream (the only copies this backend makes, with one more: an output whose shape
+depends on the data is allocated by ONNX Runtime on the GPU and its produced bytes copied
+into the caller's memory after the run; none with ``cuda_graph``, which takes device memory
+only and refuses such outputs).
 
 Streams: every context runs on one CUDA stream, given to the provider as
 ``user_compute_stream``: the ``stream`` option (all contexts share it and one session), or
@@ -259,7 +261,28 @@ class CudaContext(OrtContext):
         if self._graph and self._run_options is None:
             self._run_options = ort.RunOptions()
             self._run_options.add_run_config_entry("gpu_graph_id", str(next(self._graph_ids)))
+        self._rebind_dynamic()
         self._raw_session.run_with_iobinding(self._raw_binding, self._run_options)
+        if self._dynamic:
+            self._copy_dynamic()
+
+    def bind_output_dynamic(
+        self, name: str, address: int, data_type: DataType, capacity: tuple[int, ...]
+    ) -> None:
+        """ONNX Runtime allocates the output on this GPU; :meth:`run` copies the produced
+        bytes into ``address`` (host or device memory of this GPU): one ``cudaMemcpy``."""
+        owner = cuda_memory.pointer_device(address)
+        if owner is not None and owner != self._device_id:
+            raise TensorError(f"{name!r}: memory on cuda:{owner}, engine on cuda:{self._device_id}")
+        super().bind_output_dynamic(name, address, data_type, capacity)
+
+    def _copy_out(self, address: int, source: int, nbytes: int) -> None:
+        # ONNX Runtime synchronized the stream: the result is complete. cudaMemcpyDefault
+        # tells host from device memory by the pointers (unified addressing).
+        cupy = cuda_memory.cupy_module()
+        runtime = cupy.cuda.runtime
+        with cupy.cuda.Device(self._device_id):
+            runtime.memcpy(address, source, nbytes, runtime.memcpyDefault)
 
     def _wait_for_producers(self) -> None:
         cupy = cuda_memory.cupy_module()

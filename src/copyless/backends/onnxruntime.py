@@ -5,6 +5,13 @@ written to the caller's memory in place; a context rebinds only when an address 
 ``run`` calls the C++ session directly (``InferenceSession._sess``) to skip the Python
 wrapper's per-call bookkeeping; ONNX Runtime releases the GIL while it runs.
 
+Outputs whose shape depends on the data (NonZero, NonMaxSuppression, ...) are the one place
+a copy happens: ONNX Runtime learns their shape only while it runs and refuses memory bound
+with any other shape, so it allocates them itself (bound anew before every run; IOBinding
+would otherwise keep the first run's shape) and the context copies the produced bytes, and
+only those, into the caller's memory after the run (one ``memcpy``; see
+``benchmarks/dynamic_outputs.py`` for what it costs against a static output).
+
 Threads: each partition has one ``InferenceSession`` shared by every slot; its intra-op pool
 has ``num_threads`` threads (the runner picks it, see runner/options.py) and spinning is
 off, so idle engine threads do not steal the CPU from Python pre/post-processing.
@@ -12,13 +19,13 @@ off, so idle engine threads do not steal the CPU from Python pre/post-processing
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import onnxruntime as ort
 
 from ..model import Partition
@@ -29,9 +36,13 @@ from .base import Capabilities
 
 logger = logging.getLogger(__name__)
 
+#: IOBinding's C device objects, by (device, id): made once (engine-allocated outputs).
+_C_DEVICES: dict[tuple[str, int], Any] = {}
+
 #: ONNX Runtime on the CPU: host memory, its C++ run as the fast path's call, and an
 #: intra-op thread pool per session (async jobs get sessions of their own).
 CPU_CAPABILITIES = Capabilities(raw_call=True, threads_per_engine=True)
+
 
 def session_options(num_threads: int, spinning: bool = False) -> ort.SessionOptions:
     """copyless's session settings: ``num_threads`` intra-op threads, sequential execution,
@@ -60,6 +71,9 @@ class OrtContext:
         "_bound",
         "_device",
         "_device_id",
+        "_dynamic",
+        "_order",
+        "_produced",
         "_raw_binding",
         "_raw_session",
         "_session",
@@ -74,6 +88,11 @@ class OrtContext:
         self._raw_session: Any = getattr(session, "_sess", None)
         self._raw_binding: Any = getattr(self._binding, "_iobinding", None)
         self._bound: dict[str, tuple[int, tuple[int, ...]]] = {}
+        # IOBinding lists outputs in the order they were first bound: name -> index.
+        self._order: dict[str, int] = {}
+        # Data-dependent outputs: name -> (caller address, capacity in bytes).
+        self._dynamic: dict[str, tuple[int, int]] = {}
+        self._produced: dict[str, tuple[int, ...]] = {}
 
     def bind_input(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
@@ -83,7 +102,13 @@ class OrtContext:
     def bind_output(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
+        self._fixed_output(name)
         self._bind_at(self._binding.bind_output, name, address, data_type, shape)
+
+    def _fixed_output(self, name: str) -> None:
+        """``name`` is about to be bound to fixed memory (no longer engine-allocated)."""
+        self._dynamic.pop(name, None)
+        self._order.setdefault(name, len(self._order))
 
     def _bind_at(
         self, bind: Any, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
@@ -95,10 +120,14 @@ class OrtContext:
         bind(name, self._device, self._device_id, ELEM_OF[data_type], list(shape), address)
         self._bound[name] = key
 
-    def bind_output_dynamic(self, name: str) -> None:
-        if self._bound.get(name) == (0, ()):
-            return
-        self._binding.bind_output(name, self._device, self._device_id)
+    def bind_output_dynamic(
+        self, name: str, address: int, data_type: DataType, capacity: tuple[int, ...]
+    ) -> None:
+        """Let ONNX Runtime allocate output ``name``; :meth:`run` copies the produced bytes
+        to ``address`` when they fit in ``capacity`` (a copy: see the module docstring)."""
+        self._order.setdefault(name, len(self._order))
+        self._bind_engine_allocated(name)  # now: IOBinding's order must follow _order
+        self._dynamic[name] = (address, math.prod(capacity) * data_type.itemsize)
         self._bound[name] = (0, ())
 
     def call_target(self) -> tuple[Any, tuple[Any, ...]]:
@@ -112,23 +141,57 @@ class OrtContext:
         raise UnsupportedError("an ONNX Runtime CPU context runs on no CUDA stream")
 
     def run(self) -> None:
+        self._rebind_dynamic()
         if self._raw_session is not None and self._raw_binding is not None:
             self._raw_session.run_with_iobinding(self._raw_binding, None)
         else:  # pragma: no cover - older/newer wrappers without the private attributes
             self._session.run_with_iobinding(self._binding)
+        if self._dynamic:
+            self._copy_dynamic()
 
-    def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:
-        names = [o.name for o in self._session.get_outputs()]
-        values = self._binding.get_outputs()
-        # Only dynamic outputs are engine-allocated; find ours among all outputs.
-        value = values[names.index(name)]
-        result: npt.NDArray[np.generic] = value.numpy()
-        return result
+    def _rebind_dynamic(self) -> None:
+        """Before a run: data-dependent outputs left to the engine again (IOBinding keeps the
+        last run's result, whose shape the next run would have to match)."""
+        for name in self._dynamic:
+            self._bind_engine_allocated(name)
+
+    def _bind_engine_allocated(self, name: str) -> None:
+        if self._raw_binding is not None:
+            self._raw_binding.bind_output(name, self._c_device())
+        else:  # pragma: no cover - wrappers without the private attributes
+            self._binding.bind_output(name, self._device, self._device_id)
+
+    def _c_device(self) -> Any:
+        device = _C_DEVICES.get((self._device, self._device_id))
+        if device is None:
+            device = ort.OrtDevice.make(self._device, self._device_id)._get_c_device()
+            _C_DEVICES[(self._device, self._device_id)] = device
+        return device
+
+    def _copy_dynamic(self) -> None:
+        """Record each data-dependent output's shape; copy its bytes out when they fit."""
+        raw = self._raw_binding
+        values = raw.get_outputs() if raw is not None else self._binding.get_outputs()
+        for name, (address, capacity) in self._dynamic.items():
+            value = values[self._order[name]]
+            self._produced[name] = tuple(value.shape())
+            nbytes = value.tensor_size_in_bytes()
+            if 0 < nbytes <= capacity:
+                self._copy_out(address, value.data_ptr(), nbytes)
+
+    def _copy_out(self, address: int, source: int, nbytes: int) -> None:
+        """Copy an engine-allocated result into the caller's memory (host here)."""
+        ctypes.memmove(address, source, nbytes)
+
+    def produced_shape(self, name: str) -> tuple[int, ...]:
+        return self._produced[name]
 
     def close(self) -> None:
         self._binding.clear_binding_inputs()
         self._binding.clear_binding_outputs()
         self._bound.clear()
+        self._order.clear()
+        self._dynamic.clear()
 
 
 class OrtEngine:

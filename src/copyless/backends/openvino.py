@@ -22,9 +22,9 @@ Runner options read here (see runner/options.py):
 Zero-copy: a context wraps the caller's memory in an ``openvino.Tensor`` that shares it (no
 copy) and sets it with ``set_input_tensor``/``set_output_tensor``; inference reads the inputs
 and writes the outputs in place. Wrapping happens only when an address or shape changes.
-Copies still happen (inside OpenVINO, not per byte in Python) only where the graph needs
-them: an output whose shape depends on the data is allocated by OpenVINO and the runner
-copies it into the caller's tensor (see :meth:`OvContext.dynamic_output`).
+Outputs whose shape depends on the data are written in place too, into a tensor OpenVINO
+resizes within the caller's capacity; the cases that copy are listed in
+:mod:`._openvino_dynamic`.
 
 ``run`` calls the C++ ``InferRequest.infer`` directly (the Python wrapper's input dispatch
 is skipped: nothing is passed); OpenVINO releases the GIL while it infers.
@@ -38,12 +38,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
-
 from ..model import Partition
 from ..types import DataType, ModelLoadError, UnsupportedError
 from ._cache import EngineCache
+from ._openvino_dynamic import DynamicOutputs
 
 # openvino comes through the helper module, whose import maps a missing package to
 # UnsupportedError with the install hint (the factory's ModuleNotFoundError would not).
@@ -52,10 +50,8 @@ from ._openvino_tensors import (
     device_name,
     host_tensor,
     ov,
-    owned_tensor,
     raw_infer,
     raw_infer_call,
-    tensor_view,
 )
 from .base import Capabilities
 
@@ -71,13 +67,14 @@ CAPABILITIES = Capabilities(raw_call=True)
 class OvContext:
     """One ``InferRequest`` (one execution slot) plus the addresses bound to it."""
 
-    __slots__ = ("_bound", "_indices", "_outputs", "_request")
+    __slots__ = ("_bound", "_dynamic", "_indices", "_outputs", "_request")
 
     def __init__(self, compiled: Any, inputs: dict[str, int], outputs: dict[str, int]) -> None:
         self._request = compiled.create_infer_request()
         self._indices = inputs
         self._outputs = outputs
         self._bound: dict[str, tuple[int, tuple[int, ...]]] = {}
+        self._dynamic = DynamicOutputs(self._request, outputs)
 
     def bind_input(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
@@ -89,6 +86,7 @@ class OvContext:
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
         port = self._outputs[name]
+        self._dynamic.unbind(name)
         self._bind(self._request.set_output_tensor, port, name, address, data_type, shape)
 
     def _bind(
@@ -107,29 +105,31 @@ class OvContext:
         setter(port, host_tensor(address, data_type, shape))
         self._bound[name] = key
 
-    def bind_output_dynamic(self, name: str) -> None:
-        if self._bound.get(name) == (0, ()):
+    def bind_output_dynamic(
+        self, name: str, address: int, data_type: DataType, capacity: tuple[int, ...]
+    ) -> None:
+        """Bind the caller's memory for a data-dependent output (in place, or copied into:
+        :mod:`._openvino_dynamic` says when)."""
+        key = (address, (-1, *capacity))  # -1: never equal to a fixed binding's shape
+        if self._bound.get(name) == key:
             return
-        index = self._outputs[name]
-        if name in self._bound:
-            # A caller buffer was bound before: give the port back an OpenVINO-owned tensor,
-            # which OpenVINO may resize to the shape each run produces.
-            self._request.set_output_tensor(index, owned_tensor(self._request.model_outputs[index]))
-        self._bound[name] = (0, ())
+        self._dynamic.bind(name, address, data_type, capacity)
+        self._bound[name] = key
 
     def run(self) -> None:
         _RUN(self._request)
+        if self._dynamic:
+            self._dynamic.collect()
 
     def call_target(self) -> tuple[Any, tuple[Any, ...]]:
         """(callable, args) the runner's fast path replays: the C++ infer of this request."""
         return raw_infer_call(self._request)
 
+    def produced_shape(self, name: str) -> tuple[int, ...]:
+        return self._dynamic.shapes[name]
+
     def order_after(self, streams: tuple[int, ...]) -> None:
         raise UnsupportedError("an OpenVINO context runs on no CUDA stream")
-
-    def dynamic_output(self, name: str) -> npt.NDArray[np.generic]:
-        """A view (no copy) of OpenVINO's output buffer, valid until the next :meth:`run`."""
-        return tensor_view(self._request.get_output_tensor(self._outputs[name]), name)
 
     @property
     def request(self) -> Any:
@@ -230,18 +230,23 @@ class OpenVinoBackend:
         if self._cache is not None:
             compiled = _load_cached(self._core, self._device, self._cache, partition, config)
         if compiled is None:
-            try:
-                model = self._core.read_model(model=bytes(partition.onnx_bytes))
-            except Exception as exc:
-                raise ModelLoadError(f"{partition.name}: OpenVINO cannot read it: {exc}") from exc
-            try:
-                compiled = self._core.compile_model(model, self._device, config)
-            except Exception as exc:
-                raise UnsupportedError(
-                    f"{partition.name}: OpenVINO cannot compile it for {self._device}: {exc}"
-                ) from exc
+            compiled = self._load_uncached(partition, config)
         logger.debug("%s compiled for %s with %s", partition.name, self._device, config)
         return OvEngine(compiled, partition)
+
+    def _load_uncached(self, partition: Partition, config: dict[str, Any]) -> Any:
+        try:
+            model = self._core.read_model(model=bytes(partition.onnx_bytes))
+        except Exception as exc:
+            # A graph OpenVINO parses but has no conversion for is unsupported, not corrupt.
+            error = UnsupportedError if "OpConversionFailure" in str(exc) else ModelLoadError
+            raise error(f"{partition.name}: OpenVINO cannot read it: {exc}") from exc
+        try:
+            return self._core.compile_model(model, self._device, config)
+        except Exception as exc:
+            raise UnsupportedError(
+                f"{partition.name}: OpenVINO cannot compile it for {self._device}: {exc}"
+            ) from exc
 
 def _load_cached(
     core: Any, device: str, cache: EngineCache, partition: Partition, config: dict[str, Any]

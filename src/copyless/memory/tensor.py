@@ -81,6 +81,7 @@ class NpuTensor:
         "_memory_type",
         "_offset",
         "_parent",
+        "_produced_shape",
     )
 
     def __init__(self, info: NpuTensorInfo, buffer: Any, memory_type: MemoryType) -> None:
@@ -99,6 +100,7 @@ class NpuTensor:
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._export_fd = -1
         self._bytes: npt.NDArray[np.uint8] | None = None
+        self._produced_shape: tuple[int, ...] | None = None
         self._device: DeviceMemory | None = None
         if memory_type is not MemoryType.DMA_FD and _device.is_device_producer(buffer):
             self._device = _device_memory(info, buffer, memory_type)
@@ -253,6 +255,7 @@ class NpuTensor:
         sub._memory = self._memory
         sub._finalizer = None
         sub._export_fd = self._export_fd
+        sub._produced_shape = None
         return sub
 
     def _device_sub_tensor(
@@ -280,6 +283,14 @@ class NpuTensor:
     memory_type = ReadOnly[MemoryType]("Where the bytes live (see :class:`MemoryType`).")
     parent = ReadOnly["NpuTensor | None"]("The tensor this is a sub-tensor of, or None.")
     offset = ReadOnly[int]("Byte offset into the parent's buffer (0 for no sub-tensor).")
+
+    @property
+    def produced_shape(self) -> tuple[int, ...] | None:
+        """For an output whose shape depends on the data: the shape the last job that wrote
+        this tensor produced (set when the job ends: before its callback runs). The result
+        sits C-contiguously at the start of the buffer; when it did not fit (the job ended
+        with INVALID_OUTPUT) this is the shape needed. None otherwise."""
+        return self._produced_shape
 
     @property
     def closed(self) -> bool:
@@ -464,6 +475,7 @@ def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
         )
     if info.data_type is DataType.UNKNOWN:
         raise TensorError(f"tensor {info.name!r}: data type UNKNOWN has no element size")
+    check_bounded(info)
     if buffer is None:
         raise TensorError(f"tensor {info.name!r}: no buffer given (None)")
     if info.tensor_type is TensorType.HW and memory_type is MemoryType.USER_POINTER_NON_CMA:
@@ -481,6 +493,16 @@ def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
         raise TensorError(
             f"tensor {info.name!r}: an int ({buffer}) is only a buffer for DMA_FD, "
             f"not {memory_type.name}"
+        )
+
+
+def check_bounded(info: NpuTensorInfo) -> None:
+    """TensorError for an info with -1 dims (data-dependent, no bound known)."""
+    if not info.bounded:
+        raise TensorError(
+            f"tensor {info.name!r}: shape {list(info.shape)} has data-dependent dims with no "
+            "known bound (-1); replace them with the capacity you want, e.g. "
+            "dataclasses.replace(info, shape=(...))"
         )
 
 

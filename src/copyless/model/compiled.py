@@ -22,9 +22,10 @@ class TensorSpec:
     ``cpu`` is the ONNX model's view, ``hw`` the view the compiled graph consumes/produces.
     Shapes carry the compiled batch size. ``quant`` is set for quantized integer HW views
     (``hw = quantize(cpu, quant)``). ``dynamic`` marks an output whose shape depends on the
-    data: its infos give the largest shape the runner accepts; the runner lets the engine
-    allocate it and copies the result into the bound tensor. ``dynamic_dims`` lists the
-    dims (indices into the CPU shape) that are data-dependent; they read 1 in the infos.
+    data; ``dynamic_dims`` lists those dims (indices into the shape, the same in both views).
+    They hold a capacity in the infos: the bound the compiler derived or the caller set at
+    compile time, or -1 where none is known (an unknown rank reads ``(-1,)``). The runner
+    takes any capacity there and writes the result at the start of the caller's tensor.
     """
 
     name: str

@@ -23,6 +23,17 @@ parentheses; see ``copyless-compile --help``):
     opset can be moved to 18) to the model's own H x W before the normalisation. The CPU
     view is float32 ``[N, 3, H, W]`` pixels of the frame size. Aspect ratio is not kept:
     crop before, or accept the stretch.
+``input_crop=0.875`` (``--input-crop``), with ``input_size``
+    Centre-crop the frame to the model's aspect ratio first (a ``Slice``; 0.875 is
+    torchvision's ``Resize(256)`` + ``CenterCrop(224)``), then resize.
+``input_format="rgbx_fp16" | "rgbx_bf16" | "rgbp" | "rgbp_fp16" | "rgbp_float"``
+    The same in other pixel formats (packed RGBx FP16/BF16, planar RGB); see
+    :mod:`.input_formats`. Integer HW views carry ``QuantParameters(1.0, 0)``, float ones none.
+``input_format="i420" | "nv12"``, ``yuv_matrix="bt601" | "bt709"``, ``yuv_range``,
+``input_line_sizes=(luma, chroma)``
+    The input becomes the video decoder's uint8 planes (one graph input each, lines padded
+    as the decoder pads them with ``input_line_sizes``) and the graph converts them to RGB;
+    see :mod:`.yuv`.
 ``input_layout`` / ``input_dtype`` / ``output_layout`` / ``output_dtype`` (``--input-layout`` ...)
     The HW view's layout (``NHWC``, ``NHWC4``, ``NC4HW4``, ``HCWNC4`` ...) and dtype (``bf16``,
     ``fp16``, ``fp32``; ``int8`` with ``quantize``); one value for every tensor or a
@@ -40,6 +51,9 @@ parentheses; see ``copyless-compile --help``):
 ``cpu_ops=("Softmax",)`` | ``cpu_partition_after="name"`` | ``cpu_tail=True``
 (``--cpu-ops Softmax,TopK``, ``--cpu-partition-after NAME``, ``--cpu-tail``)
     Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`.partition`.
+``output_capacity={"boxes": (100, 6)}`` (``--output-capacity boxes=100x6``)
+    The capacity of an output whose shape depends on the data (see :mod:`.capacity`): by
+    default each such dim reports the bound the compiler derives, or -1 where it knows none.
 ``name="..."`` (``--name``)
     The compiled model's name (default: the file stem or the graph name).
 
@@ -76,15 +90,19 @@ from .compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from .directory import write_directory
 from .folding import Fold, check_opset, fold_input, fold_output
 from .graph import IR_VERSION, NameScope, cpu_layout_for, graph_inputs, tensor_value_info
+from .input_formats import input_format
 from .options import CompileOptions, parse_options
 from .partition import Part, find_cut, forward_boundaries, split
+from .pixels import normalization, pixel_geometry
 from .quantize import Quantized, calibration_batches, quantize_int8
 from .shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from .shapes import session as ort_session
+from .yuv import fold_yuv_input, is_yuv, plane_folds
 
 _log = logging.getLogger(__name__)
 
-COMPILER_VERSION = "3"  # 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8)
+# 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: capacities of data-dependent dims
+COMPILER_VERSION = "4"
 
 
 def artifact_key(source: str, options: Mapping[str, Any]) -> str:
@@ -119,17 +137,24 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     check_interface(model)
     model.ir_version = min(model.ir_version or IR_VERSION, IR_VERSION)
     fixed = fix_inputs(model, opts)
-    cpu_outputs, unknown = output_infos(model, probe(model))
+    cpu_outputs, unknown = output_infos(model, probe(model), opts)
     _check_names(opts, fixed.infos, cpu_outputs)
     quantized = _quantize(model, opts, fixed.infos) if opts.quantize else None
     work = quantized.model if quantized else model
-    in_folds = [_input_fold(info, opts, quantized) for info in fixed.infos]
+    yuv = is_yuv(opts)
+    in_folds = (
+        plane_folds(fixed.infos[0], opts)
+        if yuv
+        else [_input_fold(info, opts, quantized) for info in fixed.infos]
+    )
     out_folds = [_output_fold(info, opts, quantized, unknown) for info in cpu_outputs]
     _declare_outputs(work, cpu_outputs, unknown)
     folds = [f for f in (*in_folds, *out_folds) if not f.identity]
-    if folds:
+    if folds or yuv:
         check_opset(work, "folding view conversions into the graph")
         scope = NameScope(work.graph)
+        if yuv:
+            fold_yuv_input(work, scope, fixed.infos[0], opts)
         for fold in in_folds:
             if not fold.identity:
                 fold_input(work, scope, fold)
@@ -138,9 +163,10 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
                 fold_output(work, scope, fold)
     parts, intermediates = _partition(work, opts)
     partitions = tuple(_finish(i, part) for i, part in enumerate(parts))
-    rgbx = opts.input_format == "rgbx"
+    fmt = input_format(opts.input_format)
+    pixels = fmt is not None and fmt.quantized_pixels
     inputs = tuple(
-        TensorSpec(f.cpu.name, f.cpu, f.hw, QuantParameters(1.0, 0) if rgbx else f.quant)
+        TensorSpec(f.cpu.name, f.cpu, f.hw, QuantParameters(1.0, 0) if pixels else f.quant)
         for f in in_folds
     )
     outputs = tuple(
@@ -150,6 +176,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
         for f in out_folds
     )
     _log.info("compiled %s: %d partition(s), batch %d", name, len(partitions), fixed.batch_size)
+    _log_capacities(outputs)
     return CompiledModel(
         name=name,
         inputs=inputs,
@@ -163,6 +190,21 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "options": json.dumps(opts.to_json(), sort_keys=True),
         },
     )
+
+
+def _log_capacities(outputs: tuple[TensorSpec, ...]) -> None:
+    for spec in outputs:
+        if not spec.dynamic:
+            continue
+        dims, shape = list(spec.dynamic_dims), list(spec.cpu.shape)
+        if spec.cpu.bounded:
+            _log.info("output %r: data-dependent dims %s, capacity %s", spec.name, dims, shape)
+        else:
+            _log.warning(
+                "output %r %s: data-dependent dims with no known bound (-1); allocate it "
+                "with the capacity you need, or compile with output_capacity "
+                "(--output-capacity %s=...)", spec.name, shape, spec.name,
+            )  # fmt: skip
 
 
 def _check_names(
@@ -222,25 +264,15 @@ def _dtype_and_quant(
 def _input_fold(cpu: NpuTensorInfo, opts: CompileOptions, q: Quantized | None) -> Fold:
     layout = opts.pick(opts.input_layout, cpu.name)
     wanted = opts.pick(opts.input_dtype, cpu.name)
-    if opts.input_format == "rgbx":
+    fmt = input_format(opts.input_format)
+    if fmt is not None:
         if layout is not None or wanted is not None:
-            raise OptionError("input_format='rgbx' fixes the input view; drop input_layout/dtype")
-        if len(cpu.shape) != 4 or cpu.shape[1] != 3 or not cpu.data_type.is_float:
-            raise UnsupportedError(
-                f"input_format='rgbx' needs a float [N,3,H,W] input; {cpu.describe()}"
+            raise OptionError(
+                f"input_format={fmt.name!r} fixes the input view; drop input_layout/dtype"
             )
-        pixels = dataclasses.replace(cpu, data_type=DataType.FLOAT32)
-        resize = None
-        if opts.input_size is not None and opts.input_size != cpu.shape[2:]:
-            resize = (cpu.shape[2], cpu.shape[3])
-            pixels = dataclasses.replace(pixels, shape=cpu.shape[:2] + opts.input_size)
-        mean, std = opts.mean or (0.0, 0.0, 0.0), opts.std or (1.0, 1.0, 1.0)
-        normalize = (
-            tuple(1.0 / s for s in std),
-            tuple(-m / s for m, s in zip(mean, std, strict=True)),
-        )
-        hw = hw_info_for(pixels, MemoryLayout.NHWC4, DataType.UINT8)
-        return Fold(pixels, hw, cpu.data_type, None, normalize, resize)
+        pixels, geometry = pixel_geometry(cpu, opts)
+        hw = hw_info_for(pixels, fmt.memory_layout, fmt.data_type)
+        return Fold(pixels, hw, cpu.data_type, None, normalization(opts), *geometry)
     quant = q.inputs.get(cpu.name) if q else None
     dtype, quant = _dtype_and_quant(cpu, wanted, quant, "input_dtype")
     return Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
@@ -256,13 +288,15 @@ def _output_fold(
     wanted = opts.pick(opts.output_dtype, cpu.name)
     quant = q.outputs.get(cpu.name) if q else None
     dtype, quant = _dtype_and_quant(cpu, wanted, quant, "output_dtype")
-    fold = Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
-    if cpu.name in unknown and not fold.identity and fold.hw.shape != cpu.shape:
-        raise UnsupportedError(
-            f"output {cpu.name!r} has data-dependent dims {list(unknown[cpu.name])}; its HW "
-            "view can change the dtype but not the layout"
-        )
-    return fold
+    if cpu.name in unknown:
+        if layout is not None and layout is not cpu.memory_layout:
+            raise UnsupportedError(
+                f"output {cpu.name!r} has data-dependent dims {list(unknown[cpu.name])}; its "
+                "HW view can change the dtype but not the layout"
+            )
+        hw = dataclasses.replace(cpu, tensor_type=TensorType.HW, data_type=dtype)
+        return Fold(cpu, hw, cpu.data_type, quant)
+    return Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)
 
 
 def _declare_outputs(
@@ -304,7 +338,7 @@ def _partition(
             p.dtype,
             TensorDirection.OUTPUT,
             TensorType.HW,
-            cpu_layout_for(len(p.dims)),
+            cpu_layout_for(len(p.shape)),
             p.shape,
         )
         infos[tensor] = tensor_value_info(tensor, p.dtype, p.shape)

@@ -4,8 +4,9 @@ the HW view of an output the graph output.
 For an input the graph starts with, in order: the dtype step (``Cast``, or
 ``DequantizeLinear`` for a quantized integer view), the layout step (``Slice`` of the channel
 padding, ``Transpose``/``Reshape`` back to the model's NCHW), for frames of another size a
-linear ``Resize`` to the model's own H x W, and for packed RGBx pixels the normalisation
-``(x - mean) / std`` as one ``Mul`` + ``Add``. For an output the graph ends with
+centre ``Slice`` (``input_crop``) and a linear ``Resize`` to the model's own H x W, and for
+pixel formats (see :mod:`.input_formats`) the normalisation ``(x - mean) / std`` as one
+``Mul`` + ``Add``. For an output the graph ends with
 the layout step (``Transpose``, ``Pad`` with zeros, ``Reshape``) then the dtype step (``Cast``
 or ``QuantizeLinear``, which maps the zero padding to the zero point).
 """
@@ -48,11 +49,13 @@ class Fold:
     quant: QuantParameters | None = None
     normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     resize: tuple[int, int] | None = None
+    crop: tuple[int, int, int, int] | None = None  # (top, left, height, width) of the frame
 
     @property
     def identity(self) -> bool:
         return (
             self.resize is None
+            and self.crop is None
             and self.hw.shape == self.cpu.shape
             and self.hw.memory_layout in (self.cpu.memory_layout, MemoryLayout.GENERIC)
             and self.hw.data_type is self.model_dtype
@@ -94,6 +97,10 @@ def fold_input(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
     elif hw.data_type is not fold.model_dtype:
         chain.op("Cast", to=ELEM_OF[fold.model_dtype])
     _to_logical(chain, hw, cpu)
+    if fold.crop is not None:
+        top, left, height, width = fold.crop
+        ends = _i64(chain, [top + height, left + width], "ends")
+        chain.op("Slice", _i64(chain, [top, left], "starts"), ends, _i64(chain, [2, 3], "axes"))
     if fold.resize is not None:
         _resize(model, chain, cpu.shape[:2] + fold.resize)
     if fold.normalize is not None:
@@ -117,6 +124,7 @@ def _fold_into_stem(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> boo
     if (
         fold.normalize is None
         or fold.resize is not None
+        or fold.crop is not None
         or fold.quant is not None
         or fold.model_dtype is not DataType.FLOAT32
         or hw.memory_layout is not MemoryLayout.NHWC4
@@ -189,7 +197,11 @@ def _resize(model: onnx.ModelProto, chain: NodeChain, sizes: tuple[int, ...]) ->
     attrs: dict[str, Any] = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
     if antialias:
         attrs["antialias"] = 1
-    chain.op("Resize", "", "", _i64(chain, list(sizes), "sizes"), **attrs)
+    roi = scales = ""
+    if default_opset(model) < 13:  # Resize-11 requires roi and scales: empty tensors
+        roi = chain.const(np.zeros(0, np.float32), np.float32, "roi")
+        scales = chain.const(np.zeros(0, np.float32), np.float32, "scales")
+    chain.op("Resize", roi, scales, _i64(chain, list(sizes), "sizes"), **attrs)
 
 
 def _raise_opset(model: onnx.ModelProto, target: int) -> bool:

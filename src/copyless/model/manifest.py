@@ -171,6 +171,7 @@ def _validate(model: CompiledModel, where: str) -> None:
                 fail(f"tensor {s.name!r}: views are not CPU and HW")
             if s.cpu.direction is not direction or s.hw.direction is not direction:
                 fail(f"tensor {s.name!r}: direction is not {direction.name}")
+            _check_capacity(s, fail)
     names = [s.name for s in (*model.inputs, *model.outputs)]
     if len(set(names)) != len(names):
         fail("duplicate tensor names among inputs/outputs")
@@ -193,6 +194,20 @@ def _validate(model: CompiledModel, where: str) -> None:
         fail(f"no partition produces output(s) {sorted(missing)}")
     if not between <= produced:
         fail("an intermediate is produced by no partition")
+
+
+def _check_capacity(spec: TensorSpec, fail: Callable[[str], None]) -> None:
+    """-1 (no known bound) only in the data-dependent dims of an output."""
+    for view in (spec.cpu, spec.hw):
+        unknown = {i for i, d in enumerate(view.shape) if d == -1}
+        if spec.dynamic != bool(spec.dynamic_dims) or not unknown <= set(spec.dynamic_dims):
+            fail(f"tensor {spec.name!r}: -1 dims {sorted(unknown)} are not its data-dependent "
+                 f"dims {list(spec.dynamic_dims)}")  # fmt: skip
+        if any(not 0 <= i < len(view.shape) for i in spec.dynamic_dims):
+            fail(f"tensor {spec.name!r}: data-dependent dims {list(spec.dynamic_dims)} "
+                 f"outside its shape {list(view.shape)}")  # fmt: skip
+    if spec.dynamic and spec.cpu.direction is TensorDirection.INPUT:
+        fail(f"input {spec.name!r} cannot have data-dependent dims")
 
 
 def _check_graph(part: Partition, fail: Callable[[str], None]) -> None:

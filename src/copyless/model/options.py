@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..types import DataType, MemoryLayout, OptionError
+from .input_formats import YUV_MATRICES, YUV_RANGES, input_format, yuv_option
 
 _DTYPE_ALIASES = {
     "bf16": DataType.BF16,
@@ -37,6 +38,10 @@ _KNOWN = frozenset(
         "input_shapes",
         "input_format",
         "input_size",
+        "input_crop",
+        "input_line_sizes",
+        "yuv_matrix",
+        "yuv_range",
         "mean",
         "std",
         "input_layout",
@@ -49,6 +54,7 @@ _KNOWN = frozenset(
         "cpu_ops",
         "cpu_partition_after",
         "cpu_tail",
+        "output_capacity",
     }
 )
 
@@ -62,8 +68,12 @@ class CompileOptions:
     name: str | None = None
     batch_size: int = 1
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    input_format: str | None = None  # None or "rgbx"
-    input_size: tuple[int, int] | None = None  # (H, W) of the frames (rgbx only)
+    input_format: str | None = None  # None or a key of input_formats.INPUT_FORMATS
+    input_size: tuple[int, int] | None = None  # (H, W) of the frames (with input_format)
+    input_crop: float | None = None  # centre-crop fraction of the frame (with input_size)
+    input_line_sizes: tuple[int, int] | None = None  # i420/nv12: bytes per luma/chroma line
+    yuv_matrix: str = "bt601"  # i420/nv12 only: "bt601" or "bt709"
+    yuv_range: str = "limited"  # i420/nv12 only: "limited" or "full"
     mean: tuple[float, float, float] | None = None
     std: tuple[float, float, float] | None = None
     input_layout: tuple[tuple[str, MemoryLayout], ...] = ()
@@ -76,6 +86,7 @@ class CompileOptions:
     cpu_ops: tuple[str, ...] = ()
     cpu_partition_after: str | None = None
     cpu_tail: bool = False
+    output_capacity: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def partitioned(self) -> bool:
@@ -96,6 +107,10 @@ class CompileOptions:
             "input_shapes": {k: list(v) for k, v in self.input_shapes},
             "input_format": self.input_format,
             "input_size": None if self.input_size is None else list(self.input_size),
+            "input_crop": self.input_crop,
+            "input_line_sizes": self.input_line_sizes,
+            "yuv_matrix": self.yuv_matrix,
+            "yuv_range": self.yuv_range,
             "mean": self.mean,
             "std": self.std,
             "input_layout": {k: v.name for k, v in self.input_layout},
@@ -108,6 +123,7 @@ class CompileOptions:
             "cpu_ops": list(self.cpu_ops),
             "cpu_partition_after": self.cpu_partition_after,
             "cpu_tail": self.cpu_tail,
+            "output_capacity": {k: list(v) for k, v in self.output_capacity},
         }
 
 
@@ -119,12 +135,15 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
     batch = raw.get("batch_size", 1)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise OptionError(f"batch_size must be an int >= 1, got {batch!r}")
-    fmt = raw.get("input_format")
-    if fmt is not None and str(fmt).lower() != "rgbx":
-        raise OptionError(f"input_format must be 'rgbx' or None, got {fmt!r}")
+    fmt = input_format(raw.get("input_format"))
     size = _input_size(raw.get("input_size"))
     if size is not None and fmt is None:
-        raise OptionError("input_size needs input_format='rgbx' (it sizes the RGBx frame)")
+        raise OptionError("input_size needs an input_format (it sizes the decoder's frame)")
+    crop = _crop(raw.get("input_crop"), size)
+    keys = ("yuv_matrix", "yuv_range", "input_line_sizes")
+    yuv = {k: raw.get(k) for k in keys if raw.get(k) is not None}
+    if yuv and (fmt is None or not fmt.yuv):
+        raise OptionError(f"{sorted(yuv)} need input_format='i420' or 'nv12'")
     quantize = raw.get("quantize")
     if quantize is not None and str(quantize).lower() != "int8":
         raise OptionError(f"quantize must be 'int8' or None, got {quantize!r}")
@@ -143,8 +162,12 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         name=None if raw.get("name") is None else str(raw["name"]),
         batch_size=batch,
         input_shapes=_input_shapes(raw.get("input_shapes")),
-        input_format=None if fmt is None else "rgbx",
+        input_format=None if fmt is None else fmt.name,
         input_size=size,
+        input_crop=crop,
+        input_line_sizes=_line_sizes(raw.get("input_line_sizes")),
+        yuv_matrix=yuv_option(raw.get("yuv_matrix"), "yuv_matrix", tuple(YUV_MATRICES), "bt601"),
+        yuv_range=yuv_option(raw.get("yuv_range"), "yuv_range", YUV_RANGES, "limited"),
         mean=_triple(raw.get("mean"), "mean", positive=False),
         std=_triple(raw.get("std"), "std", positive=True),
         input_layout=_per_tensor(raw.get("input_layout"), "input_layout", _layout),
@@ -157,6 +180,7 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         cpu_ops=cpu_ops,
         cpu_partition_after=None if after is None else str(after),
         cpu_tail=cpu_tail,
+        output_capacity=_input_shapes(raw.get("output_capacity"), "output_capacity"),
     )
 
 
@@ -196,6 +220,35 @@ def _input_size(value: Any) -> tuple[int, int] | None:
             f"input_size must be (H, W) or 'HxW' with sides 1..{MAX_INPUT_SIDE}, got {value!r}"
         )
     return (sides[0], sides[1])
+
+
+def _line_sizes(value: Any) -> tuple[int, int] | None:
+    """``(luma, chroma)`` or ``"LUMA,CHROMA"``: bytes per line of the decoder's planes."""
+    if value is None:
+        return None
+    try:
+        items = value.split(",") if isinstance(value, str) else list(value)
+        sizes = [int(v) for v in items]
+    except (TypeError, ValueError):
+        sizes = []
+    if len(sizes) != 2 or not all(1 <= v <= 4 * MAX_INPUT_SIDE for v in sizes):
+        raise OptionError(f"input_line_sizes must be (luma, chroma) bytes per line, got {value!r}")
+    return (sizes[0], sizes[1])
+
+
+def _crop(value: Any, size: tuple[int, int] | None) -> float | None:
+    """``input_crop``: the fraction of the frame's short side kept (0 < f <= 1)."""
+    if value is None:
+        return None
+    if size is None:
+        raise OptionError("input_crop needs input_size (it crops the decoder's frame)")
+    try:
+        fraction = float(value)
+    except (TypeError, ValueError):
+        fraction = math.nan
+    if not 0.0 < fraction <= 1.0:
+        raise OptionError(f"input_crop must be a fraction in (0, 1], got {value!r}")
+    return fraction
 
 
 def _layout(value: Any, key: str) -> MemoryLayout:
@@ -239,19 +292,22 @@ def _triple(value: Any, key: str, *, positive: bool) -> tuple[float, float, floa
     return (items[0], items[1], items[2])
 
 
-def _input_shapes(value: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:
+def _input_shapes(
+    value: Any, key: str = "input_shapes"
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """``{name: shape}`` (``input_shapes``, ``output_capacity``) as (name, dims) pairs."""
     if value is None:
         return ()
     if not isinstance(value, Mapping):
-        raise OptionError(f"input_shapes must map input names to shapes, got {value!r}")
+        raise OptionError(f"{key} must map tensor names to shapes, got {value!r}")
     out = []
     for name, shape in value.items():
         try:
             dims = tuple(int(d) for d in shape)
         except (TypeError, ValueError):
-            raise OptionError(f"input_shapes[{name!r}]: not a shape: {shape!r}") from None
+            raise OptionError(f"{key}[{name!r}]: not a shape: {shape!r}") from None
         if any(d < 0 for d in dims):
-            raise OptionError(f"input_shapes[{name!r}]: negative dimension in {dims}")
+            raise OptionError(f"{key}[{name!r}]: negative dimension in {dims}")
         out.append((str(name), dims))
     return tuple(out)
 
@@ -277,12 +333,12 @@ def _calibration(value: Any) -> tuple[Path, ...]:
     return paths
 
 
-def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """Parse the CLI form ``name=1x3x640x640``."""
+def parse_shape(text: str, flag: str = "--input-shape") -> tuple[str, tuple[int, ...]]:
+    """Parse the CLI form ``name=1x3x640x640`` (of ``flag``, named in the error)."""
     name, sep, dims = text.rpartition("=")
     try:
         if not sep or not name:
             raise ValueError(text)
         return name, tuple(int(d) for d in dims.lower().split("x"))
     except ValueError:
-        raise OptionError(f"--input-shape wants NAME=D0xD1x..., got {text!r}") from None
+        raise OptionError(f"{flag} wants NAME=D0xD1x..., got {text!r}") from None

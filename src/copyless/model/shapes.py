@@ -2,7 +2,8 @@
 
 Shapes are probed with onnxruntime itself (its graph resolution runs shape inference,
 contrib ops included), so whatever onnxruntime can tell statically the compiler records;
-dims it cannot tell are data-dependent and marked dynamic.
+dims it cannot tell are data-dependent: :mod:`.capacity` bounds them (the capacity an info
+reports), -1 where no bound is known.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from ..types import (
     DataType,
     ModelLoadError,
     NpuTensorInfo,
+    OptionError,
     TensorDirection,
     TensorType,
     UnsupportedError,
 )
+from . import capacity
 from .graph import IR_VERSION, PARSE_ERRORS, cpu_layout_for, dtype_of_elem, graph_inputs
 from .options import CompileOptions
 
@@ -191,19 +194,28 @@ def _input_dims(
 
 @dataclass(frozen=True, slots=True)
 class Probed:
-    """dtype and shape of one tensor as onnxruntime resolved them; None for unknown dims."""
+    """dtype and dims of one tensor as onnxruntime resolved them: None for an unknown dim,
+    ``dims`` None for an unknown rank."""
 
     dtype: DataType
-    dims: tuple[int | None, ...]
+    dims: tuple[int | None, ...] | None
+
+    @property
+    def static(self) -> bool:
+        return self.dims is not None and None not in self.dims
 
     @property
     def dynamic_dims(self) -> tuple[int, ...]:
+        if self.dims is None:
+            return (0,)
         return tuple(i for i, d in enumerate(self.dims) if d is None)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The shape with unknown dims recorded as 1."""
-        return tuple(1 if d is None else d for d in self.dims)
+        """The shape with unknown dims recorded as -1 (an unknown rank as ``(-1,)``)."""
+        if self.dims is None:
+            return (-1,)
+        return tuple(-1 if d is None else d for d in self.dims)
 
 
 _ORT_TYPES: dict[str, DataType] = {
@@ -244,55 +256,72 @@ def probe(model: onnx.ModelProto, extra: tuple[str, ...] = ()) -> dict[str, Prob
     except ORT_ERRORS as exc:
         raise UnsupportedError(f"onnxruntime cannot load the model: {exc}") from exc
     out: dict[str, Probed] = {}
-    ranks: dict[str, int | None] | None = None
+    inferred: dict[str, tuple[int | None, ...] | None] | None = None
     for arg in sess.get_outputs():
         dtype = _ORT_TYPES.get(arg.type)
         if dtype is None:
-            raise UnsupportedError(f"tensor {arg.name!r} has type {arg.type}, not supported")
+            raise UnsupportedError(
+                f"output {arg.name!r} has type {arg.type}, which copyless cannot describe "
+                "(outputs must be tensors of a DataType)"
+            )
         dims = tuple(d if isinstance(d, int) and d >= 0 else None for d in (arg.shape or []))
-        if not dims:
-            # onnxruntime says [] for scalars and for unknown ranks alike: ask onnx's inference
-            ranks = _onnx_ranks(work) if ranks is None else ranks
-            if ranks.get(arg.name) is None:
-                dims = (None,)  # unknown rank: recorded as a dynamic rank-1 tensor
-        out[arg.name] = Probed(dtype, dims)
+        if dims:
+            out[arg.name] = Probed(dtype, dims)
+            continue
+        # onnxruntime says [] for scalars and for unknown ranks alike: ask onnx's inference
+        inferred = _onnx_dims(work) if inferred is None else inferred
+        out[arg.name] = Probed(dtype, inferred.get(arg.name))
     return out
 
 
-_INFER_ERRORS: tuple[type[Exception], ...] = (onnx.shape_inference.InferenceError, *PARSE_ERRORS)
-
-
-def _onnx_ranks(model: onnx.ModelProto) -> dict[str, int | None]:
-    """Rank of every graph output per onnx's own shape inference (None: unknown)."""
+def _onnx_dims(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...] | None]:
+    """Dims of every graph output per onnx's own shape inference (None: unknown)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
-    except _INFER_ERRORS:
+    except capacity.INFER_ERRORS:
         return {}
-    return {
-        vi.name: len(vi.type.tensor_type.shape.dim)
-        if vi.type.tensor_type.HasField("shape")
-        else None
-        for vi in inferred.graph.output
-    }
+    out: dict[str, tuple[int | None, ...] | None] = {}
+    for vi in inferred.graph.output:
+        if not vi.type.tensor_type.HasField("shape"):
+            out[vi.name] = None
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in dims)
+    return out
 
 
 def output_infos(
-    model: onnx.ModelProto, probed: dict[str, Probed]
+    model: onnx.ModelProto, probed: dict[str, Probed], options: CompileOptions
 ) -> tuple[tuple[NpuTensorInfo, ...], dict[str, tuple[int, ...]]]:
-    """CPU views of the outputs, and the unknown dims of each output that has some."""
+    """CPU views of the outputs (data-dependent dims hold their capacity, or -1), and the
+    data-dependent dims of each output that has some."""
+    outputs = list(model.graph.output)
+    given = dict(options.output_capacity)
+    for name in given:
+        if name not in probed or name not in {vi.name for vi in outputs}:
+            raise OptionError(f"output_capacity names {name!r}, not an output of the model")
+    pending = [vi.name for vi in outputs if not probed[vi.name].static]
+    derived = capacity.derive(model) if pending else {}
     infos, unknown = [], {}
-    for vi in model.graph.output:
+    for vi in outputs:
         p = probed[vi.name]
+        shape: tuple[int, ...] = p.shape
+        dynamic: tuple[int, ...] = ()
+        if vi.name in pending:
+            shape, dynamic = capacity.output_shape(p.dims, derived.get(vi.name))
+        if vi.name in given:
+            rank_known = p.dims is not None or derived.get(vi.name) is not None
+            shape, dynamic = capacity.chosen(vi.name, shape, dynamic, given[vi.name], rank_known)
         infos.append(
             NpuTensorInfo(
                 vi.name,
                 p.dtype,
                 TensorDirection.OUTPUT,
                 TensorType.CPU,
-                cpu_layout_for(len(p.dims)),
-                p.shape,
+                cpu_layout_for(len(shape)),
+                shape,
             )
         )
-        if p.dynamic_dims:
-            unknown[vi.name] = p.dynamic_dims
+        if dynamic:
+            unknown[vi.name] = dynamic
     return tuple(infos), unknown

@@ -7,8 +7,10 @@ A :class:`CallPlan` says for each model tensor where its bytes are for this call
   buffer (inputs) or from it (outputs). One conversion pass; a gather copy first when
   several per-frame tensors make up the batch.
 * ``GATHER``: HW-view frames that are not contiguous, copied into / out of staging.
-* ``DYNAMIC``: an output whose shape depends on the data: the engine allocates it and the
-  result is copied into the bound tensor.
+* ``DYNAMIC``: an output whose shape depends on the data: one tensor (the same in every
+  row) holds the whole batch's result, C-contiguously at its start; its info names the
+  capacity. Bound in place when its dtype is the HW view's (the backend says whether the
+  engine writes it there or copies it there), else staged and converted.
 
 Each tensor's memory must be on a device the runner's engines bind (``memory``: ``"cpu"``,
 ``"cuda:0"``...); device memory is bound only DIRECT (no conversion on the host), and the
@@ -241,11 +243,12 @@ def _bind(spec: TensorSpec, tensors: list[NpuTensor], status: StatusCode, batch_
     first = tensors[0].info
     view = first.tensor_type
     expected = spec.hw if view is TensorType.HW else spec.cpu
-    for tensor in tensors:
-        _check_view(tensor.info, expected, status, spec.dynamic)
-    whole = tensors[0].info.shape == expected.shape
     if spec.dynamic:
-        return Bind(DYNAMIC, spec, view, _refs(tensors))
+        _check_dynamic(spec, tensors, expected, status)
+        return Bind(DYNAMIC, spec, view, _refs(tensors[:1]), tensors[0].address)
+    for tensor in tensors:
+        _check_view(tensor.info, expected, status)
+    whole = tensors[0].info.shape == expected.shape
     if len(tensors) > 1 and whole and batch_size > 1:
         raise PlanError(status, f"{spec.name!r}: per-frame tensors must have batch 1")
     if view is TensorType.CPU:
@@ -259,20 +262,48 @@ def _bind(spec: TensorSpec, tensors: list[NpuTensor], status: StatusCode, batch_
     return Bind(GATHER, spec, view, _refs(tensors))
 
 
-def _check_view(
-    info: NpuTensorInfo, expected: NpuTensorInfo, status: StatusCode, dynamic: bool
-) -> None:
-    same = (
+def _same_view(info: NpuTensorInfo, expected: NpuTensorInfo) -> bool:
+    return (
         info.data_type is expected.data_type
         and info.memory_layout is expected.memory_layout
         and info.memory_layout_order == expected.memory_layout_order
     )
-    shape_ok = dynamic or info.shape in (expected.shape, frame_shape(expected))
-    if not (same and shape_ok):
+
+
+def _check_view(info: NpuTensorInfo, expected: NpuTensorInfo, status: StatusCode) -> None:
+    if not (_same_view(info, expected) and info.shape in (expected.shape, frame_shape(expected))):
         raise PlanError(
             status,
             f"tensor {info.describe()} does not match the model's "
             f"{expected.tensor_type.name} view {expected.describe()}",
+        )
+
+
+def _check_dynamic(
+    spec: TensorSpec, tensors: list[NpuTensor], expected: NpuTensorInfo, status: StatusCode
+) -> None:
+    """A data-dependent output: one packed tensor of the view's dtype and layout whose dims
+    equal the view's except the data-dependent ones (any capacity there)."""
+    info = tensors[0].info
+    fixed = [i for i in range(len(expected.shape)) if i not in spec.dynamic_dims]
+    fits = (
+        _same_view(info, expected)
+        and info.strides is None
+        and len(info.shape) == len(expected.shape)
+        and all(info.shape[i] == expected.shape[i] for i in fixed)
+    )
+    if not fits:
+        raise PlanError(
+            status,
+            f"tensor {info.describe()} does not fit the model's {expected.tensor_type.name} "
+            f"view {expected.describe()}: same dtype and layout, packed, and the same dims "
+            f"except the data-dependent ones {list(spec.dynamic_dims)} (a capacity there)",
+        )
+    if any(t is not tensors[0] for t in tensors):
+        raise PlanError(
+            status,
+            f"output {spec.name!r} depends on the data: one tensor holds the whole batch's "
+            "result; pass the same tensor in every row",
         )
 
 

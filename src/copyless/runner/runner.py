@@ -22,6 +22,7 @@ from ..backends._cache import EngineCache
 from ..backends.base import HOST, Backend, Engine, common_memory
 from ..memory import HostMemory, NpuTensor
 from ..memory import device as cuda_memory
+from ..memory.tensor import check_bounded
 from ..model import CompiledModel, TensorSpec
 from ..types import (
     JobHandle,
@@ -201,12 +202,17 @@ class Runner:
         device memory instead, which CuPy and PyTorch import without a copy
         (``from_dlpack``). CPU views stay in host memory: the runner converts them there.
 
+        For an output whose shape depends on the data, ``info`` may be the model's with its
+        capacity dims changed (``dataclasses.replace(info, shape=...)``); -1 dims raise
+        :class:`TensorError`.
+
         The memory is released when the last reference to the tensor (and its views) goes.
         ``memory_bank`` (VART-ML's bank index) must be None or 0: host memory has one bank.
         """
         self._check_open()
         if not isinstance(info, NpuTensorInfo):
             raise TensorError(f"info must be an NpuTensorInfo, got {type(info).__name__}")
+        check_bounded(info)  # a data-dependent output's info takes the caller's capacity
         if memory_bank is not None and (
             isinstance(memory_bank, bool) or not isinstance(memory_bank, int) or memory_bank != 0
         ):
@@ -387,8 +393,8 @@ class Runner:
             slot.run(plan, self._trace, job_id)
             if plan.synced and not self._options.skip_out_bo_sync:
                 self._sync(plan.synced, TensorDirection.OUTPUT)
-        except DynamicOutputTooSmall as exc:
-            self._log.error("job %d: %s", job_id, exc)
+        except DynamicOutputTooSmall as exc:  # the text only: a record keeping the
+            self._log.error("job %d: %s", job_id, str(exc))  # exception keeps its frames
             return StatusCode.INVALID_OUTPUT
         except MemoryError:
             self._log.exception("job %d: out of memory", job_id)

@@ -2,12 +2,15 @@
 
 A slot is used by one job at a time. Its buffers are allocated once (staging lazily, on the
 first call that needs a conversion) and reused: a steady loop allocates nothing.
-Copies happen only where the plan says so (CONVERT, GATHER, DYNAMIC); DIRECT tensors are bound
-in place.
+Copies happen only where the plan says so (CONVERT, GATHER, and DYNAMIC outputs whose dtype
+differs from the HW view's); DIRECT tensors are bound in place, DYNAMIC ones of the HW dtype
+too (the engine writes the result there, or copies it there: see the backend's docstring).
+A DYNAMIC output's tensor gets its ``produced_shape`` once the engines have run.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +20,7 @@ import numpy.typing as npt
 from .. import layout as _layout
 from ..backends.base import Engine, EngineContext
 from ..model import CompiledModel
-from ..types import DataType, NpuTensorInfo, TensorType
+from ..types import DataType, MemoryLayout, NpuTensorInfo, TensorType
 from ._trace import Trace
 from .plan import CONVERT, DIRECT, DYNAMIC, GATHER, Bind, CallPlan, batch_axis
 
@@ -42,7 +45,6 @@ class Slot:
                 inter.info.data_type,
                 inter.info.shape,
             )
-        self.dynamic_shapes: dict[str, tuple[int, ...]] = {}
         self._prepared: CallPlan | None = None
 
     @property
@@ -71,8 +73,7 @@ class Slot:
             self._stage_input(bind)
         for context in self._contexts:
             context.run()
-        for bind in plan.staged_outputs:
-            self._unstage_output(bind)
+        self._unstage_outputs(plan)
 
     def _run_traced(self, plan: CallPlan, trace: Trace, job_id: int) -> None:
         t0 = trace.now()
@@ -86,8 +87,7 @@ class Slot:
             context.run()
             trace.add(f"engine:{partition.name}", ts, trace.now(), job_id, target=partition.target)
         t2 = trace.now()
-        for bind in plan.staged_outputs:
-            self._unstage_output(bind)
+        self._unstage_outputs(plan)
         trace.add("convert_out", t2, trace.now(), job_id)
 
     def prepare(self, plan: CallPlan) -> None:
@@ -96,8 +96,7 @@ class Slot:
         for bind in plan.inputs:
             locations[bind.spec.name] = self._location(bind)
         for bind in plan.outputs:
-            if bind.kind != DYNAMIC:
-                locations[bind.spec.name] = self._location(bind)
+            locations[bind.spec.name] = self._location(bind)
         for context, partition, caps in zip(
             self._contexts, self._partitions, self._capabilities, strict=True
         ):
@@ -107,7 +106,7 @@ class Slot:
                 context.bind_input(name, *locations[name])
             for name in partition.outputs:
                 if name in self._dynamic:
-                    context.bind_output_dynamic(name)
+                    context.bind_output_dynamic(name, *locations[name])
                 else:
                     context.bind_output(name, *locations[name])
         self._prepared = plan
@@ -122,7 +121,7 @@ class Slot:
     def _staging_for(self, info: NpuTensorInfo, view: TensorType) -> npt.NDArray[Any]:
         key = (info.name, view)
         array = self._staging.get(key)
-        if array is None:
+        if array is None or array.shape != info.shape:
             array = np.zeros(info.shape, dtype=info.numpy_dtype)
             self._staging[key] = array
         return array
@@ -131,6 +130,12 @@ class Slot:
         hw = bind.spec.hw
         if bind.kind == DIRECT:
             return (bind.address, hw.data_type, hw.shape)
+        if bind.kind == DYNAMIC:  # the tensor's shape is the capacity the caller chose
+            capacity = bind.tensors[0].info.shape
+            if bind.tensors[0].info.data_type is hw.data_type:
+                return (bind.address, hw.data_type, capacity)
+            staging = self._staging_for(hw.with_shape(capacity), TensorType.HW)
+            return (int(staging.ctypes.data), hw.data_type, capacity)
         staging = self._staging_for(hw, TensorType.HW)
         return (int(staging.ctypes.data), hw.data_type, hw.shape)
 
@@ -159,11 +164,22 @@ class Slot:
             np.copyto(_frame(staging, axis, b), tensor.numpy().reshape(_frame_shape(info, axis)))
         return staging, info
 
+    def _unstage_outputs(self, plan: CallPlan) -> None:
+        """Convert/scatter the staged outputs; give data-dependent outputs their shapes.
+        Raises DynamicOutputTooSmall (after every shape is set) when one did not fit."""
+        too_small = ""
+        for bind in plan.staged_outputs:
+            if bind.kind != DYNAMIC:
+                self._unstage_output(bind)
+                continue
+            too_small = too_small or self._finish_dynamic(bind)
+        if too_small:
+            # Made here, kept by no local: an exception in a local of the frame its
+            # traceback holds is a cycle that would keep the call's tensors until a gc pass.
+            raise DynamicOutputTooSmall(too_small)
+
     def _unstage_output(self, bind: Bind) -> None:
         spec = bind.spec
-        if bind.kind == DYNAMIC:
-            self._copy_dynamic(bind)
-            return
         staging = self._staging_for(spec.hw, TensorType.HW)
         if bind.kind == GATHER:
             axis = batch_axis(spec.hw)
@@ -181,19 +197,31 @@ class Slot:
         for b, tensor in enumerate(bind.tensors):
             np.copyto(tensor.numpy(), _frame(full, axis, b).reshape(tensor.info.shape))
 
-    def _copy_dynamic(self, bind: Bind) -> None:
-        name = bind.spec.name
-        index = self._partitions_output_context(name)
-        result = self._contexts[index].dynamic_output(name)
-        self.dynamic_shapes[name] = tuple(result.shape)
-        target = bind.tensors[0]
-        raw = np.ascontiguousarray(result).reshape(-1).view(np.uint8)
-        dest = target.bytes_view()
-        if raw.nbytes > dest.nbytes:
-            raise DynamicOutputTooSmall(name, raw.nbytes, dest.nbytes, tuple(result.shape))
-        dest[: raw.nbytes] = raw
+    def _finish_dynamic(self, bind: Bind) -> str:
+        """Set the tensor's produced shape; convert a staged result (CPU view of another
+        dtype) into it. Why the result did not fit, or "" when it did."""
+        spec, tensor = bind.spec, bind.tensors[0]
+        shape = self._contexts[self._context_of(spec.name)].produced_shape(spec.name)
+        tensor._produced_shape = shape
+        count = math.prod(shape)
+        if count > tensor.info.size:
+            needed = count * tensor.info.data_type.itemsize
+            return (
+                f"output {spec.name!r} produced shape {list(shape)} ({needed} bytes) but its "
+                f"tensor holds {tensor.info.size_in_bytes} bytes; allocate at least that "
+                "capacity (see produced_shape)"
+            )
+        hw = spec.hw
+        if count and tensor.info.data_type is not hw.data_type:
+            staging = self._staging_for(hw.with_shape(tensor.info.shape), TensorType.HW)
+            source, target = _flat(hw, count), _flat(tensor.info, count)
+            _layout.convert_array(
+                staging.reshape(-1)[:count], source, tensor.numpy().reshape(-1)[:count],
+                target, spec.quant,
+            )  # fmt: skip
+        return ""
 
-    def _partitions_output_context(self, name: str) -> int:
+    def _context_of(self, name: str) -> int:
         for index, partition in enumerate(self._partitions):
             if name in partition.outputs:
                 return index
@@ -201,11 +229,13 @@ class Slot:
 
 
 class DynamicOutputTooSmall(Exception):
-    def __init__(self, name: str, needed: int, have: int, shape: tuple[int, ...]) -> None:
-        super().__init__(
-            f"output {name!r} produced shape {list(shape)} ({needed} bytes) but the bound "
-            f"tensor holds {have} bytes"
-        )
+    """Internal: a data-dependent output's result did not fit the caller's tensor."""
+
+
+def _flat(info: NpuTensorInfo, count: int) -> NpuTensorInfo:
+    return NpuTensorInfo(
+        info.name, info.data_type, info.direction, info.tensor_type, MemoryLayout.GENERIC, (count,)
+    )
 
 
 def _frame(array: npt.NDArray[Any], axis: int, index: int) -> npt.NDArray[Any]:

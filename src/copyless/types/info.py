@@ -26,7 +26,12 @@ class NpuTensorInfo:
     ``strides``, when given, are numpy-style byte strides of ``shape``; ``None`` means packed
     C order. ``memory_layout_order`` is the permutation of the CPU dims for ``GENERIC``.
 
-    Raises :class:`~copyless.TensorError` (a ``ValueError``) for a negative dimension or a
+    A model output whose shape depends on the data reports ``-1`` for each dim no bound is
+    known for (an unknown rank reads ``(-1,)``); such an info is *unbounded*: ``size`` and
+    ``size_in_bytes`` are ``-1`` and no tensor can be made of it until the caller replaces
+    the ``-1`` dims with the capacity it wants (``dataclasses.replace(info, shape=...)``).
+
+    Raises :class:`~copyless.TensorError` (a ``ValueError``) for a dimension below -1 or a
     stride count that does not match ``shape``, ``TypeError`` for a field of the wrong enum.
     """
 
@@ -51,7 +56,7 @@ class NpuTensorInfo:
                 raise TensorError(
                     f"tensor {self.name!r}: {len(self.strides)} strides for {len(self.shape)} dims"
                 )
-        if any(d < 0 for d in self.shape):
+        if any(d < -1 for d in self.shape) or (-1 in self.shape and self.strides is not None):
             raise TensorError(f"tensor {self.name!r}: negative dimension in {self.shape}")
         for attr, enum_type in (
             ("data_type", DataType),
@@ -63,13 +68,22 @@ class NpuTensorInfo:
                 raise TypeError(f"tensor {self.name!r}: {attr} must be a {enum_type.__name__}")
 
     @property
+    def bounded(self) -> bool:
+        """False when a dim is -1 (a data-dependent dim with no known bound)."""
+        return -1 not in self.shape
+
+    @property
     def size(self) -> int:
-        """Number of elements of the view (padding included)."""
+        """Number of elements of the view (padding included); -1 when unbounded."""
+        if -1 in self.shape:
+            return -1
         return math.prod(self.shape)
 
     @property
     def size_in_bytes(self) -> int:
-        """Bytes the view's buffer must hold at least."""
+        """Bytes the view's buffer must hold at least; -1 when unbounded."""
+        if -1 in self.shape:
+            return -1
         itemsize = self.data_type.itemsize
         if self.strides is None:
             return self.size * itemsize

@@ -3,6 +3,9 @@ and read classification / text-detection outputs in place.
 
 ``decode`` -> ``classify_preprocess`` / ``letterbox`` (written straight into the tensor's
 memory) -> run the model -> ``softmax_topk`` / ``text_boxes`` -> ``draw_boxes``.
+Video (``copyless[video]``, PyAV imported on first use): ``VideoSource`` yields the
+decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv12"``;
+``VideoWriter`` encodes annotated frames.
 """
 
 from __future__ import annotations
@@ -11,12 +14,19 @@ from .decode import decode
 from .formats import ColourFormat, Destination, colour_format_for
 from .postprocess import Box, draw_boxes, softmax_topk, text_boxes
 from .preprocess import Letterbox, classify_preprocess, letterbox
+from .video import StreamInfo, VideoError, VideoFrame, VideoSource
+from .video_writer import VideoWriter
 
 __all__ = [
     "Box",
     "ColourFormat",
     "Destination",
     "Letterbox",
+    "StreamInfo",
+    "VideoError",
+    "VideoFrame",
+    "VideoSource",
+    "VideoWriter",
     "classify_preprocess",
     "colour_format_for",
     "decode",
