@@ -1,7 +1,7 @@
 """The bad-input catalogue, run: files, options, tensors and call orders a user can get
 wrong, each with what copyless answers (a status or a clear error, never a crash).
 
-    .venv/bin/python benchmarks/bad_inputs.py [--quiet]
+    copyless-bench bad_inputs [--quiet]
 
 Prints one row per case (area, input, answer, ok) and a summary; exits 1 when a case gives
 anything but its expected status or error. The cases live in tests/reliability/catalogue.py

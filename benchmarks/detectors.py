@@ -1,7 +1,7 @@
 """Object detectors end to end: copyless zero-copy with decoding + NMS folded into the graph,
 against each package's own pipeline, on the same decoded image, in one run.
 
-    .venv/bin/python benchmarks/detectors.py [--quick] [--rounds N] [--reps N]
+    copyless-bench detectors [--quick] [--rounds N] [--reps N]
         [--only face|layout]
 
 Per frame, decode excluded (the image is an RGB array in memory for every contender):
@@ -38,8 +38,8 @@ import numpy as np
 import skimage.data
 
 import copyless as cl
-from bench_common import interleaved
 from copyless.apps._models import builtin_object_detector
+from copyless.apps.bench.timing import interleaved
 from copyless.model import load_model, zoo
 from copyless.vision import Detection, detections, stretch
 

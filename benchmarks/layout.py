@@ -5,8 +5,8 @@ For each frame size and conversion this times ``Plan.run`` (the path the runner 
 the same machine noise, and prints the medians and their ratio. A plain numpy chain
 (transpose + round + clip + astype, with padding) is shown for comparison.
 
-    .venv/bin/python benchmarks/layout.py            # 224x224, 640x640, 3840x2160
-    .venv/bin/python benchmarks/layout.py --repeats 50 --sizes 640x640
+    copyless-bench layout            # 224x224, 640x640, 3840x2160
+    copyless-bench layout --repeats 50 --sizes 640x640
 """
 
 from __future__ import annotations

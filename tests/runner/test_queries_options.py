@@ -211,3 +211,14 @@ def test_get_batch_size_checks_its_direction(tiny_batch4, make_runner) -> None:
     assert runner.get_batch_size() == runner.get_batch_size(IN) == runner.get_batch_size(OUT) == 4
     with pytest.raises(TypeError, match="direction"):
         runner.get_batch_size("INPUT")
+
+
+def test_the_readme_table_lists_every_option() -> None:
+    """One table of the options and their meaning per engine: README.md "Runner options"."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Runner options", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    listed = {key for row in rows for key in KNOWN_OPTIONS if f"`{key}`" in row.split("|")[1]}
+    assert listed == set(KNOWN_OPTIONS), sorted(set(KNOWN_OPTIONS) - listed)

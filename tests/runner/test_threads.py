@@ -83,18 +83,28 @@ def test_explicit_threads_and_openvino_share_one_engine(
             assert runner.get_property("engines_loaded") == 1, (options, runner_type)
 
 
-def _spinning(runner: cl.runner.Runner) -> list[str]:
-    """allow_spinning of every onnxruntime session the runner loaded."""
+def _entry(options: object, key: str) -> str:
+    try:
+        return str(options.get_session_config_entry(key))  # type: ignore[attr-defined]
+    except RuntimeError:  # onnxruntime raises for a key never set
+        return "0"
+
+
+def _spinning(runner: cl.runner.Runner) -> set[tuple[str, str]]:
+    """(allow_spinning, force_spinning_stop) of every onnxruntime session the runner loaded."""
     sessions = [engine._session for engine in runner._engines]  # type: ignore[attr-defined]
-    return [
-        s.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+    keys = ("session.intra_op.allow_spinning", "session.force_spinning_stop")
+    return {
+        (_entry(s.get_session_options(), keys[0]), _entry(s.get_session_options(), keys[1]))
         for s in sessions
-    ]
+    }
 
 
-def test_engine_spinning_is_opt_in(tiny: tuple[onnx.ModelProto, CompiledModel]) -> None:
+def test_engine_spinning_is_opt_in_and_stops_with_each_run(
+    tiny: tuple[onnx.ModelProto, CompiledModel],
+) -> None:
     model, compiled = tiny
-    for value, expected in ((None, "0"), (False, "0"), (True, "1")):
+    for value, expected in ((None, ("0", "0")), (False, ("0", "0")), (True, ("1", "1"))):
         options = {} if value is None else {"engine_spinning": value}
         with cl.RunnerFactory.from_compiled(compiled, options) as runner:
             assert runner.get_property("engine_spinning") is (value is True)
@@ -107,7 +117,7 @@ def test_engine_spinning_is_opt_in(tiny: tuple[onnx.ModelProto, CompiledModel]) 
             np.testing.assert_allclose(
                 y.numpy(), reference(model, {"input": data})[0], rtol=1e-4, atol=1e-5
             )
-            assert set(_spinning(runner)) == {expected}
+            assert _spinning(runner) == {expected}
     with pytest.raises(cl.OptionError, match="engine_spinning"):
         cl.RunnerFactory.from_compiled(compiled, {"engine_spinning": "yes"})
 

@@ -1,7 +1,10 @@
 """The apps' built-in models: zoo models compiled with the RGBx input option, cached.
 
-The compiled artifact is cached beside the zoo's ONNX file, keyed by that file's name (which
-carries the source package and builder versions) and the compile options.
+Each is compiled with its preprocessing recorded (mean/std folded into the graph, RGB, the
+resize policy: torchvision's crop for the classifiers, a 114-grey letterbox for the
+detector), so the apps prepare photos from the record. The compiled artifact is cached
+beside the zoo's ONNX file, keyed by that file's name (which carries the source package and
+builder versions) and the compile options.
 """
 
 from __future__ import annotations
@@ -23,6 +26,23 @@ logger = logging.getLogger(__name__)
 CLASSIFIER = "efficientnet-lite0"
 DETECTOR = "ppocr-det"
 DETECTOR_SIZE = 640
+#: Models the zoo holds with dynamic H, W, and the square size the apps compile them at.
+_FIXED_SIZE = {DETECTOR: DETECTOR_SIZE}
+
+
+def recorded_preprocessing(name: str) -> dict[str, Any]:
+    """The compile options that record zoo model ``name``'s preprocessing: mean/std, RGB,
+    and its resize policy (a crop of ``size / resize`` for classifiers, a letterbox for the
+    text detector as copyless-detect feeds it, a stretch for the models the zoo resizes
+    straight to size: CenterFace, PicoDet)."""
+    prep = zoo.preprocessing(name)
+    crop = None if prep.resize is None else prep.size[0] / prep.resize
+    if crop is not None:
+        resize = f"crop:{crop:g}"
+    else:
+        resize = "letterbox:114" if name == DETECTOR else "stretch"
+    return {"mean": tuple(prep.mean), "std": tuple(prep.std), "colour_order": "rgb",
+            "resize": resize}  # fmt: skip
 #: copyless-detect --model NAME -> zoo detector with a folded postprocess
 OBJECT_DETECTORS = {"face": "centerface", "layout": "picodet-layout"}
 
@@ -30,13 +50,11 @@ OBJECT_DETECTORS = {"face": "centerface", "layout": "picodet-layout"}
 def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
     """Compile zoo model ``name`` with its normalisation folded into an RGBx uint8 input."""
     source = zoo.build(name, progress=progress)
-    prep = zoo.preprocessing(name)
-    options: dict[str, Any] = {
-        "input_format": "rgbx",
-        "mean": tuple(prep.mean),
-        "std": tuple(prep.std),
-        **extra,
-    }
+    options: dict[str, Any] = {"input_format": "rgbx", **recorded_preprocessing(name)}
+    if name in _FIXED_SIZE:
+        side = _FIXED_SIZE[name]
+        options["input_shapes"] = {"x": (1, 3, side, side)}
+    options.update(extra)
     key = artifact_key(source.name, options)
     target = zoo.cache_root() / "compiled" / f"{name}-{options['input_format']}-{key}.rai"
     if target.is_file():
@@ -54,8 +72,7 @@ def builtin_classifier(progress: bool = True) -> Path:
 
 
 def builtin_detector(progress: bool = True) -> Path:
-    size = DETECTOR_SIZE
-    return builtin_model(DETECTOR, progress=progress, input_shapes={"x": (1, 3, size, size)})
+    return builtin_model(DETECTOR, progress=progress)
 
 
 def builtin_object_detector(

@@ -40,9 +40,10 @@ and layout). Layouts: NCHW NHWC NHW NHWC4 NHWC8 NC4HW4 NC8HW8 HCWNC4 HCWNC8 HCWN
 Dtypes: fp32 fp16 bf16 (int8 with --quantize). Per-tensor values: NAME=VALUE (repeatable).
 
 --input-format rgbx: the input's HW view is UINT8 NHWC4 [N,H,W,4] packed RGBx pixels; the
-graph starts with Cast, Slice, Transpose and (x - mean)/std folded as Mul+Add, with --mean and
---std in pixel units (0..255). The CPU view is then float32 NCHW pixels (0..255, not
-normalised) with quant scale 1, zero point 0. With --input-size HxW the HW view is the
+graph starts with Transpose, Slice (drop x), Cast and (x - mean)/std (folded into the first
+convolution when it can be, else Mul+Add), with --mean and --std in pixel units (0..255).
+The CPU view is then float32 NCHW pixels (0..255, not normalised) with quant scale 1, zero
+point 0. With --input-size HxW the HW view is the
 decoder's frame [N,H,W,4] of that size, resized in the graph (Resize, linear, antialiased
 when the model's opset allows 18) to the model's own size before the normalisation;
 --input-crop F first keeps the centred region of the model's aspect ratio and F of the
@@ -60,6 +61,10 @@ For i420/nv12 the graph converts YUV to RGB (--yuv-matrix bt601 (default) or bt7
 --input-line-sizes LUMA,CHROMA: the planes with the decoder's line padding (e.g. 128,64 for
 a 120-pixel-wide frame; NV12's chroma line holds U and V), dropped by the graph: bound as
 decoded, without a copy.
+
+--mean/--std, --resize and --colour-order are recorded in the compiled model (metadata
+"preprocessing") so that applications prepare photos as the model expects: copyless-zerocopy
+and copyless-detect read them, and warn when they are missing.
 
 --quantize int8 --calibration DIR: static QDQ INT8 (uint8 activations per tensor, int8 weights
 per output channel: onnxruntime's fast U8S8 form) calibrated on the images in
@@ -115,6 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--yuv-range", choices=["limited", "full"], help="i420/nv12 value range")
     p.add_argument("--mean", help="R,G,B mean in pixel units (rgbx / calibration)")
     p.add_argument("--std", help="R,G,B std in pixel units (rgbx / calibration)")
+    p.add_argument("--resize", metavar="POLICY",
+                   help="recorded for apps: crop[:0.875] | letterbox[:114] | stretch")  # fmt: skip
+    p.add_argument("--colour-order", choices=["rgb", "bgr"],
+                   help="recorded for apps: the model's channel order")  # fmt: skip
     for flag in ("input-layout", "input-dtype", "output-layout", "output-dtype"):
         p.add_argument(f"--{flag}", action="append", default=[], metavar="[NAME=]VALUE",
                        help=f"HW view {flag.replace('-', ' ')}")  # fmt: skip
@@ -195,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_ops": args.cpu_ops,
             "cpu_partition_after": args.cpu_partition_after,
             "cpu_tail": args.cpu_tail,
+            "resize": args.resize,
+            "colour_order": args.colour_order,
             "postprocess": args.postprocess,
             "score_threshold": args.score_threshold,
             "iou_threshold": args.iou_threshold,

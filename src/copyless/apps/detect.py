@@ -2,8 +2,9 @@
 document layout (PP-PicoDet).
 
 ``--model text`` (the default): the photo is letterboxed straight into the runner-allocated
-RGBx input tensor of the PP-OCRv4 detector at 640x640 (ImageNet normalisation folded in), the
-probability map is read in place and the DB boxes are computed in Python.
+RGBx input tensor of the PP-OCRv4 detector at 640x640 (ImageNet normalisation folded in; a
+model given with ``-m`` is prepared as its compiled record says, with a warning for what it
+lacks), the probability map is read in place and the DB boxes are computed in Python.
 
 ``--model face`` / ``--model layout``: the zoo detector is compiled (once, cached) for RGBx
 frames of the photo's own size with its postprocess folded into the graph (resize to the
@@ -37,18 +38,17 @@ from ..types import TensorDirection
 from ..vision import (
     Box,
     Detection,
-    Letterbox,
     detections,
     draw_boxes,
     draw_detections,
-    letterbox,
     stretch,
     text_boxes,
 )
-from ..vision.gpu import DeviceImage, download
-from ._bench import StageTimes
-from ._models import DETECTOR_SIZE, OBJECT_DETECTORS, builtin_detector, builtin_object_detector
+from ..vision.gpu import download
+from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
+from ._prepare import preparer_for, warning
 from ._setup import image_parser, parse_image_args, run_image_app, tensor_type, timed_runs
+from .bench.stages import StageTimes
 
 TEXT_THRESHOLD = 0.3
 
@@ -92,26 +92,20 @@ def _detect_text(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Na
     view = tensor_type(args)
     (in_info,) = runner.get_tensors_info(TensorDirection.INPUT, view)
     (out_info,) = runner.get_tensors_info(TensorDirection.OUTPUT, view)
+    prepare = preparer_for(runner, in_info)
+    if prepare.assumed:
+        print(warning(args.model_dir or runner.model.name, prepare.assumed), file=sys.stderr)
     x = runner.allocate_npu_tensor(in_info)
     y = runner.allocate_npu_tensor(out_info)
     threshold = TEXT_THRESHOLD if args.threshold is None else args.threshold
-
-    def preprocess() -> Letterbox:
-        return letterbox(image, x, size=DETECTOR_SIZE)
-
-    if x.device_memory is not None:  # --device cuda: the photo goes to the GPU once
-        gpu = DeviceImage(image, x.device_memory.device_id)
-
-        def preprocess() -> Letterbox:
-            placement = gpu.letterbox(x, size=DETECTOR_SIZE)
-            gpu.synchronize()  # timed as preprocessing; the runner needs no host wait
-            return placement
-
-    def postprocess(placement: Letterbox) -> list[Box]:
-        output = download(y)  # a D2H copy for device memory, else a view
-        return text_boxes(output, placement, threshold=threshold)
-
-    done = timed_runs(runner, x, y, args.runs, preprocess, postprocess)
+    done = timed_runs(
+        runner,
+        x,
+        y,
+        args.runs,
+        prepare.writer(image, x),
+        lambda placement: text_boxes(download(y), placement, threshold=threshold),
+    )
     if done is None:
         return 1
     boxes, times = done
