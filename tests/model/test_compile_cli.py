@@ -44,7 +44,7 @@ def test_compile_to_directory_default(model_file: Path, tmp_path: Path) -> None:
         main([str(model_file), "-o", str(out), "--input-layout", "HCWNC4", "--input-dtype", "bf16"])
         == 0
     )
-    assert (out / "par_0" / "model.onnx").is_file()
+    assert (out / "vaiml_par_0" / "par_0.onnx").is_file()
     spec = load_model(out).inputs[0]
     assert spec.hw.shape == (16, 1, 16, 1, 4) and spec.hw.data_type is DataType.BF16
 

@@ -1,4 +1,4 @@
-"""``copyless-compile``: compile an ONNX model into a ``.rai`` file or a ``par_0`` directory.
+"""``copyless-compile``: compile an ONNX model into a ``.rai`` file or a ``vaiml_par_0`` directory.
 
 Examples::
 
@@ -29,6 +29,7 @@ import sys
 import time
 
 from ..model import compile_model
+from ..model._config import read_config
 from ..model.input_formats import INPUT_FORMATS
 from ..model.options import parse_shape
 from ..types import CopylessError, ModelLoadError
@@ -96,14 +97,14 @@ results run on CPU), --cpu-partition-after NAME (everything reading that node's 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="copyless-compile",
-        description="Compile an ONNX model for copyless (a .rai file or a par_0 directory).",
+        description="Compile an ONNX model for copyless (a .rai file or a vaiml_par_0 directory).",
         epilog=_HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", help="the ONNX model to compile")
     p.add_argument("-o", "--output", required=True, help="OUT.rai (one file) or a directory")
     p.add_argument("--name", help="model name stored in the manifest (default: file stem)")
-    p.add_argument("--batch-size", type=int, default=1, help="symbolic batch dims become N")
+    p.add_argument("--batch-size", type=int, help="symbolic batch dims become N (default 1)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1x...",
                    help="fix an input's shape (needed for symbolic non-batch dims)")  # fmt: skip
     p.add_argument("--input-format", type=_format_name, choices=list(INPUT_FORMATS),
@@ -131,7 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quantize-ops", help="comma-separated op types to quantize (with --quantize)")
     p.add_argument("--cpu-ops", help="comma-separated op types that start the CPU partition")
     p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
-    p.add_argument("--cpu-tail", action="store_true", help="run what follows the last Conv on CPU")
+    p.add_argument("--cpu-tail", action="store_true", default=None,
+                   help="run what follows the last Conv on CPU")  # fmt: skip
     p.add_argument("--postprocess", choices=["centerface", "picodet"],
                    help="fold detector decoding + NMS into the graph")  # fmt: skip
     p.add_argument("--score-threshold", type=float, help="keep detections scoring above this")
@@ -139,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-detections", type=int, help="capacity of the detection outputs")
     p.add_argument("--output-capacity", action="append", default=[], metavar="NAME=D0xD1x...",
                    help="capacity of an output whose shape depends on the data")  # fmt: skip
+    p.add_argument("--config-json", metavar="FILE",
+                   help="compiler options from FILE's \"compiler\" section (flags win); the "
+                   "runner option config_json checks a model against the same file")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="log the compiler's steps")
     return p
 
@@ -209,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
                 parse_shape(s, "--output-capacity") for s in args.output_capacity
             ) or None,
         }
-        out = compile_model(args.model, args.output, **options)
+        given = {key: value for key, value in options.items() if value is not None}
+        if args.config_json is not None:
+            given = {**read_config(args.config_json).compiler, **given}
+        out = compile_model(args.model, args.output, **given)
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
     except ModelLoadError as exc:

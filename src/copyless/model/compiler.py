@@ -124,7 +124,8 @@ def artifact_key(source: str, options: Mapping[str, Any]) -> str:
 
 def compile_model(model: str | Path | onnx.ModelProto, output: str | Path, **options: Any) -> Path:
     """Compile ``model`` and write it to ``output``: a ``.rai`` file when the name ends in
-    ``.rai``, else a directory with ``manifest.json`` and ``par_0/model.onnx``."""
+    ``.rai``, else a directory holding the self-contained ``vaiml_par_0`` partition
+    directory (see :mod:`.directory`)."""
     compiled = compile_to_memory(model, **options)
     out = Path(output)
     if out.suffix == ".rai":

@@ -173,7 +173,7 @@ def build_plan(
                 t
                 for b in in_binds + out_binds
                 for t in b.tensors
-                if type(t).sync_buffer is not NpuTensor.sync_buffer
+                if t.needs_sync
             ]
         ),
         _refs([t for b in in_binds + out_binds for t in b.tensors]),

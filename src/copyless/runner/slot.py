@@ -21,8 +21,8 @@ from .. import layout as _layout
 from ..backends.base import Engine, EngineContext
 from ..model import CompiledModel
 from ..types import DataType, MemoryLayout, NpuTensorInfo, TensorType
+from ._trace import Trace
 from .plan import CONVERT, DIRECT, DYNAMIC, GATHER, Bind, CallPlan, batch_axis
-from .trace import Trace
 
 Location = tuple[int, DataType, tuple[int, ...]]
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image, ImageDraw, ImageFont
 
 from ..memory import NpuTensor
+from ._extra import need
 from .formats import _tensor_array
 from .postprocess import Box
 
@@ -109,9 +109,9 @@ def draw_detections(
     """
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
         raise ValueError(f"image must be uint8 (H, W, 3) RGB, got {image.dtype} {image.shape}")
-    canvas = Image.fromarray(np.ascontiguousarray(image))
-    draw = ImageDraw.Draw(canvas)
-    font = ImageFont.load_default(size=max(11, min(canvas.size) // 40))
+    canvas = need("PIL.Image").fromarray(np.ascontiguousarray(image))  # the "vision" extra
+    draw = need("PIL.ImageDraw").Draw(canvas)
+    font = need("PIL.ImageFont").load_default(size=max(11, min(canvas.size) // 40))
     for det in reversed(found):  # the best last, on top
         colour = _PALETTE[det.class_id % len(_PALETTE)]
         b = det.box

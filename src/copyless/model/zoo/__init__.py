@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 import onnx
-from tqdm import tqdm
 
 from ...types import UnsupportedError
 from . import catalog
@@ -94,16 +93,25 @@ def cache_path(name: str) -> Path:
     return cache_root() / "zoo" / f"{name}-src{version}-b{catalog.BUILDER_VERSION}.onnx"
 
 
+def _no_progress(steps: int = 1) -> None:
+    del steps
+
+
 def _produce(item: ZooEntry, progress: bool) -> bytes:
-    with tqdm(
-        total=item.steps,
-        desc=f"building {item.name}",
-        unit="step",
-        file=sys.stderr,
-        disable=not progress,
-        leave=False,
-    ) as bar:
-        result = item.builder(bar.update)
+    try:
+        from tqdm import tqdm  # the progress bar of the "models" extra: optional
+    except ImportError:
+        result = item.builder(_no_progress)
+    else:
+        with tqdm(
+            total=item.steps,
+            desc=f"building {item.name}",
+            unit="step",
+            file=sys.stderr,
+            disable=not progress,
+            leave=False,
+        ) as bar:
+            result = item.builder(bar.update)
     return result.SerializeToString() if isinstance(result, onnx.ModelProto) else result
 
 
