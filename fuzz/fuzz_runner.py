@@ -284,7 +284,7 @@ def check(data: bytes) -> None:
 if __name__ == "__main__":
     from harness import main
 
-    import copyless.runner.jobs as jobs
+    import copyless.runner._jobs as jobs
     import copyless.runner.replay as replay
     import copyless.runner.runner as runner_module
 

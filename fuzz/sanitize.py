@@ -1,9 +1,9 @@
 """The C kernels under AddressSanitizer + UndefinedBehaviorSanitizer: build, test, fuzz.
 
-One command builds the three extensions (``layout/_kernels.c``, ``vision/_kernels.c``,
-``runner/_fast.c``) with ``-fsanitize=address,undefined -fno-omit-frame-pointer`` into a copy
-of the package under ``build/sanitize-<flavour>/`` and runs the tests that reach them, then a
-short run of each fuzz harness, against that copy::
+One command builds the four extensions (``layout/_kernels.c``, ``vision/_kernels.c``,
+``runner/_fast.c``, ``model/_mapped.c``) with
+``-fsanitize=address,undefined -fno-omit-frame-pointer`` into a copy of the package under
+``build/sanitize-<flavour>/`` and runs the tests that reach them, then a short run of each fuzz harness, against that copy::
 
     .venv/bin/python fuzz/sanitize.py test             # what CI runs (gcc is enough)
     .venv/bin/python fuzz/sanitize.py test -k quant    # extra arguments go to pytest
@@ -38,6 +38,7 @@ SOURCES = {
     "copyless/layout/_kernels": "src/copyless/layout/_kernels.c",
     "copyless/vision/_kernels": "src/copyless/vision/_kernels.c",
     "copyless/runner/_fast": "src/copyless/runner/_fast.c",
+    "copyless/model/_mapped": "src/copyless/model/_mapped.c",
 }
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
 FLAVOURS = {
@@ -45,7 +46,15 @@ FLAVOURS = {
     "test": ("cc", [], "libasan.so"),  # + libstdc++ (see runtime())
     "fuzz": ("clang", ["-fsanitize=fuzzer-no-link"], "asan_with_fuzzer.so"),
 }
-TESTS = ["tests/layout", "tests/vision", "tests/runner"]
+TESTS = [
+    "tests/layout",
+    "tests/vision",
+    "tests/runner",
+    # the memory-mapped model reader (model/_mapped.c): .rai loading and files truncated under it
+    "tests/model/test_compiled_formats.py",
+    "tests/model/test_model_directories.py",
+    "tests/reliability/test_model_file_changes.py",
+]
 # OpenVINO's TBB dlopens with RTLD_DEEPBIND, which ASan refuses; the C kernels run the same
 # code under either backend, so the onnxruntime parametrisations cover them.
 DESELECT = ["-k", "not openvino"]
@@ -53,13 +62,15 @@ HARNESSES = ("layout", "vision", "runner")
 ASAN_OPTIONS = (
     "detect_leaks=0:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1:"
     "strict_string_checks=1:check_initialization_order=1:alloc_dealloc_mismatch=0:"
-    "allocator_may_return_null=1:handle_segv=1"
+    "allocator_may_return_null=1:handle_segv=1:"
+    # model/_mapped.c turns a SIGBUS from a truncated map into OSError with its own handler
+    "handle_sigbus=0:allow_user_segv_handler=1"
 )
 UBSAN_OPTIONS = "print_stacktrace=1:halt_on_error=1"
 
 
 def build(flavour: str, name: str = "") -> Path:
-    """The package copied to build/sanitize-<flavour>[-name]/ with the three kernels
+    """The package copied to build/sanitize-<flavour>[-name]/ with the four C extensions
     instrumented (one folder per fuzz harness, so a new build never changes a running one)."""
     compiler, extra, _ = FLAVOURS[flavour]
     compiler = os.environ.get("CC", compiler) if flavour == "test" else compiler
@@ -120,12 +131,13 @@ def check_loaded(env: dict[str, str], package: Path) -> None:
     """Fail unless the interpreter really imports the instrumented copies."""
     probe = (
         "import copyless.layout._kernels as a, copyless.vision._kernels as b, "
-        "copyless.runner._fast as c; print(a.__file__, b.__file__, c.__file__)"
+        "copyless.runner._fast as c, copyless.model._mapped as d; "
+        "print(a.__file__, b.__file__, c.__file__, d.__file__)"
     )
     out = subprocess.run([sys.executable, "-c", probe], env=env, check=True,
                          capture_output=True, text=True).stdout.split()  # fmt: skip
     stray = [path for path in out if not path.startswith(str(package))]
-    if len(out) != 3 or stray:
+    if len(out) != len(SOURCES) or stray:
         raise SystemExit(f"not the sanitizer build: {stray or out}")
 
 
