@@ -1,7 +1,9 @@
-"""Builds copyless's C kernels (fused layout/dtype conversion, image preprocessing).
+"""Builds copyless's C extensions (fused layout/dtype conversion, image preprocessing, the
+runner's replay path, SIGBUS-safe reads of a mapped model file).
 
-Everything else is in pyproject.toml. The kernels are plain C99 compiled with -O3: no
-toolchain beyond the C compiler that pip already needs for sdists.
+Everything else is in pyproject.toml. The extensions are plain C11 (``-std=c11``: thread-local
+storage) compiled with -O3: no toolchain beyond the C compiler that pip already needs for
+sdists.
 """
 
 from pathlib import Path
@@ -15,6 +17,7 @@ KERNELS = [
     ("copyless.layout._kernels", "src/copyless/layout/_kernels.c"),
     ("copyless.vision._kernels", "src/copyless/vision/_kernels.c"),
     ("copyless.runner._fast", "src/copyless/runner/_fast.c"),
+    ("copyless.model._mapped", "src/copyless/model/_mapped.c"),
 ]
 
 setup(

@@ -1,6 +1,6 @@
 """copyless on OpenVINO vs OpenVINO's own Python pipeline vs copyless on ONNX Runtime.
 
-    .venv/bin/python benchmarks/bench_openvino.py [--quick] [--runner onnxruntime openvino]
+    copyless-bench bench_openvino [--quick] [--runner onnxruntime openvino]
         [--models relu efficientnet-lite0 resnet50] [--hint LATENCY|THROUGHPUT|AUTO]
 
 For each model (the same compiled graph everywhere, batch 1, float32 HW views), in one run:
@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 
 import copyless as cl
-from bench_common import interleaved, relu_model
+from copyless.apps.bench.timing import interleaved, relu_model
 
 # The openvino package through copyless (typed Any: it ships no stubs); tools that put this
 # folder on their path would take a plain ``import openvino`` for this file.

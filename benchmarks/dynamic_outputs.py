@@ -1,6 +1,6 @@
 """The cost of an output whose shape depends on the data, measured side by side in one run.
 
-    .venv/bin/python benchmarks/dynamic_outputs.py [--quick]
+    copyless-bench dynamic_outputs [--quick]
 
 The model keeps the rows of an [8400, 6] detection table whose score passes a threshold
 (Compress: a data-dependent [k, 6] output) and returns the [8400] keep mask beside them. Its
@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -31,9 +29,8 @@ import onnx.helper as oh
 import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import copyless as cl
-from bench_common import interleaved
+from copyless.apps.bench.timing import interleaved
 from copyless.backends.onnxruntime import session_options
 from copyless.model import compile_to_memory
 

@@ -1,6 +1,6 @@
 """Runner overhead and execution modes, measured side by side in one run.
 
-    .venv/bin/python benchmarks/runner.py [--quick]
+    copyless-bench runner [--quick]
 
 Prints medians (and ratios) of:
   1. runner.execute vs raw onnxruntime run_with_iobinding (and vs OpenVINO InferRequest.infer
@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "runner")
 from runner_helpers import conv_net
 
 import copyless as cl
-from bench_common import interleaved as interleaved_s
-from bench_common import relu_model
+from copyless.apps.bench.timing import interleaved as interleaved_s
+from copyless.apps.bench.timing import relu_model
 from copyless.backends.onnxruntime import session_options
 from copyless.model import CompiledModel, compile_to_memory, zoo
 
@@ -37,7 +37,7 @@ IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT
 
 
 def interleaved(fns: dict[str, Callable[[], object]], n: int, rounds: int) -> dict[str, float]:
-    """Median microseconds per call, interleaved (see bench_common.interleaved)."""
+    """Median microseconds per call, interleaved (see copyless.apps.bench.timing.interleaved)."""
     return {k: v * 1e6 for k, v in interleaved_s(fns, n, rounds, warm=False).items()}
 
 

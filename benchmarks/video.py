@@ -20,7 +20,7 @@ Both compiled/exported models are built and cached before the first round. The p
 labels of both must agree (same top-1 on at least 95% of frames, the scene's label on every
 frame of copyless) or the run fails.
 
-Run: ``.venv/bin/python benchmarks/video.py [--frames 300] [--size 480x640] [--rounds 5]
+Run: ``copyless-bench video [--frames 300] [--size 480x640] [--rounds 5]
 [--runner openvino] [--slots N] [--quick]``
 The last line is ``video: copyless N frames/s, plain M frames/s, ratio R.RRx``.
 """

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -60,6 +62,20 @@ def memfd() -> Iterator[Callable[[int], int]]:
     for fd in fds:
         with contextlib.suppress(OSError):  # a test closed it on purpose
             os.close(fd)
+
+
+@pytest.fixture(scope="session")
+def object_detector() -> Callable[..., Path]:
+    """``object_detector("centerface" | "picodet-layout", (H, W), **options)``: the zoo
+    detector compiled for RGBx frames of that size with its postprocess folded in (cached on
+    disk by copyless.apps._models, and here for the session)."""
+    from copyless.apps._models import builtin_object_detector
+
+    @functools.cache
+    def compiled(name: str, frame: tuple[int, int], **options: Any) -> Path:
+        return builtin_object_detector(name, frame, progress=False, **options)
+
+    return compiled
 
 
 # -- Ray: one real head for the whole session (about 7 s and 700 MB to start) ------------

@@ -1,7 +1,8 @@
 """copyless: zero-copy, asynchronous ML inference for Python vision pipelines.
 
-``import copyless as cl`` gives the whole public API (see API.md): the enums, the metadata,
-:class:`NpuTensor`, the runner, the compiler, and the ``layout`` and ``ipc`` modules.
+``import copyless as cl`` gives the whole public API, documented in the repository's
+``docs/api.md``: the enums, the metadata, :class:`NpuTensor`, the runner, the compiler, and
+the ``layout`` and ``ipc`` modules.
 """
 
 from . import ipc, layout

@@ -95,8 +95,15 @@ def test_infer_async_input_binary_writes_outputs(tmp_path, monkeypatch, capsys) 
     monkeypatch.chdir(tmp_path)
     assert infer_async.main(["--model-path", model, "--input-binary", str(ifm), "-n", "3"]) == 0
     assert "Batches completed: 3 / 3" in capsys.readouterr().out
-    logits = np.fromfile(tmp_path / "output_f0_0.bin", dtype=np.float32)
+    # Named by frame: the last completed submission is the third (frame 2).
+    assert sorted(p.name for p in tmp_path.glob("output_*.bin")) == ["output_f2_0.bin"]
+    logits = np.fromfile(tmp_path / "output_f2_0.bin", dtype=np.float32)
     assert logits.shape == (1000,) and int(logits.argmax()) in CAT_CLASSES
+    # --dry-run with --input-binary (as the seed's sample): random IFM, no file read or written
+    assert infer_async.main(["--model-path", model, "--input-binary", str(tmp_path / "none.bin"),
+                             "--dry-run", "-n", "2"]) == 0  # fmt: skip
+    assert "Batches completed: 2 / 2" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.glob("output_*.bin")) == ["output_f2_0.bin"]
     short = tmp_path / "short.bin"
     short.write_bytes(b"\0" * 1000)
     assert infer_async.main(["--model-path", model, "--input-binary", str(short)]) == 2
@@ -112,3 +119,40 @@ def test_detect_finds_the_text_lines_of_a_page(tmp_path, capsys) -> None:
     assert count >= 5
     with Image.open(out_png) as picture, Image.open(zoo.photo_path("page")) as source:
         assert picture.size == source.size
+
+
+def test_infer_async_names_each_frame_of_a_batch(tmp_path, monkeypatch, capsys) -> None:
+    """Batch 4, 2 submissions: the last one holds frames 4..7, one file per frame, each the
+    logits of its own input frame."""
+    import onnxruntime as ort
+
+    from copyless.model import compile_model
+    from model_helpers import conv_net
+
+    net = conv_net(batch="N")
+    model = compile_model(net, tmp_path / "b4.rai", batch_size=4)
+    frames = np.random.default_rng(3).standard_normal((4, 3, 16, 16)).astype(np.float32)
+    ifm = tmp_path / "ifm.bin"
+    ifm.write_bytes(frames.tobytes())
+    monkeypatch.chdir(tmp_path)
+    assert infer_async.main(["--model-path", str(model), "--input-binary", str(ifm),
+                             "-n", "2"]) == 0  # fmt: skip
+    session = ort.InferenceSession(net.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"input": frames})[0]
+    names = sorted(p.name for p in tmp_path.glob("output_*.bin"))
+    assert names == [f"output_f{f}_0.bin" for f in range(4, 8)]
+    for b in range(4):
+        got = np.fromfile(tmp_path / f"output_f{4 + b}_0.bin", dtype=np.float32)
+        np.testing.assert_allclose(got, expected[b], rtol=1e-4, atol=1e-5)
+
+
+def test_infer_async_host_work_and_argument_errors(capsys) -> None:
+    model = str(builtin_classifier(progress=False))
+    assert infer_async.main(["--model-path", model, "--dry-run", "-n", "4", "--benchmark",
+                             "--host-work-ms", "1"]) == 0  # fmt: skip
+    assert "[INFO] sync infer pass" in capsys.readouterr().out
+    for bad in (["--model-path", model], ["--model-path", model, "--dry-run", "-n", "0"],
+                ["--model-path", model, "--dry-run", "--host-work-ms", "-1"]):  # fmt: skip
+        with pytest.raises(SystemExit) as exit_info:
+            infer_async.main(bad)
+        assert exit_info.value.code == 2

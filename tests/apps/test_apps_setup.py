@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import copyless as cl
 from copyless.apps._setup import (
@@ -78,3 +79,21 @@ def test_run_image_app_checks_paths_before_opening_a_runner(
     with pytest.raises(SystemExit) as info:
         parse_image_args(parser, ["-i", str(image), "-n", "0"])
     assert info.value.code == 2
+
+
+def test_image_apps_spin_within_runs_unless_told_not_to(tmp_path: Path) -> None:
+    """One synchronous stream (the VART-ML samples): spinning as onnxruntime's default."""
+    parser = image_parser("app", "test app", "model")
+    image = tmp_path / "photo.png"
+    Image.new("RGB", (8, 8)).save(image)
+    model = compile_model(conv_net(), tmp_path / "m.rai")
+    seen: list[bool] = []
+
+    def app(runner: object, *_: object) -> int:
+        seen.append(runner.options.engine_spinning)  # type: ignore[attr-defined]
+        return 0
+
+    for extra, want in (([], True), (["--no-spin"], False)):
+        args = parse_image_args(parser, ["-i", str(image), "-m", str(model), *extra])
+        assert run_image_app(args, lambda: model, app) == 0
+        assert seen[-1] is want

@@ -1,4 +1,5 @@
-"""copyless-bench on the real EfficientNet-Lite0 and photo: rows, ratios, JSON, PNG, gate."""
+"""copyless-bench on the real EfficientNet-Lite0 and photo: rows, ratios, limits, stages,
+verdicts, JSON, PNG, gate."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from copyless.apps.bench.gate import disagreement
 from copyless.apps.bench.models import Config
 from copyless.apps.bench.peers import plain
 from copyless.apps.bench.pipeline import Pipeline
+from copyless.apps.bench.report import Row, verdicts
 from copyless.apps.bench.tasks import Outcome
 
-ONLY = ["ort-iobinding", "openvino-sync", "copyless-ort-zc", "copyless-ort-async2"]
+ONLY = ["engine-ort", "engine-ov", "ort-iobinding", "openvino-sync", "copyless-ort-zc",
+        "copyless-ov-zc", "copyless-ort-async2"]  # fmt: skip
+STAGES = {"decode", "preprocess", "infer", "postprocess"}
 CAT = {281, 282, 285}
 
 
@@ -44,7 +48,33 @@ def test_quick_run_rows_and_ratios(quick_run: tuple[int, dict, Path]) -> None:
     assert rows["copyless-ort-async2"]["mode"] == "async"
     assert rows["copyless-ort-zc"]["family"] == "copyless"
     assert data["machine"]["cores"] >= 1 and data["machine"]["onnxruntime"]
-    assert data["settings"]["rounds"] == 1
+    assert data["settings"]["rounds"] == 1 and data["settings"]["decode"] is True
+
+
+def test_engine_alone_rows_are_each_engines_limit(quick_run: tuple[int, dict, Path]) -> None:
+    _, data, _ = quick_run
+    rows = {r["pipeline"]: r for r in data["rows"]}
+    for engine, limit in (("ort", "engine-ort"), ("ov", "engine-ov")):
+        assert rows[limit]["family"] == "limit" and rows[limit]["vs_limit"] == 1.0
+        for row in rows.values():
+            if row["engine"] == engine:
+                want = row["ms_per_frame"] / rows[limit]["ms_per_frame"]
+                assert row["vs_limit"] == pytest.approx(want), row["pipeline"]
+    assert rows["plain"]["engine"] == "ort" and rows["copyless-ov-zc"]["engine"] == "ov"
+    assert "float32" in rows["engine-ov"]["note"]  # copyless's OpenVINO precision
+    assert rows["engine-ort"]["stages_ms"] == {}  # nothing but the engine runs
+
+
+def test_sync_pipelines_time_every_stage(quick_run: tuple[int, dict, Path]) -> None:
+    _, data, _ = quick_run
+    rows = {r["pipeline"]: r for r in data["rows"]}
+    for name in ("plain", "ort-iobinding", "copyless-ort-zc", "copyless-ov-zc"):
+        stages = rows[name]["stages_ms"]
+        assert set(stages) == STAGES, name
+        assert all(v > 0 for v in stages.values())
+        assert sum(stages.values()) <= rows[name]["ms_per_frame"] * 1.5  # laps within the frame
+    assert set(rows["openvino-sync"]["stages_ms"]) == {"decode", "infer", "postprocess"}
+    assert rows["copyless-ort-async2"]["stages_ms"] == {}  # overlapped stages: no breakdown
 
 
 def test_quick_run_png(quick_run: tuple[int, dict, Path]) -> None:
@@ -55,19 +85,25 @@ def test_quick_run_png(quick_run: tuple[int, dict, Path]) -> None:
 
 def test_table_on_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     argv = ["--quick", "--batch", "1", "--precision", "fp32", "--only", "copyless-ort-cpu",
-            "--rounds", "1", "--frames", "1",
+            "--rounds", "1", "--frames", "1", "--predecoded",
             "--json", str(tmp_path / "t.json"), "--png", str(tmp_path / "t.png")]  # fmt: skip
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
-    lines = [line for line in captured.out.splitlines() if "efficientnet-lite0 fp32 b1" in line]
+    table, breakdown, *_ = captured.out.strip().split("\n\n")
+    lines = [line for line in table.splitlines() if "efficientnet-lite0 fp32 b1" in line]
     assert [line.split()[3] for line in lines] == ["plain", "copyless-ort-cpu"]
-    assert "1.00x" in lines[0]
+    assert "1.00x" in lines[0] and "x limit" in table
+    staged = [line.split() for line in breakdown.splitlines()[2:4]]
+    assert [row[3] for row in staged] == ["plain", "copyless-ort-cpu"]
+    assert all(row[4] == "-" for row in staged)  # --predecoded: no decode stage
+    assert "fastest copyless pipeline copyless-ort-cpu" in breakdown  # the verdict follows
+    assert "NOT zero-copy" in breakdown  # the only copyless row is the CPU view
     assert "efficientnet-lite0 fp32 b1" in captured.err  # progress goes to stderr
 
 
 def _zeros_pipeline(assets: cli.Assets) -> Pipeline:
     """The plain pipeline fed zeros instead of the photo: a deliberately wrong pipeline."""
-    honest = plain(assets.peer_model, assets.task, assets.pil, assets.config.batch)
+    honest = plain(assets.peer_model, assets.task, assets.photo, assets.config.batch)
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(assets.peer_model), providers=["CPUExecutionProvider"])
@@ -88,6 +124,29 @@ def test_wrong_pipeline_is_flagged_and_not_timed() -> None:
     wrong = by_name["zeros"]
     assert wrong.status == "WRONG" and wrong.ms_per_frame is None and wrong.speedup is None
     assert "top-1" in wrong.note
+
+
+def _row(name: str, ms: float, rounds: tuple[float, ...], engine: str = "ort") -> Row:
+    return Row("m", "fp32", 1, name, "copyless", "sync", "ok", ms_per_frame=ms, rounds_ms=rounds,
+               stages_ms={"infer": ms - 1.0, "preprocess": 1.0}, engine=engine)  # fmt: skip
+
+
+def test_verdicts_name_the_fastest_copyless_pipeline_and_why() -> None:
+    zc = _row("copyless-ort-zc", 5.0, (4.9, 5.0, 5.2))
+    cpu = _row("copyless-ort-cpu", 5.5, (5.4, 5.5, 5.6))
+    assert verdicts([zc, cpu]) == [
+        "m fp32 b1: fastest copyless pipeline copyless-ort-zc (5.000 ms/frame), zero-copy"
+    ]
+    close = _row("copyless-ort-cpu", 4.95, (4.8, 4.9, 5.0))
+    (line,) = verdicts([zc, close])
+    assert "NOT zero-copy" in line and "within noise" in line
+    one = [_row("copyless-ort-zc", 5.0, (5.0,)), _row("copyless-ort-cpu", 4.0, (4.0,))]
+    (line,) = verdicts(one)
+    assert "too few rounds" in line
+    ov_zc = _row("copyless-ov-zc", 4.5, (4.4, 4.5, 4.6), engine="ov")
+    far = _row("copyless-ort-cpu", 4.0, (3.9, 4.0, 4.1))
+    (line,) = verdicts([ov_zc, zc, far])  # compared with ORT's own zero-copy row, not OV's
+    assert "25.0% slower beyond the rounds' spread (preprocess +0.000 ms, infer +1.000 ms)" in line
 
 
 def test_gate_rules() -> None:
@@ -113,6 +172,7 @@ def test_gate_rules() -> None:
         (["--only", "copyless-turbo"], "--only"),
         (["--frames", "0"], "--frames"),
         (["--photo", "moon"], "moon"),
+        (["--ov-precision", "int4"], "--ov-precision"),
     ],
 )
 def test_bad_arguments_exit_2(
@@ -122,3 +182,47 @@ def test_bad_arguments_exit_2(
         cli.main(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_every_benchmark_runs_one_way(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    for name in ("peers", "prefix", "spin", "runner", "layout", "soak"):
+        assert f"  {name} " in listed, name
+    assert cli.main(["layout", "--sizes", "8x8", "--repeats", "1"]) == 0  # a benchmarks/ program
+    assert "8x8" in capsys.readouterr().out
+    assert cli.main(["no-such-benchmark"]) == 2
+    assert "no benchmark 'no-such-benchmark'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # a built-in suite's own arguments
+        cli.main(["spin", "--model", "ppocr-det"])
+    assert exc.value.code == 2
+
+
+def test_prefix_profiles_the_folded_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["prefix", "--model", "efficientnet-lite0", "--runs", "2", "--engines", "ort"]
+    assert cli.main(argv) == 0
+    (row,) = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert row[:2] == ["efficientnet-lite0", "ort"]
+    rgbx, alone, extra, prefix = (float(v) for v in row[2:6])
+    assert rgbx > prefix > 0 and alone > 0 and extra == pytest.approx(rgbx - alone, abs=2e-3)
+    assert row[6::2] == ["Pad", "Transpose", "Slice", "Cast"]  # the folded nodes, in order
+
+
+def test_stopwatch_gives_median_seconds_per_frame_per_stage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from copyless.apps.bench import stages
+
+    clock = iter([0.0, 1.0, 3.0, 10.0, 11.0, 13.0, 20.0, 21.0, 123.0])
+    monkeypatch.setattr(stages.time, "perf_counter", lambda: next(clock))
+    watch, times = stages.Stopwatch(), stages.StageTimes()
+    for _ in range(3):  # three batches of 2 frames: decode 1 s, infer 2, 2 and 102 s
+        watch.start()
+        watch.lap("decode")
+        watch.lap("infer")
+        watch.frames(2)
+    watch.flush(times)
+    assert times.decode == [0.5] and times.infer == [1.0]  # the preempted batch is an outlier
+    assert times.preprocess == [] and times.medians_ms() == {"decode": 500.0, "infer": 1000.0}
+    watch.flush(times)  # nothing since: no sample
+    assert times.decode == [0.5]

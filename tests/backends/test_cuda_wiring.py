@@ -171,3 +171,15 @@ def test_cuda_graphs_take_device_memory_only(fake_gpu, compiled, caplog) -> None
         with pytest.raises(cl.TensorError, match="cuda_graph binds device memory only"):
             context.bind_input("input", x.ctypes.data, cl.DataType.FLOAT32, x.shape)
         context.close()
+
+
+def test_warm_up_on_a_cuda_runner(fake_gpu, compiled) -> None:
+    """Runner.warm_up creates the slots (a stream each) and never raises on a CUDA runner:
+    its first runs are best effort (here the fake CuPy allocates no device memory)."""
+    _recorder, streams = fake_gpu
+    with RunnerFactory.from_compiled(compiled, {"device": "cuda", "warm_up": True}) as runner:
+        assert len(runner._all_slots) >= 3  # max_concurrent_runs + 1
+        t_in, t_out, y = _tensors(runner, 7)
+        handle = runner.execute_async([[t_in]], [[t_out]])
+        assert runner.wait(handle, -1) is cl.StatusCode.SUCCESS and y.any()
+    assert len(streams) >= 3

@@ -100,6 +100,9 @@ def quantize(x: np.ndarray[Any, Any], q: QuantParameters, t: DataType) -> np.nda
     v = x.astype(np.float32) / np.float32(q.scale)
     v = np.where(np.isnan(v), np.float32(0), v).astype(np.float64)
     v = np.trunc(v) if q.rounding_mode is RoundingMode.ROUND_TOWARD_ZERO else np.rint(v)
+    v = np.clip(v, -(2.0**65), 2.0**65)  # +-inf saturate like any value past the range
+    if info.bits <= 32:  # exact in float64: |v + zp| < 2**66 rounds only past the clip
+        return np.clip(v + q.zero_point, info.min, info.max).astype(t.to_numpy())
     ints = [min(max(int(e) + q.zero_point, int(info.min)), int(info.max)) for e in v.ravel()]
     return np.array(ints, dtype=object).reshape(x.shape).astype(t.to_numpy())
 
@@ -113,6 +116,8 @@ def saturate(x: np.ndarray[Any, Any], t: DataType) -> np.ndarray[Any, Any]:
     if t is DataType.BOOLEAN:
         return x != 0
     info = np.iinfo(t.to_numpy())
+    if x.dtype.itemsize <= 4 or x.dtype == np.bool_:  # exact in int64
+        return np.clip(x.astype(np.int64), info.min, info.max).astype(t.to_numpy())
     ints = [min(max(int(e), int(info.min)), int(info.max)) for e in x.ravel()]
     return np.array(ints, dtype=object).reshape(x.shape).astype(t.to_numpy())
 

@@ -162,7 +162,7 @@ def test_specialised_kernels_serve_the_hot_pairs() -> None:
         (1, 3, 8, 8),
     )
     rgbx = hw_info_for(cpu, MemoryLayout.NHWC4, DataType.UINT8)
-    assert plan_for(cpu, rgbx, QuantParameters(1.0)).kernel == "specialised"
+    assert plan_for(cpu, rgbx, QuantParameters(1.0)).kernel == "fused pixels"
     assert plan_for(rgbx, cpu, QuantParameters(1.0)).kernel == "specialised"
     assert (
         plan_for(cpu, hw_info_for(cpu, MemoryLayout.HCWNC4, DataType.BF16)).kernel == "specialised"

@@ -300,8 +300,9 @@ def test_a_manifest_with_minus_one_elsewhere_is_refused(tmp_path) -> None:
     unbounded = next(c for c in CASES if c.name == "unbounded").graph
     out = write_directory(compile_to_memory(unbounded), tmp_path / "m")
     assert load_model(out).outputs[0].cpu.shape == (-1, -1)  # as compiled: loads
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest_path = out / "vaiml_par_0" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
     manifest["outputs"][0]["dynamic_dims"] = [0]  # dim 1 is -1 but no longer data-dependent
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(cl.ModelLoadError, match="-1 dims"):
         load_model(out)

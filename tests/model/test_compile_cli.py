@@ -44,7 +44,7 @@ def test_compile_to_directory_default(model_file: Path, tmp_path: Path) -> None:
         main([str(model_file), "-o", str(out), "--input-layout", "HCWNC4", "--input-dtype", "bf16"])
         == 0
     )
-    assert (out / "par_0" / "model.onnx").is_file()
+    assert (out / "vaiml_par_0" / "par_0.onnx").is_file()
     spec = load_model(out).inputs[0]
     assert spec.hw.shape == (16, 1, 16, 1, 4) and spec.hw.data_type is DataType.BF16
 
@@ -87,3 +87,26 @@ def test_quantize_ops_flag_reaches_the_quantizer(model_file: Path, tmp_path: Pat
                  str(photos), "--quantize-ops", "Conv,Gemm"])  # fmt: skip
     assert code == 0
     assert json.loads(load_model(out).metadata["options"])["quantize_ops"] == ["Conv", "Gemm"]
+
+
+def test_compile_postprocess_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from copyless.model import zoo
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(zoo.CACHE_ENV, str(tmp_path / "cache"))
+        source = zoo.build("centerface", progress=False)
+    out = tmp_path / "faces.rai"
+    code = main([str(source), "-o", str(out), "--input-shape", "input=1x3x64x96",
+                 "--input-format", "rgbx", "--input-size", "60x90", "--postprocess", "centerface",
+                 "--score-threshold", "0.7", "--iou-threshold", "0.4",
+                 "--max-detections", "5"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    model = load_model(out)
+    assert model.inputs[0].hw.shape == (1, 60, 90, 4)
+    assert [(o.name, o.hw.shape) for o in model.outputs] == [
+        ("boxes", (5, 4)), ("scores", (5,)), ("classes", (5,)), ("landmarks", (5, 10)),
+    ]  # fmt: skip
+    assert model.metadata["labels"] == '["face"]'
+    assert '"score_threshold": 0.7' in model.metadata["options"]
+    bad = main([str(source), "-o", str(tmp_path / "x.rai"), "--iou-threshold", "0.4"])
+    assert bad == 2 and "postprocess" in capsys.readouterr().err

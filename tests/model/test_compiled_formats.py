@@ -139,13 +139,15 @@ def directory(tmp_path: Path) -> Path:
 
 
 def test_directory_layout(directory: Path) -> None:
-    assert sorted(p.name for p in directory.iterdir()) == ["manifest.json", "par_0", "par_1"]
-    assert (directory / "par_0" / "model.onnx").is_file()
+    assert [p.name for p in directory.iterdir()] == ["vaiml_par_0"]
+    folder = directory / "vaiml_par_0"
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "par_0.onnx", "par_1.onnx"]
     assert load_model(directory) == compile_to_memory(conv_net(), cpu_tail=True)
 
 
 def test_damaged_directories(directory: Path, tmp_path: Path) -> None:
-    graph = directory / "par_1" / "model.onnx"
+    directory = directory / "vaiml_par_0"
+    graph = directory / "par_1.onnx"
     good = graph.read_bytes()
     saved = (directory / "manifest.json").read_text()
     graph.write_bytes(good[:100])
@@ -155,7 +157,7 @@ def test_damaged_directories(directory: Path, tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="corrupted"):
         load_model(directory)
     graph.unlink()
-    with pytest.raises(ModelLoadError, match=r"cannot read par_1/model\.onnx"):
+    with pytest.raises(ModelLoadError, match=r"cannot read par_1\.onnx"):
         load_model(directory)
     (directory / "manifest.json").write_text("{not json")
     with pytest.raises(ModelLoadError, match="not valid JSON"):

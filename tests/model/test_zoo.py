@@ -54,7 +54,13 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def test_names() -> None:
-    assert zoo.names() == ["efficientnet-lite0", "ppocr-det", "resnet50"]
+    assert zoo.names() == [
+        "centerface",
+        "efficientnet-lite0",
+        "picodet-layout",
+        "ppocr-det",
+        "resnet50",
+    ]
 
 
 @pytest.mark.slow

@@ -87,17 +87,24 @@ def pack_rai(
 
 
 def write_par_dir(
-    root: Path, manifest: dict[str, Any], graph: bytes, edit: Callable[[dict[str, Any]], None]
+    root: Path,
+    manifest: dict[str, Any],
+    graph: bytes,
+    edit: Callable[[dict[str, Any]], None],
+    older: bool = False,
 ) -> Path:
-    """The ``par_0`` directory form: ``graph`` as par_0/model.onnx, its entry sealed, then
-    ``edit`` applied to the manifest."""
+    """The directory form: ``graph`` as ``vaiml_par_0/par_0.onnx`` beside its manifest (or,
+    ``older``, the layout before 0.2: ``par_0/model.onnx`` with the manifest at the top),
+    its entry sealed, then ``edit`` applied to the manifest."""
     manifest = json.loads(json.dumps(manifest))
-    (root / "par_0").mkdir(parents=True, exist_ok=True)
-    (root / "par_0" / "model.onnx").write_bytes(graph)
+    folder = root if older else root / "vaiml_par_0"
+    rel = "par_0/model.onnx" if older else "par_0.onnx"
+    (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+    (folder / rel).write_bytes(graph)
     for part in manifest["partitions"]:
-        part["blob"] = {"path": "par_0/model.onnx", "size": len(graph), "crc32": zlib.crc32(graph)}
+        part["blob"] = {"path": rel, "size": len(graph), "crc32": zlib.crc32(graph)}
     edit(manifest)
-    (root / "manifest.json").write_text(json.dumps(manifest))
+    (folder / "manifest.json").write_text(json.dumps(manifest))
     return root
 
 

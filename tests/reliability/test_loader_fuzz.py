@@ -131,7 +131,8 @@ def test_header_lies_with_valid_checksum(
 
 BLOB_PATHS = st.sampled_from(["../../../../etc/passwd", "/etc/passwd", "par_0", "", ".",
                               "par_0/../par_0/model.onnx", "/proc/self/mem", "/dev/zero",
-                              "par_0/model.onnx\0x", "par_1/model.onnx"])  # fmt: skip
+                              "par_0/model.onnx\0x", "par_1/model.onnx", "../vaiml_par_0",
+                              "par_0.onnx/..", "manifest.json"])  # fmt: skip
 
 
 @FUZZ
@@ -153,7 +154,7 @@ def test_par_directory_mutations(
             m["partitions"][0]["blob"]["path"] = path_lie
         edit(m)
 
-    write_par_dir(root, manifest, graph, edit_all)
+    write_par_dir(root, manifest, graph, edit_all, older=data.draw(st.booleans(), label="older"))
     try:
         _check(load_child, root, "directory")
     finally:

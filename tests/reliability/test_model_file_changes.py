@@ -1,9 +1,10 @@
 """A model file deleted, truncated or rewritten while it loads or after a runner was built.
 
-The loader reads the ``.rai`` with ``pread`` and keeps the graphs in memory: a runner never
-touches its file again, and a file cut short during a load is a ModelLoadError, not SIGBUS.
-(Regression: the loader used to ``mmap`` the file; truncation under the map killed the
-process with SIGBUS.) The truncation cases run in a child process so a signal is a failure.
+The loader memory-maps the ``.rai``, copies the graphs out and unmaps it: a runner never
+touches its file again, and a file cut short during a load is a ModelLoadError, not SIGBUS
+(every read of the map is guarded, see ``copyless/model/_mapped.c``; an earlier unguarded
+map killed the process). The truncation cases run in a child process so a signal is a
+failure.
 """
 
 from __future__ import annotations
@@ -146,8 +147,8 @@ def test_rai_truncated_and_rewritten_while_loading_no_sigbus(tmp_path: Path) -> 
 
 def test_rai_cut_short_between_checks_is_a_load_error(tmp_path: Path) -> None:
     """Deterministic form of the race: the file is truncated right after the loader's
-    first checksum (the header), before it reads the manifest. Regression: with the old
-    memory-mapped reader the next read of the map killed the process with SIGBUS."""
+    first checksum (the header), before it reads the manifest. Regression: with an unguarded
+    map the next read of it killed the process with SIGBUS."""
     result = _run_child(f"""
         import os, zlib
         from reliability_helpers import small_net

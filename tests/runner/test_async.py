@@ -193,3 +193,37 @@ def test_many_threads_share_one_runner(tiny, make_runner) -> None:
     for t in threads:
         t.join(60)
     assert errors == []
+
+
+@pytest.mark.parametrize("order", ["submission", "completion"])
+def test_a_finished_job_is_collectable_at_once(tiny, make_runner, order: str) -> None:
+    """No head-of-line blocking in wait: job A is held (its callback blocks), job B
+    submitted after it finishes and is collected at once. Only a callback waiting its turn
+    in submission order (B with a callback) stays pending until A's callback returns."""
+    _, compiled = tiny
+    runner = make_runner(compiled, max_concurrent_runs=3, callback_order=order)
+    (ax, ay), (bx, by), (cx, cy) = _slots(runner, 3)
+    release, held = threading.Event(), threading.Event()
+
+    def hold(_handle: cl.JobHandle) -> None:
+        held.set()
+        release.wait(30)
+
+    a = runner.execute_async([[ax]], [[ay]], callback=hold)
+    assert held.wait(30)
+    try:
+        b = runner.execute_async([[bx]], [[by]])  # no callback
+        c = runner.execute_async([[cx]], [[cy]], callback=lambda h: None)
+        start = time.perf_counter()
+        assert runner.wait(b, 10_000) is S.SUCCESS
+        assert time.perf_counter() - start < 5.0
+        if order == "completion":
+            assert runner.wait(c, 10_000) is S.SUCCESS
+        else:
+            assert runner.wait(c, 200) is S.JOB_PENDING  # its callback comes after A's
+        assert runner.wait(a, 0) is S.JOB_PENDING
+    finally:
+        release.set()
+    assert runner.wait(a, 10_000) is S.SUCCESS
+    if order == "submission":
+        assert runner.wait(c, 10_000) is S.SUCCESS

@@ -214,23 +214,50 @@ def test_async_jobs_in_flight_send_sync_calls_through_conflict_checks(
         assert runner.get_property("fast_calls") == replayed + 1
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _open_files() -> set[tuple[int, int]]:
+    """(device, inode) of every file this process holds open, by any thread."""
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            st = os.stat(f"/proc/self/fd/{name}")
+        except OSError:  # closed meanwhile by another thread
+            continue
+        found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def _mapped_files() -> set[tuple[int, int]]:
+    """(device, inode) of every file this process maps."""
+    found = set()
+    with open("/proc/self/maps") as maps:
+        for fields in map(str.split, maps):
+            major, minor = (int(part, 16) for part in fields[3].split(":"))
+            found.add((os.makedev(major, minor), int(fields[4])))
+    return found
+
+
+def _memory_of(tensor: cl.NpuTensor) -> tuple[int, int]:
+    st = os.fstat(tensor.get_buffer().fd)  # a runner-allocated tensor's memfd
+    return st.st_dev, st.st_ino
 
 
 def test_released_tensors_are_not_kept_alive_by_the_runner(
     tiny: tuple[onnx.ModelProto, CompiledModel], make_runner: Callable[..., Runner]
 ) -> None:
-    """Neither the plan cache nor the fast path holds tensors: their memory and fds go."""
+    """Neither the plan cache nor the fast path holds tensors: their memory and fds go.
+
+    Checked on the tensors' own memfds (no descriptor and no mapping of them is left), not
+    on the process's fd count, which other threads (engines, finalizers) change at will."""
     _, compiled = tiny
     runner = make_runner(compiled)
-    fds = _open_fds()
     refs = []
+    memories = set()
     for round_ in range(3):  # fresh tensors each round: cached and installed, then dropped
         x, y = tensors(runner, HW)
         for view in (HW, CPU):
             if view is CPU:
                 x, y = tensors(runner, CPU)
+            memories |= {_memory_of(x), _memory_of(y)}
             _fill(x, round_)
             for _ in range(3):
                 assert runner.execute([[x]], [[y]]) is OK
@@ -238,7 +265,9 @@ def test_released_tensors_are_not_kept_alive_by_the_runner(
         del x, y
     gc.collect()
     assert [r for r in refs if r() is not None] == []
-    assert _open_fds() == fds
+    assert len(memories) == 12
+    assert not memories & _open_files()
+    assert not memories & _mapped_files()
     assert runner.get_property("fast_calls") >= 3
 
 
@@ -306,3 +335,28 @@ def test_python_path_calls_do_not_reinstall_a_replayable_plan(
     assert runner.execute([[x]], [[y]]) is OK
     assert runner.get_property("fast_calls") == replayed + 1
     _check(y, model, data)
+
+
+def test_a_fast_path_made_without_init_is_safe_to_call() -> None:
+    # fuzz_runner finding: FastPath.__new__ left the attribute name NULL; a call after an
+    # install then crashed (segfault) in the "is the tensor closed" lookup.
+    from copyless.runner._fast import FastPath
+
+    class Tensor:
+        _bytes = b"open"
+
+    x, y = Tensor(), Tensor()
+    path = FastPath.__new__(FastPath)
+    assert path.install((x, y), (1, 1), (1, 1), (), None) == 0
+    assert path([[x]], [[y]]) is None  # the default success object
+    assert path.count == 1
+
+
+@pytest.mark.parametrize("rows", [(2**62, 4), (0, 1), (65, 1), (-1, -1)])
+def test_install_refuses_row_shapes_past_the_tensor_limit(rows: tuple[int, int]) -> None:
+    # fuzz_runner finding (UBSan): 2**62 * 4 overflowed to 0 and the entry was installed.
+    from copyless.runner._fast import FastPath
+
+    path = FastPath(OK)
+    with pytest.raises(ValueError, match="rows and cols"):
+        path.install((object(),), rows, (1, 1), (), None)

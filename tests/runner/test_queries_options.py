@@ -49,6 +49,13 @@ def test_defaults_are_vart_mls() -> None:
         ({"device": "npu"}, "device"),
         ({"config_json": "/no/such/file.json"}, "config_json"),
         ({"start_column": -1}, "start_column"),
+        ({"start_column": 1.5}, "start_column"),
+        ({"cma_index": 1}, "one bank"),
+        ({"cma_index": -1}, "cma_index"),
+        ({"aie_columns_sharing": "yes"}, "aie_columns_sharing"),
+        ({"skip_in_bo_sync": 1}, "skip_in_bo_sync"),
+        ({"skip_out_bo_sync": None}, "skip_out_bo_sync"),
+        ({"cache_path": 3}, "cache_path"),
     ],
 )
 def test_bad_options_raise_option_error_naming_the_key(tiny, options, needle) -> None:
@@ -69,12 +76,34 @@ def test_config_json_supplies_options(tmp_path) -> None:
     assert options.max_concurrent_runs == 5 and options.callback_order == "completion"
 
 
-def test_log_level_drives_logging(tiny, make_runner) -> None:
-    make_runner(tiny[1], log_level="ERROR")
-    assert logging.getLogger("copyless").level == logging.ERROR
-    make_runner(tiny[1], log_level="DEBUG")
-    assert logging.getLogger("copyless").level == logging.DEBUG
-    make_runner(tiny[1], log_level="INFO")
+def test_log_level_filters_the_runners_own_messages_and_configures_nothing(
+    tiny_rgbx, make_runner, tmp_path, caplog
+) -> None:
+    """log_level is a threshold on the runner's own records; the library sets no level on
+    any logger (regression: create_runner set the "copyless" logger's level each time)."""
+    root = logging.getLogger("copyless")
+    before = (root.level, list(root.handlers))
+    caplog.set_level(logging.DEBUG)
+    for level in ("ERROR", "INFO", "DEBUG"):
+        caplog.clear()
+        runner = make_runner(tiny_rgbx[1], log_level=level, ai_analyzer_profiling=True,
+                             profile_path=str(tmp_path / f"{level}.json"))  # fmt: skip
+        assert (root.level, root.handlers) == before
+        assert runner.execute([[None]], [[None]]) is cl.StatusCode.INVALID_INPUT  # an ERROR
+        x, y = tensors(runner, CPU)
+        assert runner.execute([[x]], [[y]]) is cl.StatusCode.SUCCESS
+        runner.close()  # INFO: "profiling trace written to ..."
+        mine = [r for r in caplog.records if r.name.startswith("copyless.runner")]
+        levels = {r.levelname for r in mine}
+        assert "ERROR" in levels
+        assert ("INFO" in levels) is (level != "ERROR")
+        assert all(r.filename == "runner.py" for r in mine if r.levelname == "INFO")
+    caplog.clear()
+    runner = make_runner(tiny_rgbx[1], debug=True)
+    x, y = tensors(runner, CPU)
+    assert runner.execute([[x]], [[y]]) is cl.StatusCode.SUCCESS
+    assert any(r.levelname == "DEBUG" and "bytes converted" in r.getMessage()
+               for r in caplog.records)  # fmt: skip
 
 
 def test_queries(tiny_rgbx, make_runner) -> None:
@@ -133,8 +162,63 @@ def test_profiling_writes_a_chrome_trace(tiny_rgbx, make_runner, tmp_path) -> No
     handle = runner.execute_async([[x]], [[y]])
     assert runner.wait(handle, 5000) is cl.StatusCode.SUCCESS
     runner.close()
-    trace = json.loads(path.read_text())
-    names = {event["name"] for event in trace["traceEvents"]}
+    events = json.loads(path.read_text())  # the trace format's JSON array form
+    names = {event["name"] for event in events}
     assert {"convert_in", "engine:par_0", "convert_out"} <= names
-    assert all(event["ph"] == "X" and event["dur"] >= 0 for event in trace["traceEvents"])
-    assert handle.job_id in {event["args"]["job"] for event in trace["traceEvents"]}
+    assert all(event["ph"] == "X" and event["dur"] >= 0 for event in events)
+    assert handle.job_id in {event["args"]["job"] for event in events}
+
+
+def test_profiling_trace_is_streamed_not_held(tiny_rgbx, make_runner, tmp_path) -> None:
+    """A long profiled run holds at most FLUSH_EVENTS events in memory: the rest are in the
+    file already, before close (regression: every event was kept until close)."""
+    from copyless.runner._trace import FLUSH_EVENTS
+
+    path = tmp_path / "long.json"
+    runner = make_runner(tiny_rgbx[1], ai_analyzer_profiling=True, profile_path=str(path))
+    x, y = tensors(runner, CPU)
+    runs = FLUSH_EVENTS  # 3 events each (convert_in, engine, convert_out)
+    for _ in range(runs):
+        assert runner.execute([[x]], [[y]]) is cl.StatusCode.SUCCESS
+    recorded = runner.get_property("trace_events")
+    assert recorded >= 3 * runs
+    assert runner._trace.held < FLUSH_EVENTS
+    on_disk = path.read_text().count('"ph": "X"')
+    assert on_disk >= recorded - FLUSH_EVENTS
+    runner.close()
+    assert len(json.loads(path.read_text())) == recorded
+
+
+def test_profiling_path_that_cannot_be_written_is_an_option_error(tiny, make_runner, tmp_path):
+    with pytest.raises(cl.OptionError, match="profiling trace"):
+        make_runner(tiny[1], ai_analyzer_profiling=True,
+                    profile_path=str(tmp_path / "no" / "such" / "dir" / "t.json"))  # fmt: skip
+
+
+def test_vart_resource_options_validated_and_accepted(tiny, make_runner) -> None:
+    """Options with no meaning on these engines are validated and accepted (README table)."""
+    runner = make_runner(tiny[1], cma_index=0, aie_columns_sharing=False, start_column=4)
+    assert runner.get_property("start_column") == 4
+    (info,) = runner.get_tensors_info(IN, HW)
+    assert runner.allocate_npu_tensor(info, memory_bank=0).memory_type is cl.MemoryType.XRT_BO
+    for bank in (1, -1, True, "0"):
+        with pytest.raises(cl.TensorError, match="memory_bank"):
+            runner.allocate_npu_tensor(info, memory_bank=bank)
+
+
+def test_get_batch_size_checks_its_direction(tiny_batch4, make_runner) -> None:
+    runner = make_runner(tiny_batch4[1])
+    assert runner.get_batch_size() == runner.get_batch_size(IN) == runner.get_batch_size(OUT) == 4
+    with pytest.raises(TypeError, match="direction"):
+        runner.get_batch_size("INPUT")
+
+
+def test_the_readme_table_lists_every_option() -> None:
+    """One table of the options and their meaning per engine: README.md "Runner options"."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Runner options", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    listed = {key for row in rows for key in KNOWN_OPTIONS if f"`{key}`" in row.split("|")[1]}
+    assert listed == set(KNOWN_OPTIONS), sorted(set(KNOWN_OPTIONS) - listed)

@@ -84,3 +84,28 @@ def test_output_sub_tensor_of_a_read_only_parent_is_refused(tiny, make_runner) -
     assert runner.allocate_sub_tensor(parent, in_info, 0).numpy().shape == in_info.shape
     with pytest.raises(cl.TensorError, match="read-only"):
         runner.allocate_sub_tensor(parent, out_info, 0)
+
+
+@pytest.mark.parametrize("view", [HW, CPU], ids=["hw", "cpu"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_read_only_input_in_an_output_position_is_refused(
+    tiny, make_runner, tmp_path, view, mode
+):
+    # fuzz_runner finding: an INPUT tensor over a read-only mmap passed as an output was
+    # bound in place and the engine's write killed the process (SIGSEGV); a CPU view failed
+    # later, inside the conversion. Refused up front now, the process and the memory intact.
+    _, compiled = tiny
+    runner = make_runner(compiled, input_tensor_type=view.name, output_tensor_type=view.name)
+    in_info = runner.get_tensors_info(IN, view)[0]
+    if runner.get_tensors_info(OUT, view)[0].shape != in_info.shape:
+        in_info = runner.get_tensors_info(OUT, view)[0]  # an output-shaped read-only tensor
+        in_info = cl.NpuTensorInfo(in_info.name, in_info.data_type, IN, in_info.tensor_type,
+                                   in_info.memory_layout, in_info.shape)  # fmt: skip
+    data = np.zeros(in_info.size_in_bytes // 4, np.float32)
+    frozen = cl.NpuTensor(in_info, _mmap(data, tmp_path), CMA if view is HW else PAGEABLE)
+    x, _ = tensors(runner, view)
+    if mode == "sync":
+        assert runner.execute([[x]], [[frozen]]) is cl.StatusCode.INVALID_OUTPUT
+    else:
+        assert runner.execute_async([[x]], [[frozen]]).status is cl.StatusCode.INVALID_OUTPUT
+    assert not frozen.numpy().any()

@@ -6,6 +6,9 @@ loaded on the first execute_async; sync-only users never load them.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import onnx
 import pytest
@@ -80,18 +83,28 @@ def test_explicit_threads_and_openvino_share_one_engine(
             assert runner.get_property("engines_loaded") == 1, (options, runner_type)
 
 
-def _spinning(runner: cl.runner.Runner) -> list[str]:
-    """allow_spinning of every onnxruntime session the runner loaded."""
+def _entry(options: object, key: str) -> str:
+    try:
+        return str(options.get_session_config_entry(key))  # type: ignore[attr-defined]
+    except RuntimeError:  # onnxruntime raises for a key never set
+        return "0"
+
+
+def _spinning(runner: cl.runner.Runner) -> set[tuple[str, str]]:
+    """(allow_spinning, force_spinning_stop) of every onnxruntime session the runner loaded."""
     sessions = [engine._session for engine in runner._engines]  # type: ignore[attr-defined]
-    return [
-        s.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+    keys = ("session.intra_op.allow_spinning", "session.force_spinning_stop")
+    return {
+        (_entry(s.get_session_options(), keys[0]), _entry(s.get_session_options(), keys[1]))
         for s in sessions
-    ]
+    }
 
 
-def test_engine_spinning_is_opt_in(tiny: tuple[onnx.ModelProto, CompiledModel]) -> None:
+def test_engine_spinning_is_opt_in_and_stops_with_each_run(
+    tiny: tuple[onnx.ModelProto, CompiledModel],
+) -> None:
     model, compiled = tiny
-    for value, expected in ((None, "0"), (False, "0"), (True, "1")):
+    for value, expected in ((None, ("0", "0")), (False, ("0", "0")), (True, ("1", "1"))):
         options = {} if value is None else {"engine_spinning": value}
         with cl.RunnerFactory.from_compiled(compiled, options) as runner:
             assert runner.get_property("engine_spinning") is (value is True)
@@ -104,6 +117,108 @@ def test_engine_spinning_is_opt_in(tiny: tuple[onnx.ModelProto, CompiledModel]) 
             np.testing.assert_allclose(
                 y.numpy(), reference(model, {"input": data})[0], rtol=1e-4, atol=1e-5
             )
-            assert set(_spinning(runner)) == {expected}
+            assert _spinning(runner) == {expected}
     with pytest.raises(cl.OptionError, match="engine_spinning"):
         cl.RunnerFactory.from_compiled(compiled, {"engine_spinning": "yes"})
+
+
+class _SlowToSayClosed(cl.NpuTensor):
+    """A real tensor whose ``closed`` check lets other threads run (sleeps 0.2 ms first):
+    it holds the plan-cache race window open instead of hoping for a thread switch there."""
+
+    __slots__ = ()
+
+    @property
+    def closed(self) -> bool:
+        time.sleep(0.0002)
+        return bool(cl.NpuTensor.closed.fget(self))  # type: ignore[attr-defined]
+
+
+def test_plan_cache_under_many_threads_never_raises(
+    tiny: tuple[onnx.ModelProto, CompiledModel],
+) -> None:
+    """Regression: the runner's plan cache was read, evicted and cleared without its lock;
+    two threads dropping the same stale plan raised KeyError out of ``execute``. Eight
+    threads run rounds of: 80 private pairs each (more than the cache holds: it is cleared
+    again and again), a shared pair (cached), then that pair closed (every thread finds the
+    same stale plan)."""
+    threads, rounds, private = 8, 30, 80
+    cpu = cl.TensorType.CPU
+    host = cl.MemoryType.USER_POINTER_NON_CMA
+    _model, compiled = tiny
+    with cl.RunnerFactory.from_compiled(compiled, {"input_tensor_type": "CPU"}) as runner:
+        (i,) = runner.get_tensors_info(cl.TensorDirection.INPUT, cpu)
+        (o,) = runner.get_tensors_info(cl.TensorDirection.OUTPUT, cpu)
+
+        def pair(kind: type[cl.NpuTensor] = cl.NpuTensor) -> tuple[cl.NpuTensor, cl.NpuTensor]:
+            return (kind(i, np.zeros(i.shape, np.float32), host),
+                    kind(o, np.zeros(o.shape, np.float32), host))  # fmt: skip
+
+        shared: list[tuple[cl.NpuTensor, cl.NpuTensor]] = []
+        gate = threading.Barrier(threads, action=lambda: shared.append(pair(_SlowToSayClosed)))
+        closed = threading.Barrier(threads, action=lambda: [t.close() for t in shared[-1]])
+        errors: list[BaseException] = []
+        statuses: list[cl.StatusCode] = []
+
+        def worker() -> None:
+            mine = [pair() for _ in range(private)]
+            try:
+                for _ in range(rounds):
+                    gate.wait()
+                    for a, b in mine:
+                        statuses.append(runner.execute([[a]], [[b]]))
+                    x, y = shared[-1]
+                    first = runner.execute([[x]], [[y]])  # all threads write y: one at a time
+                    if first is not cl.StatusCode.INVALID_OUTPUT:
+                        statuses.append(first)
+                    closed.wait()
+                    stale = runner.execute([[x]], [[y]])
+                    if stale is not cl.StatusCode.INVALID_INPUT:
+                        statuses.append(stale)
+            except BaseException as exc:  # noqa: BLE001 - the point of the test
+                errors.append(exc)
+                gate.abort()
+                closed.abort()
+
+        pool = [threading.Thread(target=worker) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join(300)
+    assert not errors, errors[:3]
+    assert set(statuses) == {OK} and len(statuses) >= threads * rounds * private
+
+
+def _job_threads() -> int:
+    return sum(t.name.startswith("copyless-job") for t in threading.enumerate())
+
+
+@pytest.mark.usefixtures("four_cores")
+@pytest.mark.parametrize("how", ["method", "option"])
+def test_warm_up_loads_engines_and_starts_workers_before_any_job(
+    tiny: tuple[onnx.ModelProto, CompiledModel], how: str
+) -> None:
+    """After warm_up (or create_runner with warm_up=True) the first execute_async has
+    nothing left to load or start: the async engines exist, the worker threads run, and
+    the first jobs compute the right thing."""
+    model, compiled = tiny
+    before = _job_threads()
+    options = {"max_concurrent_runs": 2, "warm_up": how == "option"}
+    with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+        if how == "method":
+            assert runner.get_property("engines_loaded") == 1
+            runner.warm_up()
+            runner.warm_up()  # idempotent: nothing more loaded
+        assert runner.get_property("engines_loaded") == 2
+        assert _job_threads() - before >= 3  # max_concurrent_runs + 1
+        x, y = tensors(runner, HW)
+        data = np.random.default_rng(1).standard_normal(x.info.shape).astype(np.float32)
+        x.numpy()[...] = data
+        job = runner.execute_async([[x]], [[y]])
+        assert runner.get_property("engines_loaded") == 2
+        assert runner.wait(job, 10_000) is OK
+        np.testing.assert_allclose(y.numpy(), reference(model, {"input": data})[0],
+                                   rtol=1e-4, atol=1e-5)  # fmt: skip
+        assert runner.get_property("jobs_run") == 1  # warm-up runs are not jobs
+    with pytest.raises(cl.RunnerClosedError):
+        runner.warm_up()

@@ -20,6 +20,7 @@ from copyless.vision import (
     classify_preprocess,
     colour_format_for,
     letterbox,
+    stretch,
 )
 
 MakeTensor = Callable[..., tuple[cl.NpuTensor, npt.NDArray[Any]]]
@@ -233,6 +234,17 @@ def test_letterbox_matches_reference(
         assert (pixels[:, :px] == 114).all() and (pixels[:, 640 - px :] == 114).all()
     if kind == "rgbx":
         assert (array[0, :, :, 3] == 0).all()
+
+
+@pytest.mark.parametrize("kind", ["rgbx", "float"])
+def test_stretch_matches_reference(
+    photo: npt.NDArray[np.uint8], image_tensor: MakeTensor, kind: str
+) -> None:
+    tensor, array = image_tensor(kind, size=96)
+    stretch(photo, tensor)  # 640x480 -> 96x96: the aspect ratio is not kept
+    want = np.asarray(Image.fromarray(photo).resize((96, 96), Image.BILINEAR), np.float32)
+    got = array[0, :, :, :3] if kind == "rgbx" else as_planes(array)
+    assert np.abs(got.astype(np.float32) - want).max() <= 2.0
 
 
 def test_letterbox_maps_points_back_to_the_source(image_tensor: MakeTensor) -> None:

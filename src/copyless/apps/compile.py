@@ -1,4 +1,4 @@
-"""``copyless-compile``: compile an ONNX model into a ``.rai`` file or a ``par_0`` directory.
+"""``copyless-compile``: compile an ONNX model into a ``.rai`` file or a ``vaiml_par_0`` directory.
 
 Examples::
 
@@ -13,6 +13,8 @@ Examples::
         --std 128,128,128 --quantize int8 --calibration photos/
     copyless-compile det.onnx -o det.rai --input-shape x=1x3x640x640 --input-layout HCWNC4 \\
         --input-dtype bf16 --cpu-tail
+    copyless-compile "$(copyless-zoo centerface)" -o faces.rai --input-shape input=1x3x544x960 \\
+        --input-format rgbx --input-size 540x960 --postprocess centerface
     copyless-compile nms.onnx -o nms.rai --output-capacity selected=100x3
 
 Exit status: 0 on success, 2 for bad arguments or an unsupported model, 1 for an
@@ -27,6 +29,7 @@ import sys
 import time
 
 from ..model import compile_model
+from ..model._config import read_config
 from ..model.input_formats import INPUT_FORMATS
 from ..model.options import parse_shape
 from ..types import CopylessError, ModelLoadError
@@ -37,9 +40,10 @@ and layout). Layouts: NCHW NHWC NHW NHWC4 NHWC8 NC4HW4 NC8HW8 HCWNC4 HCWNC8 HCWN
 Dtypes: fp32 fp16 bf16 (int8 with --quantize). Per-tensor values: NAME=VALUE (repeatable).
 
 --input-format rgbx: the input's HW view is UINT8 NHWC4 [N,H,W,4] packed RGBx pixels; the
-graph starts with Cast, Slice, Transpose and (x - mean)/std folded as Mul+Add, with --mean and
---std in pixel units (0..255). The CPU view is then float32 NCHW pixels (0..255, not
-normalised) with quant scale 1, zero point 0. With --input-size HxW the HW view is the
+graph starts with Transpose, Slice (drop x), Cast and (x - mean)/std (folded into the first
+convolution when it can be, else Mul+Add), with --mean and --std in pixel units (0..255).
+The CPU view is then float32 NCHW pixels (0..255, not normalised) with quant scale 1, zero
+point 0. With --input-size HxW the HW view is the
 decoder's frame [N,H,W,4] of that size, resized in the graph (Resize, linear, antialiased
 when the model's opset allows 18) to the model's own size before the normalisation;
 --input-crop F first keeps the centred region of the model's aspect ratio and F of the
@@ -58,6 +62,10 @@ For i420/nv12 the graph converts YUV to RGB (--yuv-matrix bt601 (default) or bt7
 a 120-pixel-wide frame; NV12's chroma line holds U and V), dropped by the graph: bound as
 decoded, without a copy.
 
+--mean/--std, --resize and --colour-order are recorded in the compiled model (metadata
+"preprocessing") so that applications prepare photos as the model expects: copyless-zerocopy
+and copyless-detect read them, and warn when they are missing.
+
 --quantize int8 --calibration DIR: static QDQ INT8 (uint8 activations per tensor, int8 weights
 per output channel: onnxruntime's fast U8S8 form) calibrated on the images in
 DIR, resized to the input size and normalised with --mean/--std. Float inputs and outputs get
@@ -65,6 +73,13 @@ INT8 HW views carrying their quantization parameters (RGBx inputs stay UINT8 pix
 --quantize-ops Conv,ConvTranspose,Gemm,MatMul limits quantization to those op types (the rest
 stays float between Q/DQ pairs): fewer, larger INT8 regions; OpenVINO compiles some such
 graphs that it refuses with onnxruntime's default choice (e.g. the PP-OCRv4 detector).
+
+--postprocess centerface|picodet: decode the detector's heads, run NonMaxSuppression and sort
+by score inside the graph; the outputs become boxes [K,4] (x0,y0,x1,y1 in input-frame pixels:
+the --input-size frame when given), scores [K], classes [K] (and landmarks [K,10] for
+centerface), K <= --max-detections (their capacity, default 100). --score-threshold and
+--iou-threshold default to the reference pipelines' (centerface 0.5/0.3: deface; picodet
+0.5/0.5: rapid-layout). Needs a single input of batch 1 and opset >= 13.
 
 Outputs whose shape depends on the data (NonZero, NonMaxSuppression, TopK, Unique, shapes
 computed from values...) report each such dim as a capacity: the bound the compiler derives
@@ -82,14 +97,14 @@ results run on CPU), --cpu-partition-after NAME (everything reading that node's 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="copyless-compile",
-        description="Compile an ONNX model for copyless (a .rai file or a par_0 directory).",
+        description="Compile an ONNX model for copyless (a .rai file or a vaiml_par_0 directory).",
         epilog=_HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", help="the ONNX model to compile")
     p.add_argument("-o", "--output", required=True, help="OUT.rai (one file) or a directory")
     p.add_argument("--name", help="model name stored in the manifest (default: file stem)")
-    p.add_argument("--batch-size", type=int, default=1, help="symbolic batch dims become N")
+    p.add_argument("--batch-size", type=int, help="symbolic batch dims become N (default 1)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1x...",
                    help="fix an input's shape (needed for symbolic non-batch dims)")  # fmt: skip
     p.add_argument("--input-format", type=_format_name, choices=list(INPUT_FORMATS),
@@ -105,6 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--yuv-range", choices=["limited", "full"], help="i420/nv12 value range")
     p.add_argument("--mean", help="R,G,B mean in pixel units (rgbx / calibration)")
     p.add_argument("--std", help="R,G,B std in pixel units (rgbx / calibration)")
+    p.add_argument("--resize", metavar="POLICY",
+                   help="recorded for apps: crop[:0.875] | letterbox[:114] | stretch")  # fmt: skip
+    p.add_argument("--colour-order", choices=["rgb", "bgr"],
+                   help="recorded for apps: the model's channel order")  # fmt: skip
     for flag in ("input-layout", "input-dtype", "output-layout", "output-dtype"):
         p.add_argument(f"--{flag}", action="append", default=[], metavar="[NAME=]VALUE",
                        help=f"HW view {flag.replace('-', ' ')}")  # fmt: skip
@@ -113,9 +132,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quantize-ops", help="comma-separated op types to quantize (with --quantize)")
     p.add_argument("--cpu-ops", help="comma-separated op types that start the CPU partition")
     p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
-    p.add_argument("--cpu-tail", action="store_true", help="run what follows the last Conv on CPU")
+    p.add_argument("--cpu-tail", action="store_true", default=None,
+                   help="run what follows the last Conv on CPU")  # fmt: skip
+    p.add_argument("--postprocess", choices=["centerface", "picodet"],
+                   help="fold detector decoding + NMS into the graph")  # fmt: skip
+    p.add_argument("--score-threshold", type=float, help="keep detections scoring above this")
+    p.add_argument("--iou-threshold", type=float, help="NMS overlap that suppresses a box")
+    p.add_argument("--max-detections", type=int, help="capacity of the detection outputs")
     p.add_argument("--output-capacity", action="append", default=[], metavar="NAME=D0xD1x...",
                    help="capacity of an output whose shape depends on the data")  # fmt: skip
+    p.add_argument("--config-json", metavar="FILE",
+                   help="compiler options from FILE's \"compiler\" section (flags win); the "
+                   "runner option config_json checks a model against the same file")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="log the compiler's steps")
     return p
 
@@ -176,11 +204,20 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_ops": args.cpu_ops,
             "cpu_partition_after": args.cpu_partition_after,
             "cpu_tail": args.cpu_tail,
+            "resize": args.resize,
+            "colour_order": args.colour_order,
+            "postprocess": args.postprocess,
+            "score_threshold": args.score_threshold,
+            "iou_threshold": args.iou_threshold,
+            "max_detections": args.max_detections,
             "output_capacity": dict(
                 parse_shape(s, "--output-capacity") for s in args.output_capacity
             ) or None,
         }
-        out = compile_model(args.model, args.output, **options)
+        given = {key: value for key, value in options.items() if value is not None}
+        if args.config_json is not None:
+            given = {**read_config(args.config_json).compiler, **given}
+        out = compile_model(args.model, args.output, **given)
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
     except ModelLoadError as exc:

@@ -1,74 +1,197 @@
-"""copyless-detect: zero-copy text detection with the PP-OCRv4 detector at 640x640.
+"""copyless-detect: zero-copy detection on a photo: text (PP-OCRv4), faces (CenterFace) or
+document layout (PP-PicoDet).
 
-The photo is letterboxed straight into the runner-allocated RGBx input tensor (the HW view of
-the detector compiled with its ImageNet normalisation folded in), the probability map is read
-in place, and the text boxes are drawn on the photo and saved as a PNG. ``-n`` prints the same
-benchmark block as copyless-zerocopy; ``-c`` uses the CPU tensor type instead. With
-``--device cuda`` the photo is uploaded once and letterboxed on the GPU into the device input
-tensor; the probability map is copied to the host for the box search.
+``--model text`` (the default): the photo is letterboxed straight into the runner-allocated
+RGBx input tensor of the PP-OCRv4 detector at 640x640 (ImageNet normalisation folded in; a
+model given with ``-m`` is prepared as its compiled record says, with a warning for what it
+lacks), the probability map is read in place and the DB boxes are computed in Python.
+
+``--model face`` / ``--model layout``: the zoo detector is compiled (once, cached) for RGBx
+frames of the photo's own size with its postprocess folded into the graph (resize to the
+model's size, decoding, NonMaxSuppression, sorting: see ``copyless-compile --postprocess``),
+so the decoded pixels are copied once into the input tensor and the outputs are the final
+boxes, scores and classes; their count is the outputs' ``produced_shape``.
+
+Every detection prints as ``box: X0 Y0 X1 Y1 CLASS_ID LABEL SCORE`` (image pixels) and is
+drawn with its label into the ``-o`` PNG. ``-n`` prints the same benchmark block as
+copyless-zerocopy; ``-c`` uses the CPU tensor type instead. With ``--device cuda`` (text
+only) the photo is uploaded once and letterboxed on the GPU into the device input tensor; the
+probability map is copied to the host for the box search.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from PIL import Image
 
+from ..memory import NpuTensor
+from ..model import load_model, zoo
 from ..runner import Runner
 from ..types import TensorDirection
-from ..vision import Box, Letterbox, draw_boxes, letterbox, text_boxes
-from ..vision.gpu import DeviceImage, download
-from ._models import DETECTOR_SIZE, builtin_detector
+from ..vision import (
+    Box,
+    Detection,
+    detections,
+    draw_boxes,
+    draw_detections,
+    stretch,
+    text_boxes,
+)
+from ..vision.gpu import download
+from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
+from ._prepare import preparer_for, warning
 from ._setup import image_parser, parse_image_args, run_image_app, tensor_type, timed_runs
+from .bench.stages import StageTimes
+
+TEXT_THRESHOLD = 0.3
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = image_parser(
         "copyless-detect",
-        "Zero-copy text detection (PP-OCRv4, 640x640).",
-        "compiled detector (default: built-in)",
+        "Zero-copy detection: text (PP-OCRv4), faces (CenterFace) or document layout "
+        "(PP-PicoDet) with decoding and NMS in the graph.",
+        "compiled detector (default: built-in for --model)",
     )
     parser.add_argument("-o", "--output", required=True, help="PNG to write with the boxes")
-    parser.add_argument("--threshold", type=float, default=0.3, help="pixel probability cut")
+    parser.add_argument("--model", choices=["text", *OBJECT_DETECTORS], default="text",
+                        help="what to detect (default text)")  # fmt: skip
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        help=f"text: pixel probability cut (default {TEXT_THRESHOLD}); face/layout: score "
+        "threshold compiled into the built-in model (default: the reference pipeline's)",
+    )
     return parse_image_args(parser, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_image_app(parse_args(argv), builtin_detector, _detect)
+    args = parse_args(argv)
+    if args.model == "text":
+        return run_image_app(args, builtin_detector, _detect_text)
+    return run_image_app(args, functools.partial(_builtin, args), _detect_objects)
 
 
-def _detect(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespace) -> int:
+def _builtin(args: argparse.Namespace) -> Path:
+    """The zoo detector compiled for frames of the image's size (read from its header)."""
+    with Image.open(args.image) as header:
+        width, height = header.size
+    extra = {} if args.threshold is None else {"score_threshold": args.threshold}
+    args.compiled = builtin_object_detector(OBJECT_DETECTORS[args.model], (height, width), **extra)
+    return Path(args.compiled)
+
+
+def _detect_text(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespace) -> int:
     view = tensor_type(args)
     (in_info,) = runner.get_tensors_info(TensorDirection.INPUT, view)
     (out_info,) = runner.get_tensors_info(TensorDirection.OUTPUT, view)
+    prepare = preparer_for(runner, in_info)
+    if prepare.assumed:
+        print(warning(args.model_dir or runner.model.name, prepare.assumed), file=sys.stderr)
     x = runner.allocate_npu_tensor(in_info)
     y = runner.allocate_npu_tensor(out_info)
-
-    def preprocess() -> Letterbox:
-        return letterbox(image, x, size=DETECTOR_SIZE)
-
-    if x.device_memory is not None:  # --device cuda: the photo goes to the GPU once
-        gpu = DeviceImage(image, x.device_memory.device_id)
-
-        def preprocess() -> Letterbox:
-            placement = gpu.letterbox(x, size=DETECTOR_SIZE)
-            gpu.synchronize()  # timed as preprocessing; the runner needs no host wait
-            return placement
-
-    def postprocess(placement: Letterbox) -> list[Box]:
-        output = download(y)  # a D2H copy for device memory, else a view
-        return text_boxes(output, placement, threshold=args.threshold)
-
-    done = timed_runs(runner, x, y, args.runs, preprocess, postprocess)
+    threshold = TEXT_THRESHOLD if args.threshold is None else args.threshold
+    done = timed_runs(
+        runner,
+        x,
+        y,
+        args.runs,
+        prepare.writer(image, x),
+        lambda placement: text_boxes(download(y), placement, threshold=threshold),
+    )
     if done is None:
         return 1
     boxes, times = done
     path = draw_boxes(image, boxes, args.output)
-    print(f"text boxes: {len(boxes)}")
-    for box in boxes[:10]:
-        print(f"  box ({box.x0:.0f}, {box.y0:.0f}) - ({box.x1:.0f}, {box.y1:.0f}) {box.score:.2f}")
+    _report(f"text boxes: {len(boxes)}", [Detection(box, 0, "text") for box in boxes], path, times)
+    return 0
+
+
+def _detect_objects(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespace) -> int:
+    view = tensor_type(args)
+    (in_info,) = runner.get_tensors_info(TensorDirection.INPUT, view)
+    x = runner.allocate_npu_tensor(in_info)
+    if x.device_memory is not None:
+        print(
+            "error: --device cuda runs --model text only; face and layout run on the host",
+            file=sys.stderr,
+        )
+        return 2
+    outputs = {
+        info.name: runner.allocate_npu_tensor(info)
+        for info in runner.get_tensors_info(TensorDirection.OUTPUT, view)
+    }
+    missing = {"boxes", "scores", "classes"} - set(outputs)
+    if missing:
+        print(
+            f"error: the model has no {sorted(missing)} outputs: compile it with --postprocess",
+            file=sys.stderr,
+        )
+        return 2
+    labels = _labels(args)
+    done = timed_runs(
+        runner,
+        x,
+        list(outputs.values()),
+        args.runs,
+        lambda: stretch(image, x),
+        lambda scale: _read(outputs, labels, scale),
+    )
+    if done is None:
+        return 1
+    found, times = done
+    path = draw_detections(image, found, args.output)
+    _report(f"detections: {len(found)}", found, path, times)
+    return 0
+
+
+def _report(summary: str, found: list[Detection], path: Path, times: StageTimes) -> None:
+    print(summary)
+    for det in found:
+        print(det.line())
     print(f"saved {path}")
     for line in times.block():
         print(line)
-    return 0
+
+
+def _labels(args: argparse.Namespace) -> list[str]:
+    """The class names the compiled model records, else the zoo entry's."""
+    model = Path(args.model_dir or args.compiled)
+    recorded = load_model(model).metadata.get("labels")
+    if recorded:
+        return [str(name) for name in json.loads(recorded)]
+    return list(zoo.entry(OBJECT_DETECTORS[args.model]).labels)
+
+
+def _read(
+    outputs: dict[str, NpuTensor], labels: list[str], scale: tuple[float, float]
+) -> list[Detection]:
+    """The detections the job produced, in image pixels (``scale``: tensor -> image)."""
+    shape = outputs["scores"].produced_shape
+    count = shape[0] if shape else 0
+    found = detections(
+        outputs["boxes"],
+        outputs["scores"],
+        outputs["classes"],
+        labels,
+        count=count,
+        landmarks=outputs.get("landmarks"),
+    )
+    sx, sy = scale
+    if sx == 1.0 and sy == 1.0:
+        return found
+    return [_scaled(det, sx, sy) for det in found]
+
+
+def _scaled(det: Detection, sx: float, sy: float) -> Detection:
+    b = det.box
+    box = Box(b.x0 * sx, b.y0 * sy, b.x1 * sx, b.y1 * sy, b.score)
+    points = tuple((x * sx, y * sy) for x, y in det.points)
+    return Detection(box, det.class_id, det.label, points)

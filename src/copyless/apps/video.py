@@ -53,10 +53,10 @@ from ..types import (
 )
 from ..vision.video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ..vision.video_writer import VideoWriter
-from ._bench import now
 from ._models import CLASSIFIER
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes, task_for
+from .bench.stages import now
 
 _END = object()
 

@@ -19,8 +19,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAXD 12
@@ -53,6 +55,7 @@ struct PlanObject {
     int strides_aligned;
     kernel_fn kernel;
     void (*interleave)(const char *rows, char *dst, Py_ssize_t m);  /* or NULL */
+    int fused_pixels;  /* quantize float32 planes straight into 4-byte pixels (see below) */
 };
 
 /* ---------------------------------------------------------------- scalar conversions */
@@ -298,7 +301,27 @@ static void store_quant(const PlanObject *p, const float *v, char *d, Py_ssize_t
 #undef X
     default: break;
     }
+#ifdef __SIZEOF_INT128__
+    /* round(x / scale) is an integer-valued double; the zero point is added in 128-bit
+     * integers: in doubles, zp near 2**63 lost its low bits (fuzz_layout: float32 -> int64
+     * with zp = 2**63 - 1 - 200 gave ...3760 for ...3607). */
+    const __int128 lo = int_min(t), hi = (__int128)int_max(t);
     for (Py_ssize_t i = 0; i < n; i++) {
+        double r = (double)(v[i] / p->scale);
+        r = (r == r) ? r : 0.0;
+        r = tz ? trunc(r) : nearbyint(r);
+        r = r < -1e30 ? -1e30 : (r > 1e30 ? 1e30 : r); /* past any range, exact in int128 */
+        __int128 q = (__int128)r + p->zp;
+        q = q < lo ? lo : (q > hi ? hi : q);
+        switch (t) {
+        case T_I32: ((int32_t *)d)[i] = (int32_t)q; break;
+        case T_U32: ((uint32_t *)d)[i] = (uint32_t)q; break;
+        case T_I64: ((int64_t *)d)[i] = (int64_t)q; break;
+        default: ((uint64_t *)d)[i] = (uint64_t)q; break;
+        }
+    }
+#else
+    for (Py_ssize_t i = 0; i < n; i++) { /* exact while |round(x / scale) + zp| < 2**53 */
         double q = (double)(v[i] / p->scale);
         q = (q == q) ? q : 0.0;
         q = tz ? trunc(q) : nearbyint(q);
@@ -311,6 +334,7 @@ static void store_quant(const PlanObject *p, const float *v, char *d, Py_ssize_t
         default: ((uint64_t *)d)[i] = q >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)q; break;
         }
     }
+#endif
 }
 
 static void k_generic(const PlanObject *p, const char *s, char *d, Py_ssize_t n) {
@@ -512,10 +536,13 @@ INTERLEAVE(uint32_t, 2) INTERLEAVE(uint32_t, 3) INTERLEAVE(uint32_t, 4)
 static void interleave_uint8_t_4(const char *rows, char *d, Py_ssize_t m) {
     const uint8_t *r = (const uint8_t *)rows;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint32_t *o = (uint32_t *)d;
-    for (Py_ssize_t i = 0; i < m; i++)
-        o[i] = (uint32_t)r[i] | (uint32_t)r[CHUNK + i] << 8 | (uint32_t)r[2 * CHUNK + i] << 16 |
-               (uint32_t)r[3 * CHUNK + i] << 24;
+    /* memcpy: a uint8 destination is only byte-aligned (UBSan's misaligned store, found by
+     * fuzz_layout); compilers still emit one vector store per 4-16 pixels. */
+    for (Py_ssize_t i = 0; i < m; i++) {
+        uint32_t px = (uint32_t)r[i] | (uint32_t)r[CHUNK + i] << 8 |
+                      (uint32_t)r[2 * CHUNK + i] << 16 | (uint32_t)r[3 * CHUNK + i] << 24;
+        memcpy(d + 4 * i, &px, 4);
+    }
 #else
     for (Py_ssize_t i = 0; i < m; i++)
         for (int k = 0; k < 4; k++) ((uint8_t *)d)[i * 4 + k] = r[k * CHUNK + i];
@@ -530,6 +557,130 @@ static strided_fn interleaver(int size, Py_ssize_t k) {
     };
     int row = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : -1;
     return (row < 0 || k < 2 || k > 4) ? NULL : table[row][k - 2];
+}
+
+/* ------------------------------------------- float32 planes -> quantized 4-byte pixels
+ *
+ * The flagship conversion (a float32 NCHW frame -> RGBX-like uint8/int8 NHWC4, issue 21)
+ * in one pass: load up to four channel rows, scale, clamp, round, add the zero point and
+ * OR the bytes into 32-bit pixels; the channels past `valid` hold the pad byte. Same
+ * results as quant_small: NaN -> 0 before the clamp, cvtps2dq rounds to nearest even under
+ * the default MXCSR mode (cvttps2dq toward zero), values clamped to [lo, hi] are exact.
+ * Picked at run time: AVX2 where the CPU has it (8 pixels a step), else SSE2 (4), the
+ * x86-64 baseline; other CPUs take the scalar loop. */
+typedef void (*pixels_fn)(const PlanObject *p, const float *const *rows, int valid,
+                          char *dst, Py_ssize_t n);
+
+static uint32_t pixel_scalar(const PlanObject *p, const float *const *rows, int valid,
+                             Py_ssize_t i) {
+    const float scale = p->exact_inv ? p->inv : p->scale;
+    uint32_t px = 0;
+    for (int c = 0; c < 4; c++) {
+        uint32_t b = p->pad[0];
+        if (c < valid)
+            b = (uint32_t)(quant_small(rows[c][i], scale, p->lo_f, p->hi_f, p->toward_zero,
+                                       p->exact_inv) + (int32_t)p->zp) & 0xffu;
+        px |= b << (8 * c);
+    }
+    return px;
+}
+
+static void pixels_scalar(const PlanObject *p, const float *const *rows, int valid, char *dst,
+                          Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t px = pixel_scalar(p, rows, valid, i);
+        memcpy(dst + 4 * i, &px, 4); /* little-endian: channel c is byte c */
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_FUSED_PIXELS 1
+
+#define PIXEL_CHANNEL(V, LOAD, MUL, DIV, AND, EQ, MIN, MAX, CVT, CVTT, ADD, AND_I, SLL, OR, c) \
+    if (c < valid) {                                                                          \
+        V v = LOAD(rows[c] + i);                                                              \
+        v = mul ? MUL(v, vs) : DIV(v, vs);                                                    \
+        v = AND(v, EQ(v, v));                                                                 \
+        v = MIN(MAX(v, lo), hi);                                                              \
+        acc = OR(acc, SLL(AND_I(ADD(tz ? CVTT(v) : CVT(v), zp), mask), 8 * c));               \
+    }
+
+__attribute__((target("avx2"))) static void pixels_avx2(const PlanObject *p,
+                                                        const float *const *rows, int valid,
+                                                        char *dst, Py_ssize_t n) {
+    const int mul = p->exact_inv, tz = p->toward_zero;
+    const __m256 vs = _mm256_set1_ps(mul ? p->inv : p->scale);
+    const __m256 lo = _mm256_set1_ps(p->lo_f), hi = _mm256_set1_ps(p->hi_f);
+    const __m256i zp = _mm256_set1_epi32((int32_t)p->zp), mask = _mm256_set1_epi32(0xff);
+    uint32_t pad = 0;
+    for (int c = valid; c < 4; c++) pad |= (uint32_t)p->pad[0] << (8 * c);
+    const __m256i vpad = _mm256_set1_epi32((int32_t)pad);
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i acc = vpad;
+#define CH(c) PIXEL_CHANNEL(__m256, _mm256_loadu_ps, _mm256_mul_ps, _mm256_div_ps,          \
+                            _mm256_and_ps, EQ256, _mm256_min_ps, _mm256_max_ps,                 \
+                            _mm256_cvtps_epi32, _mm256_cvttps_epi32, _mm256_add_epi32,          \
+                            _mm256_and_si256, _mm256_slli_epi32, _mm256_or_si256, c)
+#define EQ256(a, b) _mm256_cmp_ps(a, b, _CMP_EQ_OQ)
+        CH(0) CH(1) CH(2) CH(3)
+#undef CH
+#undef EQ256
+        _mm256_storeu_si256((__m256i *)(dst + 4 * i), acc);
+    }
+    for (; i < n; i++) {
+        uint32_t px = pixel_scalar(p, rows, valid, i);
+        memcpy(dst + 4 * i, &px, 4);
+    }
+}
+
+static void pixels_sse2(const PlanObject *p, const float *const *rows, int valid, char *dst,
+                        Py_ssize_t n) {
+    const int mul = p->exact_inv, tz = p->toward_zero;
+    const __m128 vs = _mm_set1_ps(mul ? p->inv : p->scale);
+    const __m128 lo = _mm_set1_ps(p->lo_f), hi = _mm_set1_ps(p->hi_f);
+    const __m128i zp = _mm_set1_epi32((int32_t)p->zp), mask = _mm_set1_epi32(0xff);
+    uint32_t pad = 0;
+    for (int c = valid; c < 4; c++) pad |= (uint32_t)p->pad[0] << (8 * c);
+    const __m128i vpad = _mm_set1_epi32((int32_t)pad);
+    Py_ssize_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        __m128i acc = vpad;
+#define CH(c) PIXEL_CHANNEL(__m128, _mm_loadu_ps, _mm_mul_ps, _mm_div_ps, _mm_and_ps,          \
+                            _mm_cmpeq_ps, _mm_min_ps, _mm_max_ps, _mm_cvtps_epi32,              \
+                            _mm_cvttps_epi32, _mm_add_epi32, _mm_and_si128, _mm_slli_epi32,     \
+                            _mm_or_si128, c)
+        CH(0) CH(1) CH(2) CH(3)
+#undef CH
+        _mm_storeu_si128((__m128i *)(dst + 4 * i), acc);
+    }
+    for (; i < n; i++) {
+        uint32_t px = pixel_scalar(p, rows, valid, i);
+        memcpy(dst + 4 * i, &px, 4);
+    }
+}
+#undef PIXEL_CHANNEL
+#endif
+
+static pixels_fn PIXELS = pixels_scalar; /* set once in PyInit__kernels */
+
+static void pick_pixels(void) {
+#ifdef HAVE_FUSED_PIXELS
+    __builtin_cpu_init();
+    PIXELS = __builtin_cpu_supports("avx2") ? pixels_avx2 : pixels_sse2;
+    if (getenv("COPYLESS_KERNELS_NO_AVX2")) PIXELS = pixels_sse2; /* to test the SSE2 path */
+#endif
+}
+
+/* The last two levels as [4 channels, n pixels] of float32 planes with contiguous rows
+ * (plan_init's fused_pixels conditions): one pass, no stack rows. */
+static void fused_rows(const Walk *w, const char *src, char *dst, Py_ssize_t valid) {
+    const PlanObject *p = w->p;
+    const Py_ssize_t ssk = p->sstr[p->ndim - 2], n = p->shape[p->ndim - 1];
+    const float *rows[4] = {NULL, NULL, NULL, NULL};
+    for (Py_ssize_t c = 0; c < valid; c++) rows[c] = (const float *)(src + c * ssk);
+    PIXELS(p, rows, (int)valid, dst, n);
 }
 
 /* The last two levels when they are [K channels, n pixels] of a channels-last destination:
@@ -557,6 +708,10 @@ static void walk(const Walk *w, int lvl, const char *src, char *dst, Py_ssize_t 
     if (lvl == p->pad_dim) {
         valid = p->channels - cb * p->group;
         valid = valid < 0 ? 0 : (valid > n ? n : valid);
+    }
+    if (lvl == p->ndim - 2 && p->fused_pixels && w->aligned) {
+        fused_rows(w, src, dst, valid);
+        return;
     }
     if (lvl == p->ndim - 2 && p->interleave && w->aligned) {
         interleave_rows(w, src, dst, valid);
@@ -595,6 +750,117 @@ static int read_dims(PyObject *seq, Py_ssize_t *out, int ndim, const char *what)
     return 0;
 }
 
+/* ------------------------------------------------------------ validating a plan
+ *
+ * Python (copyless/layout/plan.py: Plan._build_kernel over nest.build_nest and
+ * plan.element_rule) only builds consistent plans, but nothing here relies on it: every
+ * parameter is checked against what the walk above assumes, and the bytes the walk can
+ * touch are bounded by src_nbytes / dst_nbytes, which run() checks against the buffers. A
+ * wrong plan is a ValueError, never an access outside the buffers.
+ */
+
+/* Which (op, source type, destination type) triples the kernels implement; the Python
+ * side's rules are plan.element_rule. */
+static int op_fits(int op, int st, int dt) {
+    const int sf = st == T_F32 || st == T_F16 || st == T_BF16;
+    const int df = dt == T_F32 || dt == T_F16 || dt == T_BF16;
+    switch (op) {
+    case OP_COPY: return st == dt;
+    case OP_FCAST: return sf && df;
+    case OP_QUANT: return sf && !df && dt != T_BOOL;   /* store_quant: integer targets */
+    case OP_DEQUANT: return !sf && df;                  /* bool -> float is (q - 0) * 1 */
+    case OP_ICAST: return !sf && !df;
+    case OP_FTOBOOL: return sf && dt == T_BOOL;
+    default: return 0;
+    }
+}
+
+/* The zero point fits the integer side (element_rule checks it against np.iinfo). */
+static int zp_fits(int t, int64_t zp) {
+    if (zp < int_min(t)) return 0;
+    return zp < 0 || (uint64_t)zp <= int_max(t);
+}
+
+/* a * b + c into *out without overflow (all >= 0); 0 on overflow. */
+static int mul_add(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t *out) {
+    Py_ssize_t m;
+    return !__builtin_mul_overflow(a, b, &m) && !__builtin_add_overflow(m, c, out);
+}
+
+/* Valid positions of the pad dim under block index cb (walk() clips the same way). */
+static Py_ssize_t valid_at(const PlanObject *p, Py_ssize_t cb) {
+    Py_ssize_t v = p->channels - cb * p->group; /* cb * group checked in plan_check */
+    Py_ssize_t n = p->shape[p->pad_dim];
+    return v < 0 ? 0 : (v > n ? n : v);
+}
+
+/* One past the last byte walk() touches through `str` (source or destination strides);
+ * `all_pad` when every pad position is visited (a filled destination). -1 on overflow. */
+static Py_ssize_t reach(const PlanObject *p, const Py_ssize_t *str, int itemsize, int all_pad) {
+    if (p->elements == 0) return 0;
+    const int pad = p->pad_dim >= 0, joint = pad && !all_pad;
+    Py_ssize_t last = 0;
+    for (int i = 0; i < p->ndim; i++) {
+        if (joint && (i == p->pad_dim || i == p->cb_dim)) continue;
+        if (!mul_add(p->shape[i] - 1, str[i], last, &last)) return -1;
+    }
+    if (joint) { /* the furthest (block, pad) position with a real channel */
+        Py_ssize_t best = -1, blocks = p->cb_dim >= 0 ? p->shape[p->cb_dim] : 1;
+        /* walk() forms the pointer of every block, with or without a real channel: a
+         * stride of 2**62 past the last real block overflowed (fuzz_layout, UBSan). */
+        if (p->cb_dim >= 0 && !mul_add(blocks - 1, str[p->cb_dim], 0, &best)) return -1;
+        for (Py_ssize_t cb = 0; cb < blocks; cb++) {
+            Py_ssize_t v = valid_at(p, cb), at;
+            if (v < 1) continue;
+            if (!mul_add(v - 1, str[p->pad_dim], 0, &at)) return -1;
+            if (p->cb_dim >= 0 && !mul_add(cb, str[p->cb_dim], at, &at)) return -1;
+            if (at > best) best = at;
+        }
+        if (best < 0) return 0; /* no real channel: nothing read (a filled dst is all_pad) */
+        if (__builtin_add_overflow(last, best, &last)) return -1;
+    }
+    return __builtin_add_overflow(last, (Py_ssize_t)itemsize, &last) ? -1 : last;
+}
+
+static const char *plan_check(PlanObject *p, double scale) {
+    if (p->stype < 0 || p->stype >= T_COUNT || p->dtype < 0 || p->dtype >= T_COUNT)
+        return "unknown element type";
+    if (p->op < 0 || p->op >= OP_COUNT || !op_fits(p->op, p->stype, p->dtype))
+        return "operation does not fit the element types";
+    if (p->op == OP_QUANT || p->op == OP_DEQUANT) {
+        /* element_rule / QuantParameters: a positive scale, finite as float32 */
+        if (!(scale > 0.0 && scale <= FLT_MAX) || (float)scale == 0.0f)
+            return "scale must be positive and finite in float32";
+        if (!zp_fits(p->op == OP_QUANT ? p->dtype : p->stype, p->zp))
+            return "zero point outside the integer type";
+    }
+    if (p->pad_mode < PAD_NONE || p->pad_mode > PAD_SKIP || p->group < 1 || p->channels < 0)
+        return "bad channel padding";
+    /* nest.build_nest: a pad dim exactly when padding; its block dim (if any) outside it */
+    if ((p->pad_mode == PAD_NONE) != (p->pad_dim == -1) || p->pad_dim < -1 ||
+        p->pad_dim >= p->ndim || p->cb_dim < -1 || p->cb_dim >= p->ndim ||
+        (p->pad_dim >= 0 && p->cb_dim >= p->pad_dim))
+        return "bad pad / block dims";
+    if (p->pad_dim < 0) p->cb_dim = -1; /* no padding: the block index is never read */
+    Py_ssize_t product;
+    if (p->cb_dim >= 0 && !mul_add(p->shape[p->cb_dim], p->group, 0, &product))
+        return "block count overflows";
+    if (p->src_nbytes < 0 || p->dst_nbytes < 0) return "negative byte size";
+    Py_ssize_t elements = 1;
+    for (int i = 0; i < p->ndim; i++) {
+        if (p->shape[i] < 0 || p->sstr[i] < 0 || p->dstr[i] < 0)
+            return "negative extent or stride";
+        if (__builtin_mul_overflow(elements, p->shape[i], &elements)) return "too many elements";
+    }
+    p->elements = elements;
+    Py_ssize_t s_reach = reach(p, p->sstr, ITEMSIZE[p->stype], 0);
+    Py_ssize_t d_reach = reach(p, p->dstr, ITEMSIZE[p->dtype], p->pad_mode == PAD_FILL);
+    if (s_reach < 0 || d_reach < 0) return "strides overflow";
+    if (s_reach > p->src_nbytes || d_reach > p->dst_nbytes)
+        return "the strides reach past src_nbytes / dst_nbytes";
+    return NULL;
+}
+
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"shape", "src_strides", "dst_strides", "src_type", "dst_type",
                              "op", "scale", "zero_point", "toward_zero", "pad_dim", "cb_dim",
@@ -605,6 +871,7 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     long long zp;
     const char *pad;
     Py_ssize_t pad_len;
+    self->kernel = NULL; /* run() refuses a plan whose init failed */
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOiiidLpiiinny#nn", kwlist, &shape, &sstr,
                                      &dstr, &self->stype, &self->dtype, &self->op, &scale, &zp,
                                      &self->toward_zero, &self->pad_dim, &self->cb_dim,
@@ -621,22 +888,15 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         read_dims(sstr, self->sstr, self->ndim, "src_strides") ||
         read_dims(dstr, self->dstr, self->ndim, "dst_strides"))
         return -1;
-    if (self->stype < 0 || self->stype >= T_COUNT || self->dtype < 0 || self->dtype >= T_COUNT ||
-        self->op < 0 || self->op >= OP_COUNT || pad_len != ITEMSIZE[self->dtype] ||
-        self->pad_dim >= self->ndim || self->cb_dim >= self->ndim || self->group < 1) {
-        PyErr_SetString(PyExc_ValueError, "inconsistent plan parameters");
+    self->zp = zp;
+    const char *why = plan_check(self, scale);
+    if (why == NULL && pad_len != ITEMSIZE[self->dtype]) why = "pad_value is not one item";
+    if (why != NULL) {
+        PyErr_Format(PyExc_ValueError, "inconsistent plan parameters: %s", why);
         return -1;
     }
-    self->elements = 1;
-    for (int i = 0; i < self->ndim; i++) {
-        if (self->shape[i] < 0 || self->sstr[i] < 0 || self->dstr[i] < 0) {
-            PyErr_SetString(PyExc_ValueError, "negative extent or stride");
-            return -1;
-        }
-        self->elements *= self->shape[i];
-    }
-    self->scale = (float)scale;
-    self->zp = zp;
+    self->scale = (float)scale; /* in float32 range: plan_check (or unused: scale 1 ops) */
+    if (self->op != OP_QUANT && self->op != OP_DEQUANT) self->scale = 1.0f;
     self->lo_f = (float)((double)int_min(self->dtype) - (double)zp);
     self->hi_f = (float)((double)int_max(self->dtype) - (double)zp);
     self->lo_d = (double)int_min(self->dtype);
@@ -652,15 +912,29 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     self->inv = (float)(1.0 / (double)self->scale);
     self->exact_inv = mantissa == 0.5 && isnormal(self->inv) && isnormal(self->scale);
     self->interleave = NULL;
-    if (self->ndim >= 2 && self->pad_mode != PAD_SKIP && self->dstr[self->ndim - 2] == di &&
-        self->dstr[self->ndim - 1] == self->shape[self->ndim - 2] * di &&
-        self->cb_dim != self->ndim - 2)
-        self->interleave = interleaver(di, self->shape[self->ndim - 2]);
+    /* interleave_rows() reads whole rows of the last dim: never when that dim is clipped
+     * (the pad dim) or when the block index would change inside the last two dims. */
+    const int kl = self->ndim - 2, nl = self->ndim - 1;
+    Py_ssize_t pixel;
+    if (self->ndim >= 2 && self->pad_mode != PAD_SKIP && self->pad_dim != nl &&
+        self->cb_dim < kl && self->dstr[kl] == di &&
+        mul_add(self->shape[kl], di, 0, &pixel) && self->dstr[nl] == pixel)
+        self->interleave = interleaver(di, self->shape[kl]);
     self->kernel = pick_kernel(self->op, self->stype, self->dtype, self->toward_zero,
                                self->exact_inv);
+    /* fused_rows(): float32 -> 8-bit quantization into 4-channel pixels whose channel rows
+     * are contiguous; the pad dim (if any) is the channel dim, so `valid` <= 4. */
+    self->fused_pixels = self->interleave != NULL && self->op == OP_QUANT &&
+                         self->stype == T_F32 && (self->dtype == T_U8 || self->dtype == T_I8) &&
+                         self->shape[kl] == 4 && self->sstr[nl] == 4;
     return 0;
 }
 
+/* run(src, dst). Checked here: both export a C-contiguous buffer (PyBUF_SIMPLE), dst is
+ * writable, each is at least src_nbytes / dst_nbytes long (which plan_check proved the walk
+ * stays within), and they do not overlap. Python (plan.Plan.run) adds one rule C cannot
+ * see: a typed numpy array must have the view's shape and dtype, else be flat uint8, so an
+ * array of another meaning is never reinterpreted as the view's bytes. */
 static PyObject *plan_run(PlanObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "run(src, dst) takes 2 buffers");
@@ -674,6 +948,12 @@ static PyObject *plan_run(PlanObject *self, PyObject *const *args, Py_ssize_t na
     }
     PyObject *result = NULL;
     const char *s = (const char *)sb.buf;
+    if (self->kernel == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the plan was not initialised");
+        PyBuffer_Release(&sb);
+        PyBuffer_Release(&db);
+        return NULL;
+    }
     char *d = (char *)db.buf;
     if (sb.len < self->src_nbytes || db.len < self->dst_nbytes) {
         PyErr_Format(PyExc_ValueError, "buffers of %zd / %zd bytes, the views need %zd / %zd",
@@ -705,6 +985,8 @@ static PyMethodDef plan_methods[] = {
 };
 
 static PyObject *plan_get_kernel(PlanObject *self, void *closure) {
+    if (self->kernel == NULL) return PyUnicode_FromString("none");
+    if (self->fused_pixels) return PyUnicode_FromString("fused pixels");
     return PyUnicode_FromString(self->kernel == k_generic ? "generic"
                                 : self->kernel == k_copy  ? "copy"
                                                           : "specialised");
@@ -732,6 +1014,7 @@ static struct PyModuleDef kernels_module = {
 };
 
 PyMODINIT_FUNC PyInit__kernels(void) {
+    pick_pixels();
     if (PyType_Ready(&PlanType) < 0) return NULL;
     PyObject *m = PyModule_Create(&kernels_module);
     if (m == NULL) return NULL;

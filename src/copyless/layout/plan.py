@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +101,7 @@ def element_rule(
         info = np.iinfo(integer.to_numpy())
         if not info.min <= quant.zero_point <= info.max:
             raise _fail(src, dst, f"zero_point {quant.zero_point} outside {integer.name}")
+        _check_kernel_quant(src, dst, quant)
         op = Op.QUANT if d.is_integer else Op.DEQUANT
         return ElementRule(
             op,
@@ -117,6 +119,22 @@ def element_rule(
     if s.is_float:
         return ElementRule(Op.FTOBOOL)
     return ElementRule(Op.ICAST)
+
+
+def _check_kernel_quant(src: NpuTensorInfo, dst: NpuTensorInfo, quant: QuantParameters) -> None:
+    """What the C kernel assumes of ``quant`` (layout/_kernels.c, plan_init): the scale is a
+    positive finite float32, the zero point an int64."""
+    with np.errstate(over="ignore", under="ignore"):
+        scale32 = float(np.float32(quant.scale))
+    if not 0.0 < scale32 < math.inf:
+        raise _fail(
+            src, dst, f"scale {quant.scale} is {scale32} in float32 (the kernels' precision)"
+        )
+    if not _INT64_MIN <= quant.zero_point <= _INT64_MAX:
+        raise _fail(src, dst, f"zero_point {quant.zero_point} does not fit in int64")
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _fail(src: NpuTensorInfo, dst: NpuTensorInfo, why: str) -> LayoutError:
@@ -185,7 +203,8 @@ class Plan:
 
     @property
     def kernel(self) -> str:
-        """Which inner kernel runs: ``"copy"``, ``"specialised"`` or ``"generic"``."""
+        """Which inner kernel runs: ``"copy"``, ``"specialised"``, ``"generic"``, or
+        ``"fused pixels"`` (float32 planes quantized straight into 4-byte pixels)."""
         return self._kernel.kernel
 
     def run(self, src: Any, dst: Any) -> None:

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..types import OutOfMemoryError, TensorError
+from . import _dmabuf as dmabuf
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +140,7 @@ class HostMemory:
     __slots__ = (
         "__weakref__",
         "_array",
+        "_dmabuf",
         "_fd",
         "_finalizer",
         "_kind",
@@ -161,6 +163,7 @@ class HostMemory:
         self._mapping = mapping
         self._fd = fd
         self._locked = locked
+        self._dmabuf = fd >= 0 and kind == "fd" and dmabuf.is_dmabuf(fd)
         lock_range = (self.address, array.nbytes) if locked else None
         self._lock_range = lock_range
         message = f"unclosed {self!r}" if warn_on_leak else None
@@ -303,6 +306,11 @@ class HostMemory:
     @property
     def is_locked(self) -> bool:
         return self._locked
+
+    @property
+    def is_dmabuf(self) -> bool:
+        """Whether the owned fd is a dma-buf (its CPU access needs syncs, see ._dmabuf)."""
+        return self._dmabuf and self._array is not None
 
     def export_fd(self) -> int:
         """A NEW descriptor of this memory that the caller owns; -1 if not shareable."""

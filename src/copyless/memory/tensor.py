@@ -1,4 +1,4 @@
-"""NpuTensor: tensor metadata over memory it never copies.
+"""NpuTensor: tensor metadata over memory it never copies (and owns only when told to).
 
 Four memory types (see :class:`~copyless.MemoryType`):
 
@@ -8,9 +8,11 @@ Four memory types (see :class:`~copyless.MemoryType`):
   buffer (Ray's object store, ``np.frombuffer(bytes)``, a read-only mmap) without a copy:
   its :meth:`NpuTensor.numpy` view is read-only too. An OUTPUT tensor needs a writable one.
 * ``DMA_FD``: an ``int`` file descriptor (memfd, /dev/shm, dma-buf), mapped shared by the
-  tensor. The fd stays the caller's: the tensor never closes it. The tensor maps the fd
-  and keeps a private duplicate (closed with the tensor), so :meth:`NpuTensor.export_buffer`
-  never hands out whatever number the caller's fd was later reused for.
+  tensor. ``NpuTensor(info, fd, DMA_FD)`` leaves the fd the caller's (never closed by the
+  tensor): it maps the fd and keeps a private duplicate (closed with the tensor), so
+  :meth:`NpuTensor.export_buffer` never hands out whatever number the caller's fd was later
+  reused for. ``NpuTensor.from_fd(info, fd, take_ownership=True)`` instead makes the tensor
+  the owner of ``fd``, closed with it (fds received from another process).
 * ``XRT_BO``: runner-allocated, fd-backed memory owned by the tensor and released with the
   last reference (``Runner.allocate_npu_tensor``); always exportable as an fd. On a CUDA
   runner it is device memory instead (CuPy's pool), exported through DLPack, not as an fd.
@@ -46,6 +48,8 @@ from ..types import (
     TensorError,
     TensorType,
 )
+from ..types._readonly import ReadOnly
+from . import _dmabuf as dmabuf
 from . import device as _device
 from . import dlpack
 from .device import DeviceMemory
@@ -53,7 +57,11 @@ from .host import HostMemory
 
 
 class NpuTensor:
-    """A view of ``info`` over a buffer of ``memory_type``; wraps, never copies, never owns.
+    """A view of ``info`` over a buffer of ``memory_type``; wraps, never copies.
+
+    It owns nothing it was given (the constructor's buffer or fd stays the caller's), and
+    owns what it was handed for good: runner-allocated XRT_BO memory and the fd of
+    ``from_fd(..., take_ownership=True)``, released by :meth:`close` or when collected.
 
     Raises :class:`~copyless.TensorError` (a ``ValueError``) when the buffer is missing, too
     small, read-only for an OUTPUT tensor, not contiguous or an unmappable fd, and
@@ -271,23 +279,10 @@ class NpuTensor:
         return sub
 
     # -- the VART-ML accessors ----------------------------------------------------------
-    @property
-    def info(self) -> NpuTensorInfo:
-        return self._info
-
-    @property
-    def memory_type(self) -> MemoryType:
-        return self._memory_type
-
-    @property
-    def parent(self) -> NpuTensor | None:
-        """The tensor this is a sub-tensor of, or None."""
-        return self._parent
-
-    @property
-    def offset(self) -> int:
-        """Byte offset into the parent's buffer (0 for a tensor that is no sub-tensor)."""
-        return self._offset
+    info = ReadOnly[NpuTensorInfo]("The tensor's metadata (shape, dtype, layout, view).")
+    memory_type = ReadOnly[MemoryType]("Where the bytes live (see :class:`MemoryType`).")
+    parent = ReadOnly["NpuTensor | None"]("The tensor this is a sub-tensor of, or None.")
+    offset = ReadOnly[int]("Byte offset into the parent's buffer (0 for no sub-tensor).")
 
     @property
     def produced_shape(self) -> tuple[int, ...] | None:
@@ -365,13 +360,29 @@ class NpuTensor:
         """Flat uint8 view of the bytes this tensor covers (no copy). Raises after close."""
         return self._live_bytes()
 
+    @property
+    def needs_sync(self) -> bool:
+        """Whether :meth:`sync_buffer` does work: a DMA_FD tensor over a dma-buf, whose
+        exporter may need the CPU caches flushed or invalidated (see :mod:`._dmabuf`)."""
+        memory = self._memory
+        return memory is not None and memory.is_dmabuf and self._bytes is not None
+
     def sync_buffer(self) -> None:
         """Flush (INPUT) / invalidate (OUTPUT) for device access.
 
-        Host memory and memfd mappings are cache-coherent with every backend copyless drives
-        on the CPU, so this is a no-op there; it is always safe to call.
+        On a dma-buf this is the kernel's ``DMA_BUF_IOCTL_SYNC`` (the runner calls it around
+        each job unless ``skip_in_bo_sync`` / ``skip_out_bo_sync``; then the application
+        does). Host memory, memfds and locked memory are cache-coherent with every engine
+        copyless drives on the CPU, so it is a no-op there; it is always safe to call.
+        Raises TensorError when the kernel refuses the sync.
         """
-        return None
+        memory = self._memory
+        if memory is None or not memory.is_dmabuf or self._bytes is None:
+            return
+        try:
+            dmabuf.sync(memory.fd, device_reads=self._info.direction is TensorDirection.INPUT)
+        except OSError as exc:
+            raise TensorError(f"tensor {self._info.name!r}: dma-buf sync failed: {exc}") from exc
 
     def export_buffer(self) -> int:
         """A NEW fd of this tensor's memory that the caller owns (XRT_BO, DMA_FD); else -1.

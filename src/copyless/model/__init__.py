@@ -2,7 +2,7 @@
 
 ``compile_model`` / ``compile_to_memory`` turn an ONNX model into a :class:`CompiledModel`
 (see :mod:`.compiler` for the options); ``load_model`` reads one back from a ``.rai`` file or
-a ``par_0`` directory.
+a ``vaiml_par_0`` directory.
 """
 
 from .compiled import CompiledModel, Intermediate, Partition, TensorSpec

@@ -15,24 +15,30 @@ Layout (little endian)::
                the manifest's ``partitions[i].blob`` holds ``{offset, size, crc32}``
     last       the manifest (UTF-8 JSON, see :mod:`.manifest`)
 
-The loader reads the file with ``pread`` (no map: a file truncated under a map raises
-SIGBUS), checks every length against the real file size before reading (a huge declared
-length fails at once instead of allocating), verifies the checksums, and reads each blob
-once, straight into ``Partition.onnx_bytes``.
+The loader memory-maps the file (read-only, shared with the page cache), checks every
+length against the real file size before touching the map (a huge declared length fails at
+once instead of allocating), verifies the checksums, and copies each blob once out of the
+map into ``Partition.onnx_bytes`` (the bytes the engines parse). A file truncated while it
+is mapped would kill the process with SIGBUS on the next touch of a page past its new end:
+every read of the map goes through :mod:`._mapped`, which turns that SIGBUS into a
+ModelLoadError ("file changed while loading"). The map is released before the loader
+returns, so a runner never touches its file again.
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
 import tempfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..types import ModelLoadError
+from . import _mapped
 from .compiled import CompiledModel
 from .manifest import manifest_of, model_from_manifest
 
@@ -41,6 +47,7 @@ VERSION = 1
 HEADER_SIZE = 64
 ALIGN = 64
 _HEADER = struct.Struct("<8sIIQQQII")  # 48 bytes used of the 64
+_T = TypeVar("_T")
 
 
 def _aligned(offset: int) -> int:
@@ -83,8 +90,8 @@ def write_archive(model: CompiledModel, path: Path) -> Path:
 def read_archive(path: Path) -> CompiledModel:
     """Load a ``.rai`` file; ModelLoadError naming what is wrong for any bad file.
 
-    The file is read with ``pread`` (not memory-mapped): a file truncated or rewritten
-    while it loads gives a short read and ModelLoadError, where a map would die of SIGBUS.
+    The file is memory-mapped; a file truncated or rewritten while it loads gives
+    ModelLoadError, never SIGBUS (see the module docstring).
     """
     where = str(path)
     try:
@@ -99,49 +106,58 @@ def read_archive(path: Path) -> CompiledModel:
             raise ModelLoadError(
                 f"{where}: truncated: {size} bytes, smaller than the {HEADER_SIZE}-byte header"
             )
-        raw_read = _reader(f.fileno(), where)
-        covered: list[tuple[int, int]] = []
-
-        def read(offset: int, length: int) -> bytes:
-            covered.append((offset, offset + length))
-            return raw_read(offset, length)
-
-        manifest = _read_manifest(read, size, where)
-
-        def read_blob(i: int, blob: Any) -> bytes:
-            return _blob(read, size, i, blob, where)
-
-        model = model_from_manifest(manifest, read_blob, where)
-        _check_padding(raw_read, covered, size, where)
-        return model
+        view = _map(f.fileno(), size, where)
+    with view:
+        return _read_mapped(view, size, where)
 
 
-def _check_padding(
-    read: Callable[[int, int], bytes], covered: list[tuple[int, int]], size: int, where: str
-) -> None:
-    """Bytes no checksum covers (alignment padding) must be zero: else the file is damaged."""
-    position = 0
-    for start, end in sorted(covered):
-        if start > position and any(read(position, start - position)):
-            raise ModelLoadError(f"{where}: corrupted padding at bytes {position}..{start}")
-        position = max(position, end)
-    if position < size and any(read(position, size - position)):
-        raise ModelLoadError(f"{where}: corrupted padding at bytes {position}..{size}")
+def _map(fd: int, size: int, where: str) -> mmap.mmap:
+    try:
+        view = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, OverflowError) as exc:
+        raise ModelLoadError(f"{where}: cannot map the file: {exc}") from exc
+    if hasattr(mmap, "MADV_SEQUENTIAL"):
+        view.madvise(mmap.MADV_SEQUENTIAL)
+    return view
 
 
-def _reader(fd: int, where: str) -> Callable[[int, int], bytes]:
-    """``read(offset, length)``: exactly those bytes (one copy), or ModelLoadError."""
+def _read_mapped(view: mmap.mmap, size: int, where: str) -> CompiledModel:
+    covered: list[tuple[int, int]] = []
 
     def read(offset: int, length: int) -> bytes:
-        try:
-            data = os.pread(fd, length, offset)
-        except (OSError, OverflowError) as exc:
-            raise ModelLoadError(f"{where}: cannot read {length} bytes at {offset}: {exc}") from exc
-        if len(data) != length:
-            raise ModelLoadError(f"{where}: file changed while loading (short read at {offset})")
-        return data
+        covered.append((offset, offset + length))
+        return _guarded(_mapped.copy, view, offset, length, where)
 
-    return read
+    manifest = _read_manifest(read, size, where)
+
+    def read_blob(i: int, blob: Any) -> bytes:
+        return _blob(read, size, i, blob, where)
+
+    model = model_from_manifest(manifest, read_blob, where)
+    _check_padding(view, covered, size, where)
+    return model
+
+
+def _guarded(op: Callable[[mmap.mmap, int, int], _T], view: mmap.mmap, offset: int,
+             length: int, where: str) -> _T:  # fmt: skip
+    """``op(view, offset, length)`` (a :mod:`._mapped` read), ModelLoadError when it faults."""
+    try:
+        return op(view, offset, length)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"{where}: file changed while loading ({length} bytes at {offset}: {exc})"
+        ) from exc
+
+
+def _check_padding(view: mmap.mmap, covered: list[tuple[int, int]], size: int, where: str) -> None:
+    """Bytes no checksum covers (alignment padding) must be zero: else the file is damaged."""
+    position = 0
+    for start, end in [*sorted(covered), (size, size)]:
+        if start > position and not _guarded(
+            _mapped.is_zero, view, position, start - position, where
+        ):
+            raise ModelLoadError(f"{where}: corrupted padding at bytes {position}..{start}")
+        position = max(position, end)
 
 
 def _read_manifest(read: Callable[[int, int], bytes], size: int, where: str) -> Any:

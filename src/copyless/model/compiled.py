@@ -57,7 +57,12 @@ class Partition:
 
 @dataclass(frozen=True, slots=True)
 class CompiledModel:
-    """Everything the runner needs, validated by the loader."""
+    """Everything the runner needs, validated by the loader.
+
+    ``cache_path`` is where runners over this model keep their engine caches when their
+    options name none (``load_model(path, cache_path=...)``); it is not part of the model's
+    identity (equality ignores it).
+    """
 
     name: str
     inputs: tuple[TensorSpec, ...]
@@ -67,3 +72,4 @@ class CompiledModel:
     batch_size: int = 1
     format_version: int = 1
     metadata: dict[str, str] = field(default_factory=dict)
+    cache_path: str | None = field(default=None, compare=False)

@@ -12,9 +12,10 @@ parentheses; see ``copyless-compile --help``):
 ``input_format="rgbx"``, ``mean=(r, g, b)``, ``std=(r, g, b)``
 (``--input-format rgbx --mean R,G,B --std R,G,B``)
     The input's HW view becomes UINT8 NHWC4 ``[N, H, W, 4]``: packed RGBx pixels as a JPEG
-    decoder writes them (the 4th byte is ignored). The graph starts with Cast, Slice (drop x),
-    Transpose to NCHW and ``(x - mean) / std`` as one Mul + Add; mean/std are in pixel units
-    (0..255; default 0 and 1). The CPU view becomes float32 NCHW ``[N, 3, H, W]`` in pixel
+    decoder writes them (the 4th byte is ignored). The graph starts with Transpose to NCHW,
+    Slice (drop x), Cast and ``(x - mean) / std``, folded into the first convolution where it
+    can be (see :mod:`.stem`), else one Mul + Add; mean/std are in pixel units (0..255;
+    default 0 and 1). The CPU view becomes float32 NCHW ``[N, 3, H, W]`` in pixel
     units, *not* normalised, with ``quant = QuantParameters(1.0, 0)``: the runner's CPU->HW
     conversion is then round + saturate to uint8 + pad the 4th channel.
 ``input_size=(H, W)`` (``--input-size HxW``), with ``input_format="rgbx"``
@@ -51,6 +52,10 @@ parentheses; see ``copyless-compile --help``):
 ``cpu_ops=("Softmax",)`` | ``cpu_partition_after="name"`` | ``cpu_tail=True``
 (``--cpu-ops Softmax,TopK``, ``--cpu-partition-after NAME``, ``--cpu-tail``)
     Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`.partition`.
+``resize="crop:0.875" | "letterbox:114" | "stretch"``, ``colour_order="rgb" | "bgr"``
+(``--resize``, ``--colour-order``)
+    Recorded, with mean/std, for the applications that feed the model (metadata key
+    ``"preprocessing"``; see :mod:`.preprocessing`); they do not change the graph.
 ``output_capacity={"boxes": (100, 6)}`` (``--output-capacity boxes=100x6``)
     The capacity of an output whose shape depends on the data (see :mod:`.capacity`): by
     default each such dim reports the bound the compiler derives, or -1 where it knows none.
@@ -94,6 +99,10 @@ from .input_formats import input_format
 from .options import CompileOptions, parse_options
 from .partition import Part, find_cut, forward_boundaries, split
 from .pixels import normalization, pixel_geometry
+from .postprocess.fold import Folded, fold_postprocess
+from .postprocess.spec import PostprocessOptions
+from .preprocessing import KEY as PREPROCESSING_KEY
+from .preprocessing import record as record_preprocessing
 from .quantize import Quantized, calibration_batches, quantize_int8
 from .shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from .shapes import session as ort_session
@@ -101,8 +110,9 @@ from .yuv import fold_yuv_input, is_yuv, plane_folds
 
 _log = logging.getLogger(__name__)
 
-# 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: capacities of data-dependent dims
-COMPILER_VERSION = "4"
+# 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: capacities of data-dependent
+# dims; 5: the pixel prefix moves bytes before floats, 3-channel stem fold of any mean
+COMPILER_VERSION = "5"
 
 
 def artifact_key(source: str, options: Mapping[str, Any]) -> str:
@@ -114,7 +124,8 @@ def artifact_key(source: str, options: Mapping[str, Any]) -> str:
 
 def compile_model(model: str | Path | onnx.ModelProto, output: str | Path, **options: Any) -> Path:
     """Compile ``model`` and write it to ``output``: a ``.rai`` file when the name ends in
-    ``.rai``, else a directory with ``manifest.json`` and ``par_0/model.onnx``."""
+    ``.rai``, else a directory holding the self-contained ``vaiml_par_0`` partition
+    directory (see :mod:`.directory`)."""
     compiled = compile_to_memory(model, **options)
     out = Path(output)
     if out.suffix == ".rai":
@@ -136,9 +147,19 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     check_interface(model)
     model.ir_version = min(model.ir_version or IR_VERSION, IR_VERSION)
     fixed = fix_inputs(model, opts)
+    _check_single_input(opts, fixed.infos)
+    folded = None
+    if opts.postprocess is not None:
+        if opts.input_crop is not None:
+            raise OptionError(
+                "postprocess scales boxes to the whole input_size frame; drop input_crop"
+            )
+        folded = _postprocess(model, opts.postprocess, fixed.infos[0], opts.input_size)
+    # the detection outputs' capacity (max_detections) is derived like any other's
     cpu_outputs, unknown = output_infos(model, probe(model), opts)
     _check_names(opts, fixed.infos, cpu_outputs)
-    quantized = _quantize(model, opts, fixed.infos) if opts.quantize else None
+    float_nodes = folded.nodes if folded else ()
+    quantized = _quantize(model, opts, fixed.infos, float_nodes) if opts.quantize else None
     work = quantized.model if quantized else model
     yuv = is_yuv(opts)
     in_folds = (
@@ -187,8 +208,44 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "compiler": f"copyless.model.compiler/{COMPILER_VERSION}",
             "producer": f"{model.producer_name} {model.producer_version}".strip(),
             "options": json.dumps(opts.to_json(), sort_keys=True),
+            PREPROCESSING_KEY: _preprocessing(opts, fixed.infos),
+            **({"labels": json.dumps(list(folded.labels))} if folded else {}),
         },
     )
+
+
+def _preprocessing(opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]) -> str:
+    """The preprocessing record of the (first) image input, as the metadata stores it."""
+    image = inputs[0] if inputs else None
+    size = None
+    if image is not None and len(image.shape) == 4:
+        size = (image.shape[2], image.shape[3])
+    return record_preprocessing(
+        input_format=opts.input_format,
+        mean=opts.mean,
+        std=opts.std,
+        colour_order=opts.colour_order,
+        resize=opts.resize,
+        frame=opts.input_size or size,
+        model_size=size,
+    )
+
+
+def _postprocess(
+    model: onnx.ModelProto,
+    options: PostprocessOptions,
+    model_input: NpuTensorInfo,
+    frame: tuple[int, int] | None,
+) -> Folded:
+    """Fold the detector decoding + NMS (boxes scaled to the ``input_size`` frame, if any)."""
+    folded = fold_postprocess(model, options, model_input, frame)
+    _log.info(
+        "folded %s postprocess: outputs %s, capacity %d",
+        options.kind,
+        list(folded.outputs),
+        options.max_detections,
+    )
+    return folded
 
 
 def _log_capacities(outputs: tuple[TensorSpec, ...]) -> None:
@@ -219,20 +276,28 @@ def _check_names(
         for tensor, _ in table:
             if tensor != "*" and tensor not in names:
                 raise OptionError(f"{key}: {tensor!r} is not among the model's {sorted(names)}")
-    if (opts.input_format or opts.quantize) and len(inputs) != 1:
+
+
+def _check_single_input(opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]) -> None:
+    if (opts.input_format or opts.quantize or opts.postprocess) and len(inputs) != 1:
         raise UnsupportedError(
-            f"input_format/quantize need a single-input model; this one has {len(inputs)} inputs"
+            "input_format/quantize/postprocess need a single-input model; this one has "
+            f"{len(inputs)} inputs"
         )
 
 
 def _quantize(
-    model: onnx.ModelProto, opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]
+    model: onnx.ModelProto,
+    opts: CompileOptions,
+    inputs: tuple[NpuTensorInfo, ...],
+    float_nodes: tuple[str, ...],
 ) -> Quantized:
+    """INT8 QDQ; ``float_nodes`` (a folded postprocess: box arithmetic, NMS) stay float."""
     info = inputs[0]
     if info.data_type is not DataType.FLOAT32:
         raise UnsupportedError(f"quantize='int8' needs a float32 input; {info.describe()}")
     batches = calibration_batches(opts.calibration, info, opts.mean, opts.std)
-    return quantize_int8(model, info.name, batches, opts.quantize_ops)
+    return quantize_int8(model, info.name, batches, opts.quantize_ops, float_nodes)
 
 
 def _hw_view(cpu: NpuTensorInfo, layout: MemoryLayout | None, dtype: DataType) -> NpuTensorInfo:

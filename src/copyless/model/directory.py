@@ -1,8 +1,13 @@
-"""The directory form of a compiled model (the VART-ML ``par_0`` layout)::
+"""The directory form of a compiled model (VART-ML's ``vaiml_par_0`` layout)::
 
-    OUT/manifest.json          the manifest (see :mod:`.manifest`)
-    OUT/par_0/model.onnx       one ONNX graph per partition
-    OUT/par_1/model.onnx       ...
+    OUT/vaiml_par_0/manifest.json    the manifest (see :mod:`.manifest`)
+    OUT/vaiml_par_0/par_0.onnx       one ONNX graph per partition
+    OUT/vaiml_par_0/par_1.onnx       ... (CPU partitions, when the model has them)
+
+The partition directory is self-contained: every path in its manifest is relative to it, so
+``vaiml_par_0`` copied alone (under any parent, or renamed ``par_0``) loads. The loader
+also reads the layout of copyless before 0.2 (``OUT/manifest.json`` beside
+``OUT/par_N/model.onnx``).
 
 Each partition's manifest entry holds ``"blob": {"path", "size", "crc32"}`` so a damaged or
 swapped graph file is caught at load. ``manifest.json`` is written last and atomically, so
@@ -23,10 +28,14 @@ from .compiled import CompiledModel
 from .manifest import manifest_of, model_from_manifest
 
 MANIFEST = "manifest.json"
-GRAPH = "model.onnx"
+#: The partition directory copyless writes (the seeds' name), then the names it also reads.
+PARTITION_DIR = "vaiml_par_0"
+PARTITION_DIRS = (PARTITION_DIR, "par_0")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
+    """``data`` at ``path`` through a temporary file renamed into place: a reader sees the
+    old file or the new one, never half of one."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -38,24 +47,43 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def write_directory(model: CompiledModel, root: Path) -> Path:
-    """Write ``model`` under ``root`` (created if needed); returns ``root``."""
-    root.mkdir(parents=True, exist_ok=True)
-    stale = root / MANIFEST
-    stale.unlink(missing_ok=True)  # a half-rewritten directory must not look complete
+    """Write ``model`` as ``root/vaiml_par_0`` (created if needed); returns ``root``."""
+    folder = root / PARTITION_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    # A half-rewritten directory must not look complete, nor an older layout beside it.
+    for stale in (folder / MANIFEST, root / MANIFEST):
+        stale.unlink(missing_ok=True)
     blobs = []
     for part in model.partitions:
-        rel = PurePosixPath(part.name) / GRAPH
-        (root / part.name).mkdir(exist_ok=True)
-        _atomic_write(root / rel, part.onnx_bytes)
+        name = f"{part.name}.onnx"
+        write_atomically(folder / name, part.onnx_bytes)
         blobs.append(
-            {"path": str(rel), "size": len(part.onnx_bytes), "crc32": zlib.crc32(part.onnx_bytes)}
+            {"path": name, "size": len(part.onnx_bytes), "crc32": zlib.crc32(part.onnx_bytes)}
         )
-    _atomic_write(stale, json.dumps(manifest_of(model, blobs), indent=1).encode())
+    write_atomically(folder / MANIFEST, json.dumps(manifest_of(model, blobs), indent=1).encode())
     return root
 
 
+def find_manifest_dir(root: Path) -> Path | None:
+    """The directory whose ``manifest.json`` describes the model at ``root``: ``root``
+    itself (a partition directory, or the older layout), or its one ``vaiml_par_0`` /
+    ``par_0`` subdirectory. None when there is none; ModelLoadError when it is ambiguous."""
+    if (root / MANIFEST).is_file():
+        return root
+    found = [root / name for name in PARTITION_DIRS if (root / name / MANIFEST).is_file()]
+    if len(found) > 1:
+        raise ModelLoadError(
+            f"{root}: holds both {' and '.join(PARTITION_DIRS)}: which model is meant? "
+            "Remove one, or pass the partition directory itself"
+        )
+    if found:
+        return found[0]
+    return None
+
+
 def read_directory(root: Path) -> CompiledModel:
-    """Load ``root/manifest.json`` and its partition graphs; ModelLoadError on any defect."""
+    """Load ``root/manifest.json`` and its partition graphs (paths relative to ``root``);
+    ModelLoadError on any defect."""
     where = str(root)
     try:
         text = (root / MANIFEST).read_bytes()

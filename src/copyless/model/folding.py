@@ -1,10 +1,11 @@
 """Folding view conversions into the graph: the HW view of an input becomes the graph input,
 the HW view of an output the graph output.
 
-For an input the graph starts with, in order: the dtype step (``Cast``, or
-``DequantizeLinear`` for a quantized integer view), the layout step (``Slice`` of the channel
-padding, ``Transpose``/``Reshape`` back to the model's NCHW), for frames of another size a
-centre ``Slice`` (``input_crop``) and a linear ``Resize`` to the model's own H x W, and for
+For an input the graph starts with the dtype step (``Cast``, or ``DequantizeLinear`` for a
+quantized integer view) and the layout step (``Transpose``/``Reshape`` back to the model's
+NCHW, ``Slice`` of the channel padding, then for frames of another size a centre ``Slice``,
+``input_crop``), the layout step first when the HW elements are narrower than the model's
+(bytes move faster than floats); then a linear ``Resize`` to the model's own H x W, and for
 pixel formats (see :mod:`.input_formats`) the normalisation ``(x - mean) / std`` as one
 ``Mul`` + ``Add``. For an output the graph ends with
 the layout step (``Transpose``, ``Pad`` with zeros, ``Reshape``) then the dtype step (``Cast``
@@ -90,17 +91,21 @@ def fold_input(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
     rename_reads(graph.node, name, internal)
     chain = NodeChain(scope, name, f"copyless/in/{name}")
     hw, cpu = fold.hw, fold.cpu
+    # Narrow elements (uint8 pixels, int8) are moved before they are widened: the layout
+    # step then shuffles bytes, not floats (see .stem for the measurements).
+    narrow = hw.data_type.itemsize < fold.model_dtype.itemsize
+    if narrow:
+        _to_logical(chain, hw, cpu)
+        _crop(chain, fold)
     if fold.normalize is not None:
         chain.op("Cast", to=onnx.TensorProto.FLOAT)
     elif fold.quant is not None:
         _dequantize(chain, fold.quant, hw.data_type)
     elif hw.data_type is not fold.model_dtype:
         chain.op("Cast", to=ELEM_OF[fold.model_dtype])
-    _to_logical(chain, hw, cpu)
-    if fold.crop is not None:
-        top, left, height, width = fold.crop
-        ends = _i64(chain, [top + height, left + width], "ends")
-        chain.op("Slice", _i64(chain, [top, left], "starts"), ends, _i64(chain, [2, 3], "axes"))
+    if not narrow:
+        _to_logical(chain, hw, cpu)
+        _crop(chain, fold)
     if fold.resize is not None:
         _resize(model, chain, cpu.shape[:2] + fold.resize)
     if fold.normalize is not None:
@@ -115,6 +120,14 @@ def fold_input(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
     graph.node.extend([*chain.nodes, *nodes])
     graph.initializer.extend(chain.initializers)
     _retype(next(vi for vi in graph.input if vi.name == name), hw)
+
+
+def _crop(chain: NodeChain, fold: Fold) -> None:
+    """The centre region of the frame (``input_crop``), on NCHW."""
+    if fold.crop is not None:
+        top, left, height, width = fold.crop
+        ends = _i64(chain, [top + height, left + width], "ends")
+        chain.op("Slice", _i64(chain, [top, left], "starts"), ends, _i64(chain, [2, 3], "axes"))
 
 
 def _fold_into_stem(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> bool:
@@ -270,10 +283,13 @@ def _to_logical(chain: NodeChain, hw: NpuTensorInfo, cpu: NpuTensorInfo) -> None
     if layout is MemoryLayout.NHW:
         chain.op("Reshape", _i64(chain, [n, c, h, w], "shape"))
     elif layout in (MemoryLayout.NHWC, MemoryLayout.NHWC4, MemoryLayout.NHWC8):
+        # Transpose first: the padding channels are then whole planes, and the Slice of
+        # whole planes is a few copies where a Slice of NHWC's last axis is a strided
+        # gather (onnxruntime: 10-20x slower).
+        chain.op("Transpose", perm=[0, 3, 1, 2])
         if hw.shape[3] != c:
             chain.op("Slice", _i64(chain, [0], "starts"), _i64(chain, [c], "ends"),
-                     _i64(chain, [3], "axes"))  # fmt: skip
-        chain.op("Transpose", perm=[0, 3, 1, 2])
+                     _i64(chain, [1], "axes"))  # fmt: skip
     else:
         g = GROUP[layout]
         blocks = -(-c // g)

@@ -16,6 +16,9 @@ from typing import Any
 
 from ..types import DataType, MemoryLayout, OptionError
 from .input_formats import YUV_MATRICES, YUV_RANGES, input_format, yuv_option
+from .postprocess import spec as postprocess
+from .postprocess.spec import PostprocessOptions
+from .preprocessing import ResizePolicy, parse_colour_order, parse_resize
 
 _DTYPE_ALIASES = {
     "bf16": DataType.BF16,
@@ -54,6 +57,12 @@ _KNOWN = frozenset(
         "cpu_ops",
         "cpu_partition_after",
         "cpu_tail",
+        "resize",
+        "colour_order",
+        "postprocess",
+        "score_threshold",
+        "iou_threshold",
+        "max_detections",
         "output_capacity",
     }
 )
@@ -86,6 +95,9 @@ class CompileOptions:
     cpu_ops: tuple[str, ...] = ()
     cpu_partition_after: str | None = None
     cpu_tail: bool = False
+    resize: ResizePolicy | None = None  # recorded for applications (see .preprocessing)
+    colour_order: str | None = None  # "RGB" | "BGR", recorded for applications
+    postprocess: PostprocessOptions | None = None  # detector decoding + NMS folded in
     output_capacity: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
@@ -123,6 +135,9 @@ class CompileOptions:
             "cpu_ops": list(self.cpu_ops),
             "cpu_partition_after": self.cpu_partition_after,
             "cpu_tail": self.cpu_tail,
+            "resize": None if self.resize is None else str(self.resize),
+            "colour_order": self.colour_order,
+            "postprocess": None if self.postprocess is None else self.postprocess.to_json(),
             "output_capacity": {k: list(v) for k, v in self.output_capacity},
         }
 
@@ -180,6 +195,14 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         cpu_ops=cpu_ops,
         cpu_partition_after=None if after is None else str(after),
         cpu_tail=cpu_tail,
+        resize=parse_resize(raw.get("resize")),
+        colour_order=parse_colour_order(raw.get("colour_order")),
+        postprocess=postprocess.parse(
+            raw.get("postprocess"),
+            raw.get("score_threshold"),
+            raw.get("iou_threshold"),
+            raw.get("max_detections"),
+        ),
         output_capacity=_input_shapes(raw.get("output_capacity"), "output_capacity"),
     )
 

@@ -99,12 +99,18 @@ class _Reader(ortq.CalibrationDataReader):  # type: ignore[misc]
 
 
 def quantize_int8(
-    model: onnx.ModelProto, name: str, batches: list[np.ndarray], op_types: tuple[str, ...] = ()
+    model: onnx.ModelProto,
+    name: str,
+    batches: list[np.ndarray],
+    op_types: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
 ) -> Quantized:
     """QDQ-quantize ``model`` (float, fixed shapes) calibrated on ``batches`` for input ``name``.
 
     ``op_types`` limits quantization to those op types (e.g. ``("Conv", "Gemm")``: the rest
     stays float between DequantizeLinear/QuantizeLinear pairs); empty = onnxruntime's default.
+    ``exclude`` names nodes that stay float (a folded detector postprocess); the outputs they
+    produce get no INT8 view.
     """
     with tempfile.TemporaryDirectory(prefix="copyless-quant-") as tmp:
         out, src = Path(tmp) / "quantized.onnx", Path(tmp) / "float.onnx"
@@ -122,6 +128,7 @@ def quantize_int8(
                 calibrate_method=ortq.CalibrationMethod.MinMax,
                 extra_options={"CalibTensorRangeSymmetric": False},
                 op_types_to_quantize=list(op_types) or None,
+                nodes_to_exclude=list(exclude) or None,
                 reduce_range=True,
             )
         except _QUANT_ERRORS as exc:
@@ -136,8 +143,9 @@ def quantize_int8(
         or _from_range(*ranges[name])
     }
     outputs = {}
+    skipped = {out for node in model.graph.node if node.name in exclude for out in node.output}
     for vi in graph.output:
-        if vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+        if vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT and vi.name not in skipped:
             outputs[vi.name] = _params_of(
                 graph, "DequantizeLinear", vi.name, consts, is_input=False
             ) or _from_range(*ranges[vi.name])

@@ -72,15 +72,30 @@ static int FastPath_traverse(FastPath *self, visitproc visit, void *arg) {
 
 static int FastPath_clear(FastPath *self) {
     for (int i = 0; i < MAX_ENTRIES; i++) entry_clear(&self->entries[i]);
-    Py_CLEAR(self->success);
+    /* success stays (None or the caller's object): a call after a GC clear returns it */
     return 0;
 }
 
 static void FastPath_dealloc(FastPath *self) {
     PyObject_GC_UnTrack(self);
     FastPath_clear(self);
+    Py_CLEAR(self->success);
     Py_CLEAR(self->closed_name);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Every field a call reads is set here, so an object made by FastPath.__new__ without
+ * __init__ is safe to use (it once crashed on a NULL attribute name: fuzz_runner). */
+static PyObject *FastPath_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    FastPath *self = (FastPath *)PyType_GenericNew(type, args, kwds);
+    if (self == NULL) return NULL;
+    self->closed_name = PyUnicode_InternFromString("_bytes");
+    if (self->closed_name == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->success = Py_NewRef(Py_None);
+    return (PyObject *)self;
 }
 
 static int FastPath_init(FastPath *self, PyObject *args, PyObject *kwds) {
@@ -89,10 +104,6 @@ static int FastPath_init(FastPath *self, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &success)) return -1;
     Py_INCREF(success);
     Py_XSETREF(self->success, success);
-    if (self->closed_name == NULL) {
-        self->closed_name = PyUnicode_InternFromString("_bytes");
-        if (self->closed_name == NULL) return -1;
-    }
     return 0;
 }
 
@@ -139,6 +150,9 @@ static int all_open(FastPath *self, PyObject **tensors, Py_ssize_t n) {
 
 /* fast(inputs, outputs) -> success object, or None when the Python path must handle it.
  * An exception from the engine propagates (busy is reset first). */
+/* The arguments are the user's, unchecked (Runner.execute passes them straight here): only
+ * exact lists/tuples of the installed sizes whose items ARE the installed tensors match;
+ * anything else returns None and takes the Python path, which validates it. */
 static PyObject *FastPath_call(FastPath *self, PyObject *args, PyObject *kwds) {
     PyObject *inputs, *outputs;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) Py_RETURN_NONE;
@@ -205,10 +219,13 @@ done:
     return result;
 }
 
+/* rows x cols tensors, at most MAX_TENSORS of them (replay.Replays.install passes the
+ * plan's validated row shapes; nothing here relies on it). rows * cols without overflow:
+ * (2**62, 4) once wrapped to 0 tensors and installed (found by fuzz_runner under UBSan). */
 static int check_shape(PyObject *shape, Py_ssize_t *rows, Py_ssize_t *cols) {
     if (!PyArg_ParseTuple(shape, "nn", rows, cols)) return -1;
-    if (*rows < 1 || *cols < 1) {
-        PyErr_SetString(PyExc_ValueError, "rows and cols must be >= 1");
+    if (*rows < 1 || *cols < 1 || *rows > MAX_TENSORS || *cols > MAX_TENSORS) {
+        PyErr_Format(PyExc_ValueError, "rows and cols must be in 1..%d", MAX_TENSORS);
         return -1;
     }
     return 0;
@@ -216,6 +233,10 @@ static int check_shape(PyObject *shape, Py_ssize_t *rows, Py_ssize_t *cols) {
 
 /* install(tensors, (in_rows, in_cols), (out_rows, out_cols), calls, ranges) -> replaced index
  * or -1 when not installed (a fast call is running, or the path is closed). */
+/* Checked here: the argument types, 1..64 rows and cols, the tensor count, (callable,
+ * tuple) call pairs, weak-referenceable tensors. Python (replay.Replays.install) installs
+ * only a CallPlan that bound every tensor in place (runner.plan validated the tensors
+ * against the model's views); the C side never looks inside a tensor beyond `_bytes`. */
 static PyObject *FastPath_install(FastPath *self, PyObject *args) {
     PyObject *tensors, *in_shape, *out_shape, *calls, *ranges;
     Py_ssize_t in_rows, in_cols, out_rows, out_cols;
@@ -366,7 +387,7 @@ static PyTypeObject FastPathType = {
     .tp_basicsize = sizeof(FastPath),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Identity-checked replay of bound engine calls (see the module source).",
-    .tp_new = PyType_GenericNew,
+    .tp_new = FastPath_new,
     .tp_init = (initproc)FastPath_init,
     .tp_dealloc = (destructor)FastPath_dealloc,
     .tp_traverse = (traverseproc)FastPath_traverse,

@@ -8,15 +8,16 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ..backends._cache import EngineCache
 from ..backends.base import Backend, Engine
 from ..backends.onnxruntime import OrtCpuBackend
 from ..model import CompiledModel
+from ..model._config import check_compiled_with, read_config
 from ..types import ModelLoadError, OptionError, RunnerType, UnsupportedError
 from .options import RunnerOptions, parse_options
 from .runner import Runner
 
 logger = logging.getLogger(__name__)
-_ROOT_LOGGER = logging.getLogger("copyless")
 
 
 class RunnerFactory:
@@ -28,8 +29,9 @@ class RunnerFactory:
         options: Mapping[str, Any] | None = None,
         runner_type: RunnerType = RunnerType.ONNXRUNTIME,
     ) -> Runner:
-        """Load a compiled model (``.rai``, a directory with one ``.rai``, or a directory with
-        ``par_0``) and prepare it on the backend of ``runner_type``.
+        """Load a compiled model (``.rai``, a directory with one ``.rai``, a directory with a
+        ``vaiml_par_0`` or ``par_0`` partition directory, or that partition directory itself)
+        and prepare it on the backend of ``runner_type``.
 
         Raises ModelLoadError (missing/corrupt model), OptionError (unknown key, bad value),
         UnsupportedError (backend or device not available here: never a silent fallback).
@@ -39,7 +41,7 @@ class RunnerFactory:
             raise ModelLoadError(f"model_path must be a path, got {type(model_path).__name__}")
         from ..model import load_model  # the loader lives beside the compiler
 
-        model = load_model(os.fspath(model_path), cache_path=parsed.cache_path)
+        model = load_model(os.fspath(model_path))  # the cache_path option is read below
         return RunnerFactory.from_compiled(model, parsed, runner_type)
 
     @staticmethod
@@ -50,11 +52,14 @@ class RunnerFactory:
     ) -> Runner:
         """A runner over an in-memory compiled model (see ``copyless.model.compile_to_memory``)."""
         parsed = options if isinstance(options, RunnerOptions) else parse_options(options)
-        _apply_logging(parsed)
         if not isinstance(runner_type, RunnerType):
             raise OptionError(f"runner_type must be a RunnerType, got {runner_type!r}")
-        backend = _backend_for(runner_type, parsed)
-        cpu_backend: Backend = OrtCpuBackend(parsed.engine_spinning)
+        if parsed.config_json is not None:
+            check_compiled_with(model, read_config(parsed.config_json))
+        cache_path = parsed.cache_path or model.cache_path
+        cache = EngineCache(cache_path) if cache_path is not None else None
+        backend = _backend_for(runner_type, parsed, cache)
+        cpu_backend: Backend = OrtCpuBackend(parsed.engine_spinning, cache)
         _check_capabilities(model, backend)
         threads = parsed.engine_threads()
 
@@ -85,19 +90,32 @@ class RunnerFactory:
             len(engines),
             threads,
         )
-        return Runner(model, parsed, backend, engines, async_loader)
+        runner = Runner(model, parsed, backend, engines, async_loader, cache)
+        if parsed.warm_up:
+            try:
+                runner.warm_up()
+            except BaseException:
+                runner.close()
+                raise
+        return runner
 
 
-def _backend_for(runner_type: RunnerType, options: RunnerOptions) -> Backend:
+def _backend_for(
+    runner_type: RunnerType, options: RunnerOptions, cache: EngineCache | None
+) -> Backend:
     """The backend ``runner_type`` and the ``device`` option name. The optional ones are
     imported here, on first use: each raises UnsupportedError (with the install hint, or
-    what this machine lacks) rather than falling back to the CPU."""
+    what this machine lacks) rather than falling back to the CPU. ``cache``: the engine
+    cache (``cache_path``) for the backends that keep one (the CUDA backend takes none yet:
+    ``create_session(..., cache=cache)`` would keep its optimized graphs, and
+    ``cache.folder(partition, f"tensorrt-{version}")`` is the folder for TensorRT's
+    ``trt_engine_cache_path``; see backends/_cache.py)."""
     if runner_type is RunnerType.OPENVINO:
         from ..backends.openvino import OpenVinoBackend
 
-        return OpenVinoBackend(options)
+        return OpenVinoBackend(options, cache)
     if options.device == "cpu":
-        return OrtCpuBackend(options.engine_spinning)
+        return OrtCpuBackend(options.engine_spinning, cache)
     if options.device not in ("cuda", "tensorrt"):
         raise OptionError(
             f"option 'device': {options.device!r} is an OpenVINO device; use "
@@ -118,7 +136,3 @@ def _check_capabilities(model: CompiledModel, backend: Backend) -> None:
             "(cuda_graph needs fixed shapes)"
         )
 
-
-def _apply_logging(options: RunnerOptions) -> None:
-    level = "DEBUG" if options.debug else options.log_level
-    _ROOT_LOGGER.setLevel(getattr(logging, level))

@@ -1,55 +1,11 @@
-"""Runner options: the VART-ML VAIML keys, validated once at creation.
+"""Runner options: the VART-ML VAIML keys (and copyless's own), validated once at creation.
 
-=====================  ===================  =================================================
-key                    default              effect here
-=====================  ===================  =================================================
-input_tensor_type      "HW"                 default view of get_tensors_info(INPUT); execute
-                                            follows each tensor's own info.tensor_type
-output_tensor_type     "HW"                 same, for outputs
-skip_in_bo_sync        False                skip the runner's input sync_buffer() calls
-skip_out_bo_sync       False                skip the runner's output sync_buffer() calls
-cma_index              0                    accepted; host memory has one bank (no effect)
-aie_columns_sharing    True                 accepted; no AI Engine columns here (no effect)
-start_column           None                 accepted; no AI Engine columns here (no effect)
-async_threadpool_depth 10                   worker threads for execute_async
-max_concurrent_runs    2                    async job slots; RESOURCE_UNAVAILABLE beyond
-callback_order         "submission"         "submission" or "completion"
-log_level              "INFO"               level of the "copyless" logger
-debug                  False                DEBUG logging of every job and binding
-config_json            None                 JSON file whose keys are options (overridden by
-                                            keys given directly)
-cache_path             None                 accepted; .rai files are mapped, not extracted
-ai_analyzer_profiling  False                Chrome trace JSON of every job (Perfetto)
-device                 "cpu"                "cpu" | "cuda" | "tensorrt" (ONNX Runtime); for
-                                            RunnerType.OPENVINO also an OpenVINO device name
-                                            ("CPU", "GPU", "GPU.1", "NPU", "AUTO", "HETERO:..")
-performance_hint       "LATENCY"            OpenVINO only: "LATENCY" | "THROUGHPUT" | "AUTO"
-                                            (THROUGHPUT when max_concurrent_runs > 1)
-num_threads            0 (auto)             engine threads per run; auto = all cores for
-                                            execute, cores / max_concurrent_runs for each
-                                            execute_async job (onnxruntime: the async jobs
-                                            get engines of their own, loaded on first use)
-profile_path           None                 trace file (default ./copyless_trace_<pid>_<n>.json)
-engine_spinning        False                onnxruntime: idle engine threads spin instead of
-                                            blocking. ~5-13% less latency per sync call with
-                                            pre/postprocessing in between on an idle machine;
-                                            under CPU contention it can double it
-inference_precision    "model"              OpenVINO only: "model" runs float graphs in the
-                                            precision their HW view declares (f32), even on
-                                            CPUs where OpenVINO would pick bf16 by itself
-                                            (AMX, AVX512-BF16); "bf16" | "f16" | "f32" force
-                                            one; "engine" keeps OpenVINO's own default
-cuda_options           {}                   device "cuda"/"tensorrt" only: device_id, stream,
-                                            cuda_graph, cudnn_conv_algo_search, use_tf32,
-                                            gpu_mem_limit, strict, trt_fp16,
-                                            trt_engine_cache_path (a mapping; see
-                                            copyless.backends.cuda_options)
-=====================  ===================  =================================================
+What each option means on each engine is in README.md ("Runner options"), the one table of
+them; :class:`RunnerOptions` lists the keys and defaults, ``_VALIDATORS`` what each accepts.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -57,6 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..backends.cuda_options import CudaOptions, parse_cuda_options
+from ..model._config import read_config
 from ..types import OptionError
 
 _TENSOR_TYPES = ("HW", "CPU")
@@ -93,6 +50,7 @@ class RunnerOptions:
     performance_hint: str = "LATENCY"
     engine_spinning: bool = False
     inference_precision: str = "model"
+    warm_up: bool = False
     cuda_options: CudaOptions = _CUDA_DEFAULTS
 
     def engine_threads(self) -> int:
@@ -163,6 +121,16 @@ def _int_range(
     return check
 
 
+def _one_bank(key: str, value: Any) -> Any:
+    _int_range(0)(key, value)
+    if value != 0:
+        raise OptionError(
+            f"option {key!r}: copyless allocates from host memory, which has one bank (0); "
+            f"got {value!r}"
+        )
+    return value
+
+
 def _path(must_exist: bool) -> Callable[[str, Any], Any]:
     def check(key: str, value: Any) -> Any:
         if value is None:
@@ -182,7 +150,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "output_tensor_type": _upper_choice(_TENSOR_TYPES),
     "skip_in_bo_sync": _bool,
     "skip_out_bo_sync": _bool,
-    "cma_index": _int_range(0),
+    "cma_index": _one_bank,
     "aie_columns_sharing": _bool,
     "start_column": _int_range(0, none_ok=True),
     "async_threadpool_depth": _int_range(1, 1024),
@@ -199,6 +167,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "performance_hint": _upper_choice(_HINTS),
     "engine_spinning": _bool,
     "inference_precision": _choice(_PRECISIONS),
+    "warm_up": _bool,
     "cuda_options": lambda _key, value: parse_cuda_options(value),
 }
 
@@ -217,7 +186,8 @@ def parse_options(options: Mapping[str, Any] | None) -> RunnerOptions:
     merged: dict[str, Any] = {}
     config = options.get("config_json")
     if config is not None:
-        merged.update(_read_config(_VALIDATORS["config_json"]("config_json", config)))
+        path = _VALIDATORS["config_json"]("config_json", config)
+        merged.update({k: v for k, v in read_config(path).runner.items() if k != "config_json"})
     merged.update(options)
     values: dict[str, Any] = {}
     for key, value in merged.items():
@@ -227,17 +197,3 @@ def parse_options(options: Mapping[str, Any] | None) -> RunnerOptions:
             )
         values[key] = _VALIDATORS[key](key, value)
     return RunnerOptions(**values)
-
-
-def _read_config(path: str) -> dict[str, Any]:
-    """Options from a VART-style JSON config: a top-level object (or its "runner" member)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise OptionError(f"option 'config_json': cannot read {path!r}: {exc}") from exc
-    if isinstance(data, dict) and isinstance(data.get("runner"), dict):
-        data = data["runner"]
-    if not isinstance(data, dict):
-        raise OptionError(f"option 'config_json': {path!r} does not hold a JSON object")
-    return {k: v for k, v in data.items() if k != "config_json"}

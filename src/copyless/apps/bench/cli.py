@@ -1,16 +1,36 @@
 """copyless-bench: copyless against the pipelines users write, per frame, on a real photo.
 
-For each model / precision / batch: decode the photo once, then time preprocess + infer +
-postprocess per frame for the plain onnxruntime pipeline, ORT IOBinding, OpenVINO's own
-pipeline (sync and AsyncInferQueue) and copyless (zero-copy and CPU view on each backend,
-async with 2 and 4 slots). Every pipeline must first agree with the plain one on the photo
-(else WRONG, not timed). Pipelines are interleaved round by round; the table (stdout), the
-JSON and the PNG give median ms/frame and the speed-up vs plain (plain ms / ms).
+For each model / precision / batch: time decode + preprocess + infer + postprocess per frame
+for the plain onnxruntime pipeline, ORT IOBinding, OpenVINO's own pipeline (sync and
+AsyncInferQueue) and copyless (zero-copy and CPU view on each backend, async with 2 and 4
+slots), against the limit: each engine alone on an already-prepared input (``engine-ort``,
+``engine-ov``, see :mod:`.limits`). Every pipeline must first agree with the plain one on
+the photo (else WRONG, not timed). Pipelines are interleaved round by round; the tables
+(stdout), the JSON and the PNG give median ms/frame, the speed-up vs plain (plain ms / ms),
+the ratio to the engine's limit (ms / engine-alone ms), a per-stage breakdown of the sync
+pipelines, and per configuration whether copyless's fastest pipeline is a zero-copy one.
+
+Every frame decodes the photo's bytes (Pillow for the users' pipelines, libjpeg-turbo at the
+needed DCT scale for copyless's); ``--predecoded`` reuses the decoded photo instead, as the
+VART-ML samples and copyless-zerocopy time it. OpenVINO's own pipelines run at OpenVINO's
+own precision (bf16 on AVX512-BF16/AMX CPUs: what its users get), copyless's at its
+default (f32, the model's precision); ``--ov-precision f32|bf16`` sets one for all.
+copyless's sync onnxruntime engines spin within runs, as onnxruntime's defaults do for the
+plain pipeline and engine-ort (``--no-spin``: they block, the runner's default).
+
+Deterministic inputs (the zoo's models and photos, fixed compile options and calibration),
+interleaved rounds, medians: run it on a quiet machine for figures, e.g. ::
+
+    copyless-bench --model all                         # the full tables, JSON, PNG
+    copyless-bench --model all --predecoded --precision fp32 --batch 1 \
+        --only engine-ort,engine-ov,copyless-ort-zc,copyless-ov-zc      # zero-copy vs limit
+    copyless-bench --quick                             # a smoke run
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import statistics
 import sys
@@ -20,20 +40,29 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from ...model import zoo
 from ...types import CopylessError
 from ...vision import decode
-from . import contenders, peers
+from . import contenders, limits, peers, suites
 from .gate import detail, disagreement
-from .measure import batches_per_round, interleaved
+from .measure import Samples, batches_per_round, interleaved
 from .models import MODELS, PRECISIONS, Config, copyless_model, peer_model
-from .pipeline import PLAIN, Pipeline
-from .report import FAILED, OK, UNAVAILABLE, WRONG, Row, table, write_json, write_png
-from .tasks import Outcome, Task
+from .pipeline import FAMILY_LIMIT, PLAIN, Pipeline
+from .report import (
+    FAILED,
+    OK,
+    UNAVAILABLE,
+    WRONG,
+    Row,
+    breakdown,
+    table,
+    verdicts,
+    write_json,
+    write_png,
+)
+from .tasks import Outcome, Photo, Task
 
 logger = logging.getLogger(__name__)
 
@@ -43,15 +72,31 @@ _GUESS_MS = {"efficientnet-lite0": 10.0, "resnet50": 60.0, "ppocr-det": 400.0}
 
 
 @dataclass(frozen=True, slots=True)
+class Settings:
+    frames: int | None  # None: the model's default (ModelSpec.frames)
+    rounds: int
+    pipelines: tuple[str, ...]
+    photo: str | None
+    decode: bool = True  # every frame decodes the photo (else: decoded once)
+    ov_precision: str | None = None  # None: each pipeline's own default
+    spin: bool = True  # copyless's sync onnxruntime engines spin within runs
+
+
+@dataclass(frozen=True, slots=True)
 class Assets:
     """Everything a pipeline factory needs for one configuration (photo decoded once)."""
 
     config: Config
     peer_model: Path
     copyless_model: Path
-    image: npt.NDArray[np.uint8]
-    pil: Image.Image
+    photo: Photo
     task: Task
+    settings: Settings
+
+    @property
+    def engine_precision(self) -> str:
+        """What engine-ov runs: the precision copyless's OpenVINO pipelines run."""
+        return self.settings.ov_precision or "f32"
 
 
 Factory = Callable[[Assets], Pipeline]
@@ -59,21 +104,31 @@ Factory = Callable[[Assets], Pipeline]
 
 def _cl_sync(backend: str, zero_copy: bool) -> Factory:
     return lambda a: contenders.sync(
-        a.copyless_model, a.task, a.image, a.config.batch, backend, zero_copy
-    )
+        a.copyless_model, a.task, a.photo, a.config.batch, backend, zero_copy,
+        a.settings.ov_precision, a.settings.spin,
+    )  # fmt: skip
 
 
 def _cl_async(backend: str, slots: int) -> Factory:
     return lambda a: contenders.pipelined(
-        a.copyless_model, a.task, a.image, a.config.batch, backend, slots
-    )
+        a.copyless_model, a.task, a.photo, a.config.batch, backend, slots,
+        a.settings.ov_precision,
+    )  # fmt: skip
 
 
 FACTORIES: dict[str, Factory] = {
-    PLAIN: lambda a: peers.plain(a.peer_model, a.task, a.pil, a.config.batch),
-    "ort-iobinding": lambda a: peers.iobinding(a.peer_model, a.task, a.pil, a.config.batch),
-    "openvino-sync": lambda a: peers.openvino_sync(a.peer_model, a.task, a.image, a.config.batch),
-    "openvino-async": lambda a: peers.openvino_async(a.peer_model, a.task, a.image, a.config.batch),
+    PLAIN: lambda a: peers.plain(a.peer_model, a.task, a.photo, a.config.batch),
+    "engine-ort": lambda a: limits.engine_ort(a.peer_model, a.task, a.photo, a.config.batch),
+    "engine-ov": lambda a: limits.engine_ov(
+        a.peer_model, a.task, a.photo, a.config.batch, a.engine_precision
+    ),
+    "ort-iobinding": lambda a: peers.iobinding(a.peer_model, a.task, a.photo, a.config.batch),
+    "openvino-sync": lambda a: peers.openvino_sync(
+        a.peer_model, a.task, a.photo, a.config.batch, a.settings.ov_precision
+    ),
+    "openvino-async": lambda a: peers.openvino_async(
+        a.peer_model, a.task, a.photo, a.config.batch, a.settings.ov_precision
+    ),
     "copyless-ort-zc": _cl_sync("ort", True),
     "copyless-ort-cpu": _cl_sync("ort", False),
     "copyless-ov-zc": _cl_sync("ov", True),
@@ -83,14 +138,6 @@ FACTORIES: dict[str, Factory] = {
     "copyless-ov-async2": _cl_async("ov", 2),
     "copyless-ov-async4": _cl_async("ov", 4),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    frames: int | None  # None: the model's default (ModelSpec.frames)
-    rounds: int
-    pipelines: tuple[str, ...]
-    photo: str | None
 
 
 def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
@@ -104,7 +151,11 @@ def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="copyless-bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="copyless-bench [peers]",
+        description=__doc__.splitlines()[0],
+        epilog="Other benchmarks: copyless-bench NAME [ARGS...]; copyless-bench --list.",
+    )
     p.add_argument("--model", choices=[*MODELS, "all"], default="efficientnet-lite0")
     p.add_argument("--photo", help="zoo photo (default chelsea.jpg; page for ppocr-det)")
     p.add_argument("--batch", type=_csv(int), help="batch sizes (default 1,8; 1,4 ppocr-det)")
@@ -121,6 +172,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, default=Path("copyless_bench.json"))
     p.add_argument("--png", type=Path, default=Path("copyless_bench.png"))
     p.add_argument("--quick", action="store_true", help="tiny counts (4 frames, 1 round)")
+    p.add_argument("--predecoded", action="store_true",
+                   help="decode the photo once, not per frame (copyless-zerocopy's timing)")
+    p.add_argument("--ov-precision", choices=["default", "f32", "bf16"], default="default",
+                   help="OpenVINO inference precision for every OpenVINO pipeline (default: "
+                   "each one's own: OpenVINO's choice for its pipelines, f32 for copyless)")
+    p.add_argument("--no-spin", action="store_true",
+                   help="copyless's sync onnxruntime engines block instead of spinning within "
+                   "runs (the runner's default; faster on a loaded machine)")  # fmt: skip
     args = p.parse_args(argv)
     args.frames = args.frames if args.frames is not None else (4 if args.quick else None)
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 7)
@@ -143,6 +202,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``copyless-bench [NAME] [ARGS...]``: run benchmark ``NAME`` (see :mod:`.suites`;
+    ``--list`` names them); without a name, or with options first, the ``peers`` suite."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("--list", "list"):
+        print("\n".join(suites.describe()))
+        return 0
+    if not args or args[0].startswith("-"):
+        return run_peers(args)
+    name, rest = args[0], args[1:]
+    builtin = suites.builtin()
+    if name in builtin:
+        return builtin[name](rest)
+    found = suites.scripts()
+    if name in found:
+        return suites.run_script(found[name], rest)
+    names = ", ".join([*builtin, *found])
+    print(f"copyless-bench: error: no benchmark {name!r}; choose from {names}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def run_peers(argv: Sequence[str] | None = None) -> int:
+    """The ``peers`` suite (this module's docstring)."""
     args = parse_args(argv)
     names = list(MODELS) if args.model == "all" else [args.model]
     configs = [
@@ -152,7 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for batch in (args.batch or [1, MODELS[name].big_batch])
     ]
     chosen = [n for n in FACTORIES if n == PLAIN or args.only is None or n in args.only]
-    settings = Settings(args.frames, args.rounds, tuple(chosen), args.photo)
+    precision = None if args.ov_precision == "default" else args.ov_precision
+    settings = Settings(args.frames, args.rounds, tuple(chosen), args.photo,
+                        not args.predecoded, precision, not args.no_spin)  # fmt: skip
     guess = sum(_GUESS_MS[c.model] * (args.frames or c.spec.frames) for c in configs)
     seconds = guess * len(chosen) * (args.rounds + 1) / 1e3
     _say(f"{len(configs)} configuration(s) x {len(chosen)} pipelines, {args.rounds} rounds: "
@@ -161,6 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for config in configs:
         rows.extend(run_config(config, settings))
     print(table(rows))
+    print()
+    print(breakdown(rows))
+    for line in verdicts(rows):
+        print(line)
     write_json(args.json, rows, {**asdict(settings), "configs": [c.label for c in configs]})
     write_png(args.png, rows)
     _say(f"wrote {args.json} and {args.png}")
@@ -171,14 +258,16 @@ def _say(text: str) -> None:
     print(f"[copyless-bench] {text}", file=sys.stderr, flush=True)
 
 
-def prepare(config: Config, photo: str | None) -> Assets:
-    """Build/compile the models (cached) and decode the photo once."""
-    path = zoo.photo_path(photo or config.spec.photo)
-    image = decode(path)
+def prepare(config: Config, settings: Settings) -> Assets:
+    """Build/compile the models (cached), read the photo's bytes and decode them once."""
+    path = zoo.photo_path(settings.photo or config.spec.photo)
+    data = path.read_bytes()
+    pixels = decode(data)
     with Image.open(path) as opened:
         pil = opened.convert("RGB")  # decoded now, outside the timing
-    return Assets(config, peer_model(config), copyless_model(config), image, pil,
-                  Task(config.spec, *image.shape[:2]))  # fmt: skip
+    photo = Photo(data, pixels, pil, settings.decode)
+    task = Task(config.spec, *pixels.shape[:2])
+    return Assets(config, peer_model(config), copyless_model(config), photo, task, settings)
 
 
 def run_config(
@@ -187,7 +276,7 @@ def run_config(
     """Gate, then time every pipeline of ``config``; ``extra`` adds pipelines (tests)."""
     _say(f"{config.label}: preparing models")
     try:
-        assets = prepare(config, settings.photo)
+        assets = prepare(config, settings)
     except (CopylessError, OSError, ValueError) as exc:
         note = f"unavailable: {_short(exc)}"
         return [_row(config, n, None, UNAVAILABLE, note) for n in settings.pipelines]
@@ -211,18 +300,38 @@ def run_config(
     finally:
         for pipeline in built:
             pipeline.close()
-    plain_ms = statistics.median(samples[PLAIN]) * 1e3 if samples.get(PLAIN) else None
     for pipeline in timed:
-        if pipeline.name in rows:
-            continue
-        ms = statistics.median(samples[pipeline.name]) * 1e3
-        rows[pipeline.name] = _row(
-            config, pipeline.name, pipeline, OK, pipeline.note, ms_per_frame=ms, fps=1e3 / ms,
-            speedup=plain_ms / ms if plain_ms else None,
-            rounds_ms=tuple(s * 1e3 for s in samples[pipeline.name]),
-        )  # fmt: skip
+        if pipeline.name not in rows:
+            rows[pipeline.name] = _timed_row(config, pipeline, samples)
+    _relate(rows)
     order = {p.name: i for i, p in enumerate(built)}
     return sorted(rows.values(), key=lambda r: order.get(r.pipeline, -1))
+
+
+def _timed_row(config: Config, pipeline: Pipeline, samples: Samples) -> Row:
+    ms = statistics.median(samples.rounds[pipeline.name]) * 1e3
+    stages = samples.stages[pipeline.name].medians_ms()
+    return _row(
+        config, pipeline.name, pipeline, OK, pipeline.note, ms_per_frame=ms, fps=1e3 / ms,
+        rounds_ms=tuple(s * 1e3 for s in samples.rounds[pipeline.name]), stages_ms=stages,
+    )  # fmt: skip
+
+
+def _relate(rows: dict[str, Row]) -> None:
+    """Fill in each timed row's speed-up vs plain and its ratio to its engine's limit."""
+    plain = rows.get(PLAIN)
+    plain_ms = plain.ms_per_frame if plain is not None and plain.status == OK else None
+    limits = [r for r in rows.values() if r.family == FAMILY_LIMIT and r.status == OK]
+    limit_ms = {r.engine: r.ms_per_frame for r in limits}
+    for name, row in rows.items():
+        if row.status != OK or row.ms_per_frame is None:
+            continue
+        limit = limit_ms.get(row.engine)
+        rows[name] = dataclasses.replace(
+            row,
+            speedup=plain_ms / row.ms_per_frame if plain_ms else None,
+            vs_limit=row.ms_per_frame / limit if limit else None,
+        )
 
 
 def _gate(
@@ -270,8 +379,9 @@ def _row(
 ) -> Row:  # fmt: skip
     family = pipeline.family if pipeline is not None else ""
     mode = "" if pipeline is None else "async" if pipeline.asynchronous else "sync"
+    engine = pipeline.engine if pipeline is not None else ""
     return Row(config.model, config.precision, config.batch, name, family, mode, status,
-               note=note, **timing)  # fmt: skip
+               note=note, engine=engine, **timing)  # fmt: skip
 
 
 def _fail(rows: dict[str, Row], config: Config, pipeline: Pipeline, exc: Exception) -> None:

@@ -3,7 +3,8 @@
 Per round, a sync pipeline runs ``ceil(frames / batch)`` single batches, each timed; the
 round's figure is the median batch time / batch. An async pipeline runs the same number of
 batches (at least :data:`MIN_ASYNC_BATCHES`) as one pipelined stream, prime to drain; the
-round's figure is wall / frames. The result is the median over rounds.
+round's figure is wall / frames. The result is the median over rounds. Pipelines with a
+stopwatch also give, per round, their mean seconds per frame in each stage.
 """
 
 from __future__ import annotations
@@ -13,12 +14,22 @@ import math
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from .pipeline import Pipeline
+from .stages import StageTimes
 
 logger = logging.getLogger(__name__)
 
 MIN_ASYNC_BATCHES = 4
+
+
+@dataclass
+class Samples:
+    """Per pipeline: seconds per frame in each round, and per-stage seconds per frame."""
+
+    rounds: dict[str, list[float]] = field(default_factory=dict)
+    stages: dict[str, StageTimes] = field(default_factory=dict)
 
 
 def batches_per_round(pipeline: Pipeline, frames: int, batch: int) -> int:
@@ -47,13 +58,13 @@ def interleaved(
     batch: int,
     rounds: int,
     failed: Callable[[Pipeline, Exception], None],
-) -> dict[str, list[float]]:
-    """Per pipeline, its seconds per frame in each round; one untimed warm-up round first.
+) -> Samples:
+    """Every pipeline's samples; one untimed warm-up round first.
 
     A pipeline that raises is reported through ``failed`` and dropped from later rounds.
     """
     live = list(pipelines)
-    samples: dict[str, list[float]] = {p.name: [] for p in pipelines}
+    out = Samples({p.name: [] for p in pipelines}, {p.name: StageTimes() for p in pipelines})
     for index in range(rounds + 1):
         for pipeline in list(live):
             try:
@@ -62,6 +73,10 @@ def interleaved(
                 failed(pipeline, exc)
                 live.remove(pipeline)
                 continue
-            if index:  # round 0 warms caches, bindings, slots and lazy kernels
-                samples[pipeline.name].append(seconds)
-    return samples
+            # round 0 warms caches, bindings, slots and lazy kernels: its laps are dropped
+            stages = out.stages[pipeline.name] if index else StageTimes()
+            if pipeline.watch is not None:
+                pipeline.watch.flush(stages)
+            if index:
+                out.rounds[pipeline.name].append(seconds)
+    return out

@@ -9,7 +9,8 @@ runs the same network:
   QuantizeLinear on its input and one DequantizeLinear on its output (see
   :func:`float_io_qdq`), so the peers run exactly the copyless INT8 weights and scales;
 * copyless runs the same network compiled with ``input_format="rgbx"`` and the zoo's
-  mean/std folded in (the HW input is packed RGBx uint8).
+  mean/std folded in (the HW input is packed RGBx uint8), its preprocessing recorded as the
+  apps' built-in models record it (the copyless pipelines prepare frames from the record).
 
 Artifacts live under ``zoo.cache_root() / "bench"``, keyed by the zoo file name (which
 carries the source package and builder versions) and the compile options.
@@ -30,6 +31,7 @@ from onnx import helper, numpy_helper
 from ...model import compile_model, compile_to_memory, zoo
 from ...model.compiler import artifact_key
 from ...types import QuantParameters, UnsupportedError
+from .._models import recorded_preprocessing
 
 logger = logging.getLogger(__name__)
 
@@ -106,8 +108,7 @@ def bench_root() -> Path:
 def compile_options(config: Config, *, rgbx: bool) -> dict[str, Any]:
     """copyless compile options for ``config`` (RGBx input with mean/std folded, or float)."""
     spec = config.spec
-    prep = zoo.preprocessing(spec.name)
-    options: dict[str, Any] = {"batch_size": config.batch, "mean": prep.mean, "std": prep.std}
+    options: dict[str, Any] = {"batch_size": config.batch, **recorded_preprocessing(spec.name)}
     if rgbx:
         options["input_format"] = "rgbx"
     if spec.task == "detect":  # dynamic H, W: fix them at the benchmark's canvas

@@ -1,5 +1,8 @@
 """The peers: what users write without copyless.
 
+Every peer decodes with Pillow (``Image.open(...).convert("RGB")``) when the benchmark
+decodes per frame (see :class:`~.tasks.Photo`).
+
 * ``plain``: PIL/numpy preprocess, ``InferenceSession.run`` with numpy feeds (default
   SessionOptions, CPUExecutionProvider), numpy postprocess. Copies: every numpy step
   allocates; ``run`` allocates the outputs.
@@ -12,7 +15,10 @@
   model; LATENCY hint + ``InferRequest.infer(share_inputs=True)`` for sync, THROUGHPUT +
   ``AsyncInferQueue`` (its optimal number of requests; postprocess in the callback) for
   async. The async queue copies each frame into its request (``share_inputs=False``)
-  because a frame buffer is reused while earlier jobs are in flight.
+  because a frame buffer is reused while earlier jobs are in flight. Precision: OpenVINO's
+  own choice unless the benchmark sets one (``--ov-precision``); on CPUs with AVX512-BF16
+  or AMX OpenVINO picks bf16 for float graphs by itself, which is what its users get. The
+  row's note names the precision the compiled model reports.
 """
 
 from __future__ import annotations
@@ -23,11 +29,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image
 
 from ...types import UnsupportedError
 from .pipeline import FAMILY_PEER, FAMILY_PLAIN, PLAIN, Pipeline
-from .tasks import FILL, Outcome, Task
+from .stages import Stopwatch
+from .tasks import FILL, Outcome, Photo, Task
 
 logger = logging.getLogger(__name__)
 
@@ -45,23 +51,32 @@ def _session(model: Path) -> Any:
     return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
 
 
-def plain(model: Path, task: Task, image: Image.Image, batch: int) -> Pipeline:
+def plain(model: Path, task: Task, photo: Photo, batch: int) -> Pipeline:
     session = _session(model)
     name = session.get_inputs()[0].name
+    watch = Stopwatch()
 
     def run(batches: int) -> Outcome:
         outcome = Outcome()
         for _ in range(batches):
-            x = np.stack([task.plain_preprocess(image) for _ in range(batch)])
+            watch.start()
+            images = [photo.pil() for _ in range(batch)]
+            if photo.per_frame:  # else decoded once: nothing to time
+                watch.lap("decode")
+            x = np.stack([task.plain_preprocess(image) for image in images])
+            watch.lap("preprocess")
             y = session.run(None, {name: x})[0]
+            watch.lap("infer")
             outcomes = [task.postprocess(y[i]) for i in range(batch)]
+            watch.lap("postprocess")
+            watch.frames(batch)
             outcome = outcomes[0]
         return outcome
 
-    return Pipeline(PLAIN, FAMILY_PLAIN, False, run)
+    return Pipeline(PLAIN, FAMILY_PLAIN, False, run, watch=watch, engine="ort")
 
 
-def iobinding(model: Path, task: Task, image: Image.Image, batch: int) -> Pipeline:
+def iobinding(model: Path, task: Task, photo: Photo, batch: int) -> Pipeline:
     session = _session(model)
     (xin,), (yout,) = session.get_inputs(), session.get_outputs()
     size = task.spec.size
@@ -72,21 +87,30 @@ def iobinding(model: Path, task: Task, image: Image.Image, batch: int) -> Pipeli
     binding = session.io_binding()
     binding.bind_input(xin.name, "cpu", 0, np.float32, list(x.shape), x.ctypes.data)
     binding.bind_output(yout.name, "cpu", 0, y.dtype, list(y.shape), y.ctypes.data)
+    watch = Stopwatch()
 
     def run(batches: int) -> Outcome:
         outcome = Outcome()
         for _ in range(batches):
-            for i in range(batch):
+            watch.start()
+            images = [photo.pil() for _ in range(batch)]
+            if photo.per_frame:  # else decoded once: nothing to time
+                watch.lap("decode")
+            for i, image in enumerate(images):
                 task.into(image, x[i], scratch)
+            watch.lap("preprocess")
             session.run_with_iobinding(binding)
+            watch.lap("infer")
             outcomes = [task.postprocess(y[i]) for i in range(batch)]
+            watch.lap("postprocess")
+            watch.frames(batch)
             outcome = outcomes[0]
         return outcome
 
-    return Pipeline("ort-iobinding", FAMILY_PEER, False, run)
+    return Pipeline("ort-iobinding", FAMILY_PEER, False, run, watch=watch, engine="ort")
 
 
-def _openvino() -> Any:
+def import_openvino() -> Any:
     try:
         import openvino
     except ImportError as exc:
@@ -118,49 +142,78 @@ def _ppp_model(ov: Any, model: Path, task: Task, batch: int) -> Any:
     return ppp.build()
 
 
-def _framer(image: npt.NDArray[np.uint8], batch: int) -> Any:
-    """``fill()`` -> the u8 NHWC batch of the photo: the photo itself (a view) for batch 1,
-    else a reused buffer the photo is copied into once per frame."""
+def _framer(photo: Photo, batch: int) -> Any:
+    """``fill()`` -> the u8 NHWC batch of the photo: its pixels (a view) for batch 1, else
+    a reused buffer the photo is copied into once per frame."""
     if batch == 1:
-        one = image[None]
-        return lambda: one
-    frames = np.empty((batch, *image.shape), np.uint8)
+        return lambda: photo.array()[None]
+    frames = np.empty((batch, *photo.pixels.shape), np.uint8)
 
     def fill() -> npt.NDArray[np.uint8]:
-        frames[:] = image
+        for i in range(batch):
+            frames[i] = photo.array()
         return frames
 
     return fill
 
 
-def openvino_sync(model: Path, task: Task, image: npt.NDArray[np.uint8], batch: int) -> Pipeline:
-    ov = _openvino()
+def ov_config(hint: str, precision: str | None) -> dict[str, Any]:
+    """OpenVINO compile properties: the performance hint, and the inference precision when
+    the benchmark sets one (``None``: OpenVINO's own choice)."""
+    config: dict[str, Any] = {"PERFORMANCE_HINT": hint}
+    if precision is not None:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    return config
+
+
+def ov_precision_note(compiled: Any) -> str:
+    """The precision a compiled OpenVINO model runs float layers in, for a row's note."""
+    try:
+        return f"{compiled.get_property('INFERENCE_PRECISION_HINT')}".lower()
+    except RuntimeError:  # a plugin without the property
+        return "precision unknown"
+
+
+def openvino_sync(
+    model: Path, task: Task, photo: Photo, batch: int, precision: str | None
+) -> Pipeline:
+    ov = import_openvino()
     compiled = ov.Core().compile_model(
-        _ppp_model(ov, model, task, batch), "CPU", {"PERFORMANCE_HINT": "LATENCY"}
+        _ppp_model(ov, model, task, batch), "CPU", ov_config("LATENCY", precision)
     )
     request = compiled.create_infer_request()
-    fill = _framer(image, batch)
+    fill = _framer(photo, batch)
+    watch = Stopwatch()
 
     def run(batches: int) -> Outcome:
         outcome = Outcome()
         for _ in range(batches):
-            request.infer({0: fill()}, share_inputs=True, share_outputs=True)
+            watch.start()
+            frames = fill()
+            watch.lap("decode" if photo.per_frame else "preprocess")
+            request.infer({0: frames}, share_inputs=True, share_outputs=True)
+            watch.lap("infer")  # the PrePostProcessor's steps run inside the model
             y = request.get_output_tensor(0).data
             outcomes = [task.postprocess(y[i]) for i in range(batch)]
+            watch.lap("postprocess")
+            watch.frames(batch)
             outcome = outcomes[0]
         return outcome
 
-    return Pipeline("openvino-sync", FAMILY_PEER, False, run)
+    note = ov_precision_note(compiled)
+    return Pipeline("openvino-sync", FAMILY_PEER, False, run, note=note, watch=watch, engine="ov")
 
 
-def openvino_async(model: Path, task: Task, image: npt.NDArray[np.uint8], batch: int) -> Pipeline:
-    ov = _openvino()
+def openvino_async(
+    model: Path, task: Task, photo: Photo, batch: int, precision: str | None
+) -> Pipeline:
+    ov = import_openvino()
     compiled = ov.Core().compile_model(
-        _ppp_model(ov, model, task, batch), "CPU", {"PERFORMANCE_HINT": "THROUGHPUT"}
+        _ppp_model(ov, model, task, batch), "CPU", ov_config("THROUGHPUT", precision)
     )
     queue = ov.AsyncInferQueue(compiled, 0)  # 0: the plugin's optimal number of requests
     jobs = len(queue)
-    fill = _framer(image, batch)
+    fill = _framer(photo, batch)
     results: dict[int, Outcome] = {}
 
     def done(request: Any, index: int) -> None:
@@ -177,4 +230,5 @@ def openvino_async(model: Path, task: Task, image: npt.NDArray[np.uint8], batch:
         queue.wait_all()
         return results[batches - 1]
 
-    return Pipeline("openvino-async", FAMILY_PEER, True, run, note=f"{jobs} requests")
+    note = f"{jobs} requests, {ov_precision_note(compiled)}"
+    return Pipeline("openvino-async", FAMILY_PEER, True, run, note=note, engine="ov")

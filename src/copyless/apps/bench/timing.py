@@ -1,4 +1,5 @@
-"""What several benchmark scripts share: the pure-overhead model and interleaved timing."""
+"""What the benchmark programs share: interleaved timing of callables, and the pure-overhead
+model (the suites under ``benchmarks/`` import it from here; see :mod:`.cli`)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,11 @@ Life of a job: submitted (holds its tensors and slot) -> finished (slot and tens
 status final) -> reported (callback ran, in submission or completion order) -> collected by
 ``wait``. ``wait`` returns only once the callback has run, so a callback's exception can be
 reported by it (as FAILURE; the exception is logged with its traceback and kept on the job).
+
+No head-of-line blocking: a finished job is collectable at once unless it has a callback
+that must wait its turn. With ``callback_order="completion"`` that never happens; with
+``"submission"`` only a job *with* a callback waits for the callbacks of jobs submitted
+before it (a job without one has nothing to order and is reported when it finishes).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 from ..types import JobHandle, StatusCode
 from ._fast import FastPath
+from ._log import RunnerLog
 from .plan import overlaps
 
 logger = logging.getLogger(__name__)
@@ -44,7 +50,10 @@ class Job:
 class JobTable:
     """Thread-safe registry of jobs; one per runner."""
 
-    def __init__(self, max_in_flight: int, callback_order: str, fast: FastPath) -> None:
+    def __init__(
+        self, max_in_flight: int, callback_order: str, fast: FastPath, log: RunnerLog | None = None
+    ) -> None:
+        self._log = log if log is not None else RunnerLog(logger)
         self._lock = threading.Lock()
         # Sync calls replayed by the fast path hold memory too: every Python-path holder is
         # counted by it (enter/leave), and checked against the call it may be running.
@@ -87,10 +96,10 @@ class JobTable:
             holders = itertools.chain(holders, ((0, running),))
         for key, (other_in, other_out) in holders:
             if overlaps(out_ranges, other_out) or overlaps(out_ranges, other_in):
-                logger.error("output memory is bound to job %d still in flight", key)
+                self._log.error("output memory is bound to job %d still in flight", key)
                 return StatusCode.INVALID_OUTPUT
             if overlaps(in_ranges, other_out):
-                logger.error("input memory is an output of job %d still in flight", key)
+                self._log.error("input memory is an output of job %d still in flight", key)
                 return StatusCode.INVALID_INPUT
         return None
 
@@ -131,8 +140,8 @@ class JobTable:
             self._active[job_id] = (in_ranges, out_ranges)
             self._async_in_flight += 1
             self._jobs[job_id] = job
-            if self._in_submission_order:
-                self._order.append(job)
+            if self._in_submission_order and callback is not None:
+                self._order.append(job)  # only callbacks are ordered
             return job
 
     # -- completion ---------------------------------------------------------------------
@@ -146,7 +155,7 @@ class JobTable:
             self._async_in_flight -= 1
             self.jobs_run += 1
             self._fast.leave()
-        if self._in_submission_order:
+        if self._in_submission_order and job.callback is not None:
             self._dispatch_in_order()
         else:
             self._report(job)
@@ -169,11 +178,11 @@ class JobTable:
         if job.callback is not None:
             try:
                 job.callback(JobHandle(job.status, job.job_id))
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - logged, kept, reported by wait
                 job.callback_error = exc
                 with self._lock:
                     self.callback_errors += 1
-                logger.error("callback of job %d raised", job.job_id, exc_info=exc)
+                self._log.error("callback of job %d raised", job.job_id, exc_info=exc)
         with self._lock:
             self._uncollected[job.job_id] = None
             while len(self._uncollected) > MAX_UNCOLLECTED:

@@ -1,0 +1,6 @@
+import mmap
+
+_Readable = bytes | bytearray | memoryview | mmap.mmap
+
+def copy(buffer: _Readable, offset: int, length: int, /) -> bytes: ...
+def is_zero(buffer: _Readable, offset: int, length: int, /) -> bool: ...

