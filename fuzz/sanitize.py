@@ -3,7 +3,8 @@
 One command builds the four extensions (``layout/_kernels.c``, ``vision/_kernels.c``,
 ``runner/_fast.c``, ``model/_mapped.c``) with
 ``-fsanitize=address,undefined -fno-omit-frame-pointer`` into a copy of the package under
-``build/sanitize-<flavour>/`` and runs the tests that reach them, then a short run of each fuzz harness, against that copy::
+``build/sanitize-<flavour>/`` and runs the tests that reach them, then a short run of each
+fuzz harness, against that copy::
 
     .venv/bin/python fuzz/sanitize.py test             # what CI runs (gcc is enough)
     .venv/bin/python fuzz/sanitize.py test -k quant    # extra arguments go to pytest

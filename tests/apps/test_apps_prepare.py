@@ -112,3 +112,15 @@ def test_zerocopy_runs_the_text_detector(capsys: pytest.CaptureFixture[str]) -> 
     count = int(re.search(r"^text boxes: (\d+)$", out, re.M).group(1))  # type: ignore[union-attr]
     assert count >= 5
     assert re.search(r"^total {19}\d+\.\d{3} ms / frame$", out, re.M)
+
+
+def test_zerocopy_says_the_random_weight_model_has_no_meaningful_labels(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert zerocopy.main(["-i", str(zoo.photo_path("chelsea.jpg")), "--model", "resnet50",
+                          "-n", "1"]) == 0  # fmt: skip
+    captured = capsys.readouterr()
+    assert "random weights" in captured.err and "labels mean nothing" in captured.err
+    assert re.search(r"^top-1: \d+ ", captured.out, re.M)
+    assert zerocopy.main(["-i", str(zoo.photo_path("chelsea.jpg")), "-n", "1"]) == 0
+    assert "random weights" not in capsys.readouterr().err

@@ -121,3 +121,36 @@ def test_close_from_another_thread_while_sync_calls_run(compiled: CompiledModel)
     assert not any(t.is_alive() for t in threads)
     assert set(results) <= {S.SUCCESS, S.FAILURE} and results.count(S.FAILURE) == 3
     assert _copyless_threads() == []
+
+
+def test_close_waits_for_a_sync_call_inside_the_engines(
+    compiled: CompiledModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: close() released the engines under a sync call on the Python path (only
+    replayed calls and async jobs were waited for); onnxruntime aborted the process now and
+    then (SIGABRT in a run whose session was being destroyed)."""
+    runner = RunnerFactory.from_compiled(compiled, {"log_level": "ERROR"})
+    ((x, y),) = _pairs(runner, 1)
+    inside = threading.Event()
+    original = Runner._run
+
+    def slow_run(self: Runner, plan: object, job_id: int) -> S:
+        inside.set()
+        time.sleep(0.3)  # a long engine call
+        return original(self, plan, job_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Runner, "_run", slow_run)
+    returned: list[tuple[S, float]] = []
+    caller = threading.Thread(
+        target=lambda: returned.append((runner.execute([[x]], [[y]]), time.monotonic()))
+    )
+    caller.start()
+    assert inside.wait(10)
+    runner.close()
+    closed_at = time.monotonic()
+    caller.join(10)
+    ((status, returned_at),) = returned
+    assert status is S.SUCCESS  # it was inside before close(): it finishes
+    assert returned_at <= closed_at  # and close() waited for it
+    assert runner.execute([[x]], [[y]]) is S.FAILURE
+    assert _copyless_threads() == []

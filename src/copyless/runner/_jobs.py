@@ -55,6 +55,8 @@ class JobTable:
     ) -> None:
         self._log = log if log is not None else RunnerLog(logger)
         self._lock = threading.Lock()
+        self._no_sync_calls = threading.Condition(self._lock)  # notified when the last one leaves
+        self._closing = False
         # Sync calls replayed by the fast path hold memory too: every Python-path holder is
         # counted by it (enter/leave), and checked against the call it may be running.
         self._fast = fast
@@ -106,8 +108,11 @@ class JobTable:
     def enter_sync(
         self, in_ranges: tuple[tuple[int, int], ...], out_ranges: tuple[tuple[int, int], ...]
     ) -> int | StatusCode:
-        """Register a synchronous call's memory; returns its key, or why it must not run."""
+        """Register a synchronous call's memory; returns its key, or why it must not run
+        (FAILURE once :meth:`close_sync` has begun)."""
         with self._lock:
+            if self._closing:
+                return StatusCode.FAILURE
             refused = self._conflict(in_ranges, out_ranges)
             if refused is not None:
                 return refused
@@ -120,6 +125,19 @@ class JobTable:
             del self._active[key]
             self.jobs_run += 1
             self._fast.leave()
+            if not self._sync_calls():
+                self._no_sync_calls.notify_all()
+
+    def _sync_calls(self) -> bool:
+        return any(key < 0 for key in self._active)
+
+    def close_sync(self, timeout_s: float) -> bool:
+        """Refuse new synchronous calls and wait up to ``timeout_s`` for those inside the
+        engines to return (the runner's close must not release an engine under a running
+        call). True when none is left."""
+        with self._no_sync_calls:
+            self._closing = True
+            return self._no_sync_calls.wait_for(lambda: not self._sync_calls(), timeout_s)
 
     def admit(
         self,

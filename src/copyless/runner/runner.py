@@ -503,7 +503,8 @@ class Runner:
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
-        """Finish or cancel in-flight jobs (bounded time), release engines and threads.
+        """Finish or cancel in-flight jobs and wait for sync calls inside the engines (bounded
+        time), then release engines and threads.
 
         Jobs not yet started end with FAILURE; their callbacks still run. A job or callback
         still running after ``CLOSE_TIMEOUT_S`` is left to finish on its worker thread (close
@@ -516,6 +517,7 @@ class Runner:
             self._closed = True
             futures = dict(self._futures)
         replays_done = self._replays.stop(CLOSE_TIMEOUT_S)  # a replayed call returns first
+        syncs_done = self._jobs.close_sync(CLOSE_TIMEOUT_S)  # then the Python path's calls
         for future in futures.values():
             future.cancel()  # queued jobs see _closed and finish as FAILURE
         _done, not_done = concurrent.futures.wait(list(futures.values()), timeout=CLOSE_TIMEOUT_S)
@@ -531,7 +533,7 @@ class Runner:
             self._log.info("profiling trace written to %s", path)
         with self._plans_lock:
             self._plans.clear()
-        if not_done or not replays_done:
+        if not_done or not replays_done or not syncs_done:
             # A job (or its callback) is still running: releasing the engines and slots it
             # uses would pull memory from under it, and joining its thread would make close()
             # unbounded. Its thread ends when it returns; the engines go with the last
