@@ -17,11 +17,11 @@ Needs the ``ray`` extra (``pip install "copyless[ray]"``). Layer: above ``runner
 
 from __future__ import annotations
 
-from .cluster import ClusterError, ClusterInfo, check_reachable, join_cluster, local_ray
-from .frames import FrameSpec, decode_frames
-from .job import ClassificationJob, JobSettings, gpus_per_actor
-from .predictor import ModelSource, PredictionError, Predictor
-from .results import SCHEMA, ResultWriter
+from ._cluster import ClusterError, ClusterInfo, check_reachable, join_cluster, local_ray
+from ._frames import FrameSpec, decode_frames
+from ._job import ClassificationJob, JobSettings, gpus_per_actor
+from ._predictor import ModelSource, PredictionError, Predictor
+from ._results import SCHEMA, ResultWriter
 
 __all__ = [
     "SCHEMA",

@@ -1,8 +1,8 @@
 """A batch classification job on Ray Data: image paths in, one result row per image out.
 
 The dataset is the standard Ray Data batch-inference shape: paths -> a decode stage
-(:func:`~copyless.ray.frames.decode_frames`, Ray tasks) -> an actor pool of
-:class:`~copyless.ray.predictor.Predictor` (one Runner per actor). The decoded frames reach
+(:func:`~copyless.ray.decode_frames`, Ray tasks) -> an actor pool of
+:class:`~copyless.ray.Predictor` (one Runner per actor). The decoded frames reach
 the actors through the object store and are bound there in place (``zero_copy_batch``):
 the paths are cut into blocks of whole batches so that no batch straddles two blocks
 (which would make Ray Data concatenate, i.e. copy, it).
@@ -26,9 +26,9 @@ import ray.data
 
 from ..model import CompiledModel
 from ..types import OptionError, RunnerType
-from .cluster import ClusterError, ClusterInfo
-from .frames import FrameSpec, decode_frames
-from .predictor import Predictor
+from ._cluster import ClusterError, ClusterInfo
+from ._frames import FrameSpec, decode_frames
+from ._predictor import Predictor
 
 #: Upper bound on the blocks the path list is cut into (each is one decode task).
 MAX_BLOCKS = 4096
