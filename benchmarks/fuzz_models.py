@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import collections
 import shutil
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +45,14 @@ from fuzz_strategies import (
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from reliability_helpers import LoadChild, pack_rai, parse_rai, small_net, write_par_dir
+from reliability_helpers import (
+    LoadChild,
+    pack_rai,
+    parse_rai,
+    small_net,
+    truncation_race,
+    write_par_dir,
+)
 
 from copyless.model import compile_model
 
@@ -142,50 +147,15 @@ def _directory(f: Fuzzer, graph_ops: Any, edits: Any, path_lie: str | None, olde
     f.check("directory", root)
 
 
-RACE = """
-import threading, time
-from copyless.model import load_model
-from copyless.types import ModelLoadError
-path, seconds = {path!r}, {seconds}
-data = open(path, "rb").read()
-stop = threading.Event()
-def writer():
-    while not stop.is_set():
-        with open(path, "r+b") as f:
-            f.truncate(len(data) // 3)
-            f.seek(0)
-            f.write(data)
-t = threading.Thread(target=writer)
-t.start()
-loaded = rejected = 0
-end = time.monotonic() + seconds
-try:
-    while time.monotonic() < end:
-        try:
-            load_model(path)
-            loaded += 1
-        except ModelLoadError:
-            rejected += 1
-finally:
-    stop.set()
-    t.join()
-print(loaded, rejected)
-"""
-
-
 def race(work: Path, seconds: float) -> tuple[int, int, int]:
     """Loads of a file truncated and rewritten under the loader's map, in a child:
     (loaded, rejected, child's exit code)."""
     path = work / "race.rai"
     shutil.copy(work / "base.rai", path)
-    code = textwrap.dedent(RACE.format(path=str(path), seconds=seconds))
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=seconds + 120, check=False)  # fmt: skip
+    loaded, rejected, result = truncation_race(path, seconds)
     if result.returncode != 0:
         print(result.stderr[-2000:], file=sys.stderr)
-        return 0, 0, result.returncode
-    loaded, rejected = map(int, result.stdout.split())
-    return loaded, rejected, 0
+    return loaded, rejected, result.returncode
 
 
 def main(argv: list[str] | None = None) -> int:

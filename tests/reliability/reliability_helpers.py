@@ -181,3 +181,49 @@ def rss_bytes() -> int:
     import psutil
 
     return int(psutil.Process(os.getpid()).memory_info().rss)
+
+
+_RACE = """
+import threading, time
+from copyless.model import load_model
+from copyless.types import ModelLoadError
+path, seconds, cut = {path!r}, {seconds!r}, {cut!r}
+data = open(path, "rb").read()
+stop = threading.Event()
+def writer():
+    while not stop.is_set():
+        with open(path, "r+b") as f:
+            f.truncate(len(data) // 3 if cut is None else cut)
+            f.seek(0)
+            f.write(data)
+t = threading.Thread(target=writer)
+t.start()
+loaded = rejected = 0
+end = time.monotonic() + seconds
+try:
+    while time.monotonic() < end:
+        try:
+            load_model(path)
+            loaded += 1
+        except ModelLoadError:
+            rejected += 1
+finally:
+    stop.set()
+    t.join()
+print(loaded, rejected)
+"""
+
+
+def truncation_race(
+    path: Path, seconds: float, cut: int | None = None
+) -> tuple[int, int, subprocess.CompletedProcess[str]]:
+    """A child loads ``path`` in a loop for ``seconds`` while a thread of it keeps cutting
+    the file short (to ``cut`` bytes, default a third) and writing it back under the
+    loader's map: ``(loaded, rejected, the child's result)``; (0, 0, result) if it died."""
+    code = _RACE.format(path=str(path), seconds=seconds, cut=cut)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=seconds + 120, check=False)  # fmt: skip
+    if result.returncode != 0:
+        return 0, 0, result
+    loaded, rejected = map(int, result.stdout.split())
+    return loaded, rejected, result

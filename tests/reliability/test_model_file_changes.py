@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from reliability_helpers import WORKER
+import onnx.helper as oh
+import onnx.numpy_helper as onh
+from reliability_helpers import WORKER, truncation_race
 
 import copyless as cl
 from copyless.model import compile_model
@@ -104,44 +106,16 @@ def test_rai_truncated_and_rewritten_while_loading_no_sigbus(tmp_path: Path) -> 
     """A writer thread keeps cutting the file short and writing it back while the main
     thread loads it: every load is a CompiledModel or ModelLoadError; the child survives.
     A 4 MB graph keeps the checksum loop long enough to race."""
-    result = _run_child(f"""
-        import threading, time
-        import numpy as np, onnx, onnx.helper as oh, onnx.numpy_helper as onh
-        from copyless.model import compile_model, load_model
-        from copyless.types import ModelLoadError
-        w = onh.from_array(np.ones((1000, 1000), np.float32), "w")
-        g = oh.make_graph([oh.make_node("MatMul", ["x", "w"], ["y"])], "big",
-            [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1000])],
-            [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 1000])], [w])
-        m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
-        m.ir_version = 10
-        path = compile_model(m, {str(tmp_path / "big.rai")!r})
-        data = path.read_bytes()
-        stop = threading.Event()
-        def writer():
-            while not stop.is_set():
-                with open(path, "r+b") as f:
-                    f.truncate(100)
-                    f.seek(0)
-                    f.write(data)
-        t = threading.Thread(target=writer)
-        t.start()
-        loaded = rejected = 0
-        end = time.monotonic() + 2
-        try:
-            while time.monotonic() < end:
-                try:
-                    load_model(path)
-                    loaded += 1
-                except ModelLoadError:
-                    rejected += 1
-        finally:
-            stop.set()
-            t.join()
-        print(loaded, rejected)
-    """)
+    w = onh.from_array(np.ones((1000, 1000), np.float32), "w")
+    g = oh.make_graph([oh.make_node("MatMul", ["x", "w"], ["y"])], "big",
+                      [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1000])],
+                      [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 1000])],
+                      [w])  # fmt: skip
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    m.ir_version = 10
+    path = compile_model(m, tmp_path / "big.rai")
+    loaded, rejected, result = truncation_race(path, 2.0, cut=100)
     assert result.returncode == 0, f"child died ({result.returncode}): {result.stderr[-3000:]}"
-    loaded, rejected = map(int, result.stdout.split())
     assert loaded + rejected > 0 and rejected > 0
 
 
