@@ -38,7 +38,7 @@ from copyless.apps.bench.timing import interleaved, relu_model
 from copyless.backends import _openvino_tensors
 from copyless.model import CompiledModel, compile_to_memory, zoo
 from copyless.runner import Runner
-from copyless.runner.options import RunnerOptions
+from copyless.runner._options import RunnerOptions
 
 ov: Any = _openvino_tensors.ov
 

@@ -36,7 +36,7 @@ from numpy.lib.stride_tricks import as_strided
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "layout"))
 
-import copyless.layout.plan as plan_module
+import copyless.layout._plan as plan_module
 from copyless import (
     CopylessError,
     DataType,
@@ -70,7 +70,7 @@ SENTINEL = 0xA5
 
 
 class Guard:
-    """Stands in for ``_kernels`` inside copyless.layout.plan: counts C constructions."""
+    """Stands in for ``_kernels`` inside copyless.layout._plan: counts C constructions."""
 
     def __init__(self) -> None:
         self.built = 0
@@ -175,7 +175,7 @@ def fill_values(fdp: Any, arr: np.ndarray[Any, Any], dtype: DataType) -> None:
 
 
 def element_offsets(info: NpuTensorInfo) -> np.ndarray[Any, Any]:
-    from copyless.layout.nest import byte_strides
+    from copyless.layout._nest import byte_strides
 
     strides = byte_strides(info)
     if not info.shape or 0 in info.shape:
@@ -186,7 +186,7 @@ def element_offsets(info: NpuTensorInfo) -> np.ndarray[Any, Any]:
 
 def physical(buf: np.ndarray[Any, Any], info: NpuTensorInfo) -> np.ndarray[Any, Any]:
     """The view's elements as an array (a strided view of ``buf``, no copy)."""
-    from copyless.layout.nest import byte_strides
+    from copyless.layout._nest import byte_strides
 
     dtype = info.numpy_dtype
     if 0 in info.shape:
@@ -219,10 +219,10 @@ def from_logical(logical: np.ndarray[Any, Any], info: NpuTensorInfo, kind: str, 
 
 
 def pair_kind(src: NpuTensorInfo, dst: NpuTensorInfo) -> tuple[str, Any]:
-    """How the two views map onto one logical tensor (the rules of copyless.layout.nest)."""
+    """How the two views map onto one logical tensor (the rules of copyless.layout._nest)."""
     import layout_reference as ref
 
-    from copyless.layout.views import GROUP, logical_of
+    from copyless.layout._views import GROUP, logical_of
 
     if (src.memory_layout, src.shape, src.memory_layout_order) == (
         dst.memory_layout, dst.shape, dst.memory_layout_order
@@ -411,8 +411,8 @@ def check(data: bytes) -> None:
 if __name__ == "__main__":
     from harness import main
 
-    import copyless.layout.nest
-    import copyless.layout.views
+    import copyless.layout._nest
+    import copyless.layout._views
 
-    main(check, [plan_module, copyless.layout.nest, copyless.layout.views], check_api,
+    main(check, [plan_module, copyless.layout._nest, copyless.layout._views], check_api,
          run_and_compare, check_raw)  # fmt: skip

@@ -47,7 +47,7 @@ import onnx.numpy_helper as onh
 
 import copyless as cl
 from copyless.model import compile_model, load_model
-from copyless.model.archive import ALIGN, HEADER_SIZE, MAGIC, VERSION
+from copyless.model._archive import ALIGN, HEADER_SIZE, MAGIC, VERSION
 from copyless.runner import RunnerFactory
 
 _HEADER = struct.Struct("<8sIIQQQII")

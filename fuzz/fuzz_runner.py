@@ -285,7 +285,7 @@ if __name__ == "__main__":
     from harness import main
 
     import copyless.runner._jobs as jobs
-    import copyless.runner.replay as replay
-    import copyless.runner.runner as runner_module
+    import copyless.runner._replay as replay
+    import copyless.runner._runner as runner_module
 
     main(check, [runner_module, replay, jobs], check_calls, execute, new_tensor, check_raw)

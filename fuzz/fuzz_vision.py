@@ -27,11 +27,11 @@ import numpy as np
 import scipy.ndimage
 from PIL import Image
 
-import copyless.vision.postprocess as postprocess
-import copyless.vision.preprocess as preprocess
+import copyless.vision._postprocess as postprocess
+import copyless.vision._preprocess as preprocess
 from copyless import NpuTensorInfo, TensorDirection, TensorType
 from copyless.vision import _kernels
-from copyless.vision.formats import ColourFormat
+from copyless.vision._formats import ColourFormat
 
 
 class Guard:
@@ -345,7 +345,7 @@ def check(data: bytes) -> None:
 if __name__ == "__main__":
     from harness import main
 
-    import copyless.vision.formats as formats
+    import copyless.vision._formats as formats
 
     main(check, [preprocess, postprocess, formats], check_preprocess, check_resample,
          check_components)  # fmt: skip

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import copyless as cl
-from copyless.backends.cuda_options import check_available
+from copyless.backends._cuda_options import check_available
 
 
 def cuda_missing() -> str | None:

@@ -15,7 +15,7 @@ import pytest
 from copyless.apps import video
 from copyless.apps._video_tasks import builtin_for
 from copyless.model import compile_model, zoo
-from copyless.vision.video import VideoSource
+from copyless.vision._video import VideoSource
 from video_helpers import EXPECTED, identity_net, make_clip
 
 SIZE = (240, 320)

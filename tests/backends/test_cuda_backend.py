@@ -17,8 +17,8 @@ import onnxruntime as ort
 import pytest
 
 import copyless as cl
-from copyless.backends import cuda_options as co
-from copyless.backends.cuda_options import (
+from copyless.backends import _cuda_options as co
+from copyless.backends._cuda_options import (
     CUDA_PROVIDER,
     TENSORRT_PROVIDER,
     CudaOptions,
@@ -26,7 +26,7 @@ from copyless.backends.cuda_options import (
     parse_cuda_options,
     provider_list,
 )
-from copyless.memory.device import DeviceMemory
+from copyless.memory._device import DeviceMemory
 from copyless.model import CompiledModel, compile_model, compile_to_memory
 from copyless.runner import RunnerFactory
 from copyless.types import DeviceUnavailableError
@@ -180,7 +180,7 @@ def test_provider_list_runs_both_providers_on_one_stream(tmp_path: Path) -> None
 def test_backend_declares_device_memory_and_graphs_as_data(monkeypatch) -> None:
     """The declaration the runner reads (the availability check is the only thing faked:
     no session is created by the constructor)."""
-    from copyless.backends import cuda as cuda_backend
+    from copyless.backends import _cuda as cuda_backend
 
     monkeypatch.setattr(cuda_backend, "check_available", lambda device, device_id: None)
     plain = cuda_backend.CudaBackend(cl.RunnerOptions(device="cuda"))

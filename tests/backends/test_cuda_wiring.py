@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import copyless as cl
-from copyless.backends import cuda as cuda_backend
-from copyless.backends.onnxruntime import create_session
-from copyless.memory import device as cuda_memory
+from copyless.backends import _cuda as cuda_backend
+from copyless.backends._onnxruntime import create_session
+from copyless.memory import _device as cuda_memory
 from copyless.model import compile_to_memory
 from copyless.runner import RunnerFactory
 from model_helpers import conv_net

@@ -13,11 +13,11 @@ import onnx.helper as oh
 import pytest
 
 import copyless as cl
-from copyless.backends.base import Engine
-from copyless.backends.onnxruntime import OrtCpuBackend
-from copyless.backends.openvino import OpenVinoBackend, OvContext
+from copyless.backends._base import Engine
+from copyless.backends._onnxruntime import OrtCpuBackend
+from copyless.backends._openvino import OpenVinoBackend, OvContext
 from copyless.model import Partition
-from copyless.runner.options import parse_options
+from copyless.runner._options import parse_options
 from model_helpers import nonzero_net, with_nonzeros
 
 I64, F32 = cl.DataType.INT64, cl.DataType.FLOAT32

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import copyless as cl
-from copyless.backends.cuda import CudaBackend
+from copyless.backends._cuda import CudaBackend
 from copyless.model import CompiledModel, compile_to_memory
 from copyless.runner import RunnerFactory
-from copyless.runner.options import RunnerOptions
+from copyless.runner._options import RunnerOptions
 from cuda_helpers import requires_cuda
 from model_helpers import nonzero_net, with_nonzeros
 

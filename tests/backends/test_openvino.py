@@ -22,10 +22,10 @@ import pytest
 from PIL import Image
 
 import copyless as cl
-from copyless.backends.openvino import OpenVinoBackend
+from copyless.backends._openvino import OpenVinoBackend
 from copyless.model import CompiledModel, compile_to_memory, zoo
 from copyless.runner import Runner, RunnerFactory
-from copyless.runner.options import parse_options
+from copyless.runner._options import parse_options
 
 HW, CPU = cl.TensorType.HW, cl.TensorType.CPU
 IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT

@@ -14,9 +14,9 @@ import onnxruntime as ort
 import pytest
 
 import copyless as cl
-from copyless.backends.openvino import OpenVinoBackend, OvEngine
+from copyless.backends._openvino import OpenVinoBackend, OvEngine
 from copyless.model import Partition
-from copyless.runner.options import parse_options
+from copyless.runner._options import parse_options
 
 F32 = cl.DataType.FLOAT32
 

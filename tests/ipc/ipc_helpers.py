@@ -85,7 +85,7 @@ def connect(address: str) -> Any:
 def child_write(address: str, value: int) -> None:
     """Receives tensors, reports what the parent wrote, writes `value` into them."""
     from copyless.ipc import recv_tensors
-    from copyless.ipc.wire import recv_message, send_message
+    from copyless.ipc._wire import recv_message, send_message
 
     with connect(address) as sock:
         tensors = recv_tensors(sock)
@@ -100,7 +100,7 @@ def child_write(address: str, value: int) -> None:
 
 def child_send_and_die(address: str) -> None:
     """Sends half a message, then dies without closing anything."""
-    from copyless.ipc.wire import MAGIC, PREFIX
+    from copyless.ipc._wire import MAGIC, PREFIX
 
     sock = connect(address)
     sock.sendall(PREFIX.pack(MAGIC, 1000) + b'{"op":')

@@ -9,7 +9,7 @@ import pytest
 from ipc_helpers import FRAME, META, MemfdAllocator, check_frame
 
 from copyless.ipc import IpcError, SlotPool
-from copyless.ipc.control import (
+from copyless.ipc._control import (
     DONE,
     FILLED,
     MAX_TAG_BYTES,

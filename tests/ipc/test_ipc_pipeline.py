@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from copyless.ipc import Pipeline
-from copyless.model.compiler import compile_model
+from copyless.model._compiler import compile_model
 from copyless.model.zoo import build
 from copyless.runner import Runner, RunnerFactory
 from copyless.types import MemoryType, StatusCode, TensorDirection, TensorType

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from copyless.ipc import IpcError, PeerClosedError, recv_tensors, send_tensors
-from copyless.ipc.wire import MAGIC, MAX_HEADER_BYTES, PREFIX, recv_message, send_message
+from copyless.ipc._wire import MAGIC, MAX_HEADER_BYTES, PREFIX, recv_message, send_message
 from copyless.memory import HostMemory, NpuTensor
 from copyless.types import (
     DataType,

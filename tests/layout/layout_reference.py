@@ -1,6 +1,6 @@
 """An independent, slow numpy reference for layout conversion, used by the layout tests.
 
-Layouts are computed from the index formulas of the table in ``copyless.layout.views``
+Layouts are computed from the index formulas of the table in ``copyless.layout._views``
 (``np.indices`` over the physical shape), not with transposes, and element rules straight
 from their definitions; nothing here calls copyless's kernels.
 """
@@ -125,7 +125,7 @@ def saturate(x: np.ndarray[Any, Any], t: DataType) -> np.ndarray[Any, Any]:
 def convert_elements(
     x: np.ndarray[Any, Any], s: DataType, d: DataType, q: QuantParameters | None
 ) -> np.ndarray[Any, Any]:
-    """Element rule of copyless.layout.plan, from its definitions."""
+    """Element rule of copyless.layout._plan, from its definitions."""
     with np.errstate(over="ignore", invalid="ignore"):
         return _convert_elements(x, s, d, q)
 

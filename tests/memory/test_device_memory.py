@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import copyless as cl
-from copyless.memory import device as dev
-from copyless.memory.device import DeviceMemory
+from copyless.memory import _device as dev
+from copyless.memory._device import DeviceMemory
 
 CMA = cl.MemoryType.USER_POINTER_CMA
 

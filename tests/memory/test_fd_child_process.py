@@ -19,13 +19,13 @@ import pytest
 
 import copyless as cl
 from copyless.memory import HostMemory
-from copyless.types.serialize import info_to_dict
+from copyless.types._serialize import info_to_dict
 
 _CHILD = r"""
 import json, os, socket, sys
 import numpy as np
 import copyless as cl
-from copyless.types.serialize import info_from_dict
+from copyless.types._serialize import info_from_dict
 
 sock = socket.socket(fileno=int(sys.argv[1]))
 message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 4)

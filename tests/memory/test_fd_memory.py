@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import copyless as cl
-from copyless.memory import HostMemory, host
-from copyless.memory.host import mappable_size
+from copyless.memory import HostMemory
+from copyless.memory import _host as host
+from copyless.memory._host import mappable_size
 
 MemFd = Callable[[int], int]
 

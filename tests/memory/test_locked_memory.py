@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from copyless.memory import PAGE_SIZE, HostMemory, host
+from copyless.memory import PAGE_SIZE, HostMemory
+from copyless.memory import _host as host
 
 
 def _vm_locked_kb() -> int:
@@ -43,7 +44,7 @@ def test_refused_mlock_falls_back_with_a_warning(
 
     monkeypatch.setattr(host, "_mlock", refuse)
     monkeypatch.setattr(host, "_munlock", lambda a, s: calls.append(("munlock", a, s)))
-    with caplog.at_level(logging.WARNING, logger="copyless.memory.host"):
+    with caplog.at_level(logging.WARNING, logger="copyless.memory._host"):
         memory = HostMemory.locked(100)
     try:
         assert not memory.is_locked

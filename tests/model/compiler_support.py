@@ -1,5 +1,5 @@
 """Helpers for the compiler tests: small real ONNX nets, a partition executor, and an
-independent numpy reference of the HW layouts (written from layout/views.py's table)."""
+independent numpy reference of the HW layouts (written from layout/_views.py's table)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def run_compiled(compiled: CompiledModel, feeds: dict[str, np.ndarray]) -> dict[
 
 
 def to_hw(x: np.ndarray, info: NpuTensorInfo, quant: QuantParameters | None = None) -> np.ndarray:
-    """CPU array (NCHW for 4-D) -> HW view array, by the table in layout/views.py."""
+    """CPU array (NCHW for 4-D) -> HW view array, by the table in layout/_views.py."""
     layout = info.memory_layout
     if quant is not None:
         lim = np.iinfo(info.numpy_dtype)

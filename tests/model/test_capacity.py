@@ -18,7 +18,7 @@ from onnx import TensorProto, numpy_helper
 import copyless as cl
 from copyless.apps.compile import main as compile_main
 from copyless.model import compile_to_memory, load_model
-from copyless.model.directory import write_directory
+from copyless.model._directory import write_directory
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 Feeds = Callable[[np.random.Generator, bool], dict[str, np.ndarray]]

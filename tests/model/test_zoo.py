@@ -17,7 +17,7 @@ import skimage.data
 from PIL import Image
 
 from copyless.model import zoo
-from copyless.model.zoo import catalog
+from copyless.model.zoo import _catalog as catalog
 from copyless.types import UnsupportedError
 
 
@@ -147,7 +147,8 @@ def test_ppocr_det_finds_text_lines() -> None:
 
 
 def test_ppocr_det_is_the_shipped_model() -> None:
-    from copyless.model.zoo import ppocr, sources
+    from copyless.model.zoo import _ppocr as ppocr
+    from copyless.model.zoo import _sources as sources
 
     shipped = sources.package_file(ppocr.PACKAGE, ppocr.MODEL_FILE).read_bytes()
     assert zoo.build("ppocr-det", progress=False).read_bytes() == shipped

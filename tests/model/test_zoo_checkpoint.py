@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from copyless.model.zoo.checkpoint import load_state_dict
-from copyless.model.zoo.efficientnet import checkpoint_path
+from copyless.model.zoo._checkpoint import load_state_dict
+from copyless.model.zoo._efficientnet import checkpoint_path
 from copyless.types import ModelLoadError
 
 _MAGIC = 0x1950A86A20F9469CFC6C

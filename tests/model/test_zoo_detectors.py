@@ -14,7 +14,8 @@ import pytest
 import skimage.data
 
 from copyless.model import zoo
-from copyless.model.zoo import picodet, sources
+from copyless.model.zoo import _picodet as picodet
+from copyless.model.zoo import _sources as sources
 
 
 @pytest.fixture(scope="module", autouse=True)

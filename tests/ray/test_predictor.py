@@ -86,7 +86,7 @@ def test_top_k_and_rows_with_an_error(rgbx_b4) -> None:
 def test_model_from_a_path_and_from_the_object_store(ray_driver, rgbx_b4, tmp_path) -> None:
     import ray
 
-    from copyless.model.archive import write_archive
+    from copyless.model._archive import write_archive
 
     path = write_archive(rgbx_b4, tmp_path / "net.rai")
     frames = _frames(4)

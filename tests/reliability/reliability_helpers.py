@@ -21,7 +21,7 @@ from typing import Any
 
 import onnx
 
-from copyless.model.archive import ALIGN, HEADER_SIZE, MAGIC, VERSION
+from copyless.model._archive import ALIGN, HEADER_SIZE, MAGIC, VERSION
 
 # Child processes import this module with only this folder on sys.path (they run in it);
 # the shared model is one folder up (under pytest it is already there: the rootdir conftest).

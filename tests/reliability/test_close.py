@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 import copyless as cl
-import copyless.runner.runner as runner_module
+import copyless.runner._runner as runner_module
 from copyless.model import CompiledModel
 from copyless.runner import Runner, RunnerFactory
 

@@ -12,13 +12,13 @@ import pytest
 from runner_helpers import conv_net
 
 import copyless as cl
-from copyless.backends.base import Capabilities, common_memory
-from copyless.backends.onnxruntime import CPU_CAPABILITIES, OrtCpuBackend
-from copyless.memory.device import DeviceMemory
+from copyless.backends._base import Capabilities, common_memory
+from copyless.backends._onnxruntime import CPU_CAPABILITIES, OrtCpuBackend
+from copyless.memory._device import DeviceMemory
 from copyless.model import compile_to_memory
 from copyless.runner import RunnerFactory
-from copyless.runner.factory import _check_capabilities
-from copyless.runner.plan import PlanError, build_plan
+from copyless.runner._factory import _check_capabilities
+from copyless.runner._plan import PlanError, build_plan
 
 IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT
 CMA = cl.MemoryType.USER_POINTER_CMA

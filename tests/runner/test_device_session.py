@@ -14,7 +14,7 @@ import pytest
 from runner_helpers import conv_net, reference
 
 import copyless as cl
-from copyless.memory.device import DeviceMemory
+from copyless.memory._device import DeviceMemory
 from copyless.model import compile_model, compile_to_memory
 from cuda_helpers import CUDA_MISSING, optional, requires_cuda
 

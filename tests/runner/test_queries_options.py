@@ -97,7 +97,7 @@ def test_log_level_filters_the_runners_own_messages_and_configures_nothing(
         levels = {r.levelname for r in mine}
         assert "ERROR" in levels
         assert ("INFO" in levels) is (level != "ERROR")
-        assert all(r.filename == "runner.py" for r in mine if r.levelname == "INFO")
+        assert all(r.filename == "_runner.py" for r in mine if r.levelname == "INFO")
     caplog.clear()
     runner = make_runner(tiny_rgbx[1], debug=True)
     x, y = tensors(runner, CPU)

@@ -16,8 +16,8 @@ from runner_helpers import reference, tensors
 
 import copyless as cl
 from copyless.model import CompiledModel
-from copyless.runner import options as runner_options
-from copyless.runner.options import parse_options
+from copyless.runner import _options as runner_options
+from copyless.runner._options import parse_options
 
 HW = cl.TensorType.HW
 OK = cl.StatusCode.SUCCESS

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import copyless as cl
-from copyless.types.serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
+from copyless.types._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
 
 INFOS = [
     cl.NpuTensorInfo(

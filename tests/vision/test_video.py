@@ -10,7 +10,7 @@ import av
 import numpy as np
 import pytest
 
-from copyless.vision.video import VideoError, VideoSource, is_live
+from copyless.vision._video import VideoError, VideoSource, is_live
 from video_helpers import make_clip
 
 

@@ -1,4 +1,4 @@
-"""GPU preprocessing (``copyless.vision.gpu``): the matrix formulation the GPU runs, checked
+"""GPU preprocessing (``copyless.vision._gpu``): the matrix formulation the GPU runs, checked
 against the C kernel with numpy as the array module (everywhere), then on CuPy (``cuda``)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 
 import copyless as cl
 from copyless.vision import ColourFormat, classify_preprocess, letterbox
-from copyless.vision.gpu import DeviceImage, download, resample
-from copyless.vision.preprocess import classify_geometry, letterbox_geometry
+from copyless.vision._gpu import DeviceImage, download, resample
+from copyless.vision._preprocess import classify_geometry, letterbox_geometry
 from cuda_helpers import optional, requires_cuda
 
 

@@ -18,8 +18,8 @@ from typing import Any
 import onnx
 
 from ..model import compile_model, zoo
-from ..model.compiler import artifact_key
-from ..model.graph import graph_inputs
+from ..model._compiler import artifact_key
+from ..model._graph import graph_inputs
 
 logger = logging.getLogger(__name__)
 

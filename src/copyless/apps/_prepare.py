@@ -1,4 +1,4 @@
-"""Preparing photos the way a compiled model recorded it (see copyless.model.preprocessing).
+"""Preparing photos the way a compiled model recorded it (see copyless.model._preprocessing).
 
 :func:`preparer_for` reads the runner's model record and the input tensor's view and returns
 a :class:`Preparer`: it decodes a photo at the smallest libjpeg-turbo DCT scale that still
@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..model.preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
+from ..model._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
 from ..runner import Runner
 from ..types import LayoutError, MemoryLayout, NpuTensorInfo, UnsupportedError
 from ..vision import (
@@ -31,8 +31,8 @@ from ..vision import (
     letterbox,
     stretch,
 )
-from ..vision.decode import ImageSource
-from ..vision.gpu import DeviceImage
+from ..vision._decode import ImageSource
+from ..vision._gpu import DeviceImage
 
 #: What the app assumes for what the model did not record.
 DEFAULT_POLICY = ResizePolicy("crop")

@@ -17,7 +17,7 @@ from ..memory import NpuTensor
 from ..model import zoo
 from ..types import CopylessError, NpuTensorInfo, QuantParameters
 from ..vision import Box, Letterbox, softmax_topk, text_boxes
-from ..vision.video import StreamInfo, VideoError
+from ..vision._video import StreamInfo, VideoError
 from ._models import CLASSIFIER, DETECTOR, DETECTOR_SIZE, builtin_model
 
 #: The zoo models ``-m`` may name instead of a compiled model path.

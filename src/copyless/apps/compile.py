@@ -30,8 +30,8 @@ import time
 
 from ..model import compile_model
 from ..model._config import read_config
-from ..model.input_formats import INPUT_FORMATS
-from ..model.options import parse_shape
+from ..model._input_formats import INPUT_FORMATS
+from ..model._options import parse_shape
 from ..types import CopylessError, ModelLoadError
 
 _HELP_EPILOG = """\

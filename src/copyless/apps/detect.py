@@ -44,7 +44,7 @@ from ..vision import (
     stretch,
     text_boxes,
 )
-from ..vision.gpu import download
+from ..vision._gpu import download
 from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
 from ._prepare import preparer_for, warning
 from ._setup import image_parser, parse_image_args, run_image_app, tensor_type, timed_runs

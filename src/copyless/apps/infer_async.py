@@ -31,9 +31,9 @@ import numpy.typing as npt
 
 from ..memory import NpuTensor
 from ..runner import Runner, RunnerFactory
-from ..runner.plan import batch_axis
+from ..runner._plan import batch_axis
 from ..types import CopylessError, JobHandle, StatusCode, TensorDirection, TensorType
-from ..vision.gpu import download, upload
+from ..vision._gpu import download, upload
 from ._setup import add_runner_argument, runner_options, runner_type
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.

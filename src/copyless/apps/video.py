@@ -5,7 +5,7 @@
 The pipeline (three stages overlap):
 
 1. A decoder thread (PyAV, FFmpeg's own threads) yields I420/NV12 planes over the decoder's
-   frame memory (:class:`copyless.vision.video.VideoSource`; the built-in models are compiled
+   frame memory (:class:`copyless.vision._video.VideoSource`; the built-in models are compiled
    for the decoder's line sizes, so no copy even when lines are padded; a model compiled for
    compact planes gets padded lines compacted, counted as ``copied``) into a bounded queue.
    From a file it waits for room; from a live source (camera, URL, pipe: ``--live`` forces
@@ -51,8 +51,8 @@ from ..types import (
     TensorDirection,
     TensorType,
 )
-from ..vision.video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
-from ..vision.video_writer import VideoWriter
+from ..vision._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
+from ..vision._video_writer import VideoWriter
 from ._models import CLASSIFIER
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes, task_for

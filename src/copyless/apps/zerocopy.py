@@ -11,10 +11,10 @@ fewer pixels from a large photo.
 
 On the GPU (--device cuda): the runner allocates the HW tensors in device memory; the decoded
 image is uploaded once and resized, cropped (or letterboxed) and packed on the GPU straight
-into the input tensor (copyless.vision.gpu); postprocess copies the output to the host.
+into the input tensor (copyless.vision._gpu); postprocess copies the output to the host.
 
 The photo is prepared as the compiled model recorded (``copyless-compile --mean --std
---resize --colour-order``; see copyless.model.preprocessing): a classifier's crop, a
+--resize --colour-order``; see copyless.model._preprocessing): a classifier's crop, a
 detector's letterbox, RGB or BGR, normalised in the graph or here. A model compiled without
 that record gets a warning naming what is assumed. A ``[N, classes]`` output prints the top
 labels; a ``[N, 1, H, W]`` probability map (PP-OCRv4, ``--model ppocr-det``) its text boxes.
@@ -35,7 +35,7 @@ from ..model import zoo
 from ..runner import Runner
 from ..types import CopylessError, TensorDirection
 from ..vision import Box, softmax_topk, text_boxes
-from ..vision.gpu import download
+from ..vision._gpu import download
 from ._models import builtin_model
 from ._prepare import Preparer, preparer_for, warning
 from ._setup import (

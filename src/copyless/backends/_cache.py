@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 
 from ..model import Partition
-from ..model.directory import write_atomically
+from ..model._directory import write_atomically
 from ..types import OptionError
 
 logger = logging.getLogger(__name__)

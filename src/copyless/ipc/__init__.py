@@ -12,7 +12,7 @@ Two levels:
   once with N producer processes. Producers decode frames straight into a slot's HW view
   and hand back the slot index; the consumer runs ``execute_async`` on it and yields the
   results. Per frame only two small control records travel (``filled`` and ``grant``,
-  fixed binary structs read in bursts: see :mod:`copyless.ipc.control`).
+  fixed binary structs read in bursts: see :mod:`copyless.ipc._control`).
 
 Design of the pool:
 
@@ -62,11 +62,11 @@ messages; :class:`PeerClosedError` when the other side has gone.
 
 from __future__ import annotations
 
-from .errors import IpcError, PeerClosedError
-from .pipeline import AsyncRunner, FrameResult, Pipeline
-from .pool import FilledSlot, SlotAllocator, SlotPool
-from .producer import Producer, Slot
-from .transport import recv_tensors, send_tensors
+from ._errors import IpcError, PeerClosedError
+from ._pipeline import AsyncRunner, FrameResult, Pipeline
+from ._pool import FilledSlot, SlotAllocator, SlotPool
+from ._producer import Producer, Slot
+from ._transport import recv_tensors, send_tensors
 
 __all__ = [
     "AsyncRunner",

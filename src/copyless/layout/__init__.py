@@ -5,9 +5,9 @@ in a single pass of a C kernel: transpose, cast, (de)quantization and channel pa
 :func:`plan_for` gives the cached, reusable :class:`Plan` behind both.
 """
 
-from .convert import convert, convert_array
-from .plan import ElementRule, Op, Plan, element_rule, plan_for
-from .views import GROUP, Logical, hw_info_for, logical_of
+from ._convert import convert, convert_array
+from ._plan import ElementRule, Op, Plan, element_rule, plan_for
+from ._views import GROUP, Logical, hw_info_for, logical_of
 
 __all__ = [
     "GROUP",

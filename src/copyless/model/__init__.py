@@ -5,10 +5,10 @@
 a ``vaiml_par_0`` directory.
 """
 
-from .compiled import CompiledModel, Intermediate, Partition, TensorSpec
-from .compiler import compile_model, compile_to_memory
-from .loader import load_model
-from .options import CompileOptions
+from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
+from ._compiler import compile_model, compile_to_memory
+from ._loader import load_model
+from ._options import CompileOptions
 
 __all__ = [
     "CompileOptions",

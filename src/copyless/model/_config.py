@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..types import OptionError
-from .compiled import CompiledModel
-from .options import _KNOWN, _op_types, parse_options
+from ._compiled import CompiledModel
+from ._options import _KNOWN, _op_types, parse_options
 
 SECTIONS = ("compiler", "runner")
 #: Compiler keys that name inputs of the compilation, not properties of its result.

@@ -43,7 +43,7 @@ import ray
 from ..memory import NpuTensor
 from ..model import CompiledModel
 from ..runner import Runner, RunnerFactory
-from ..runner.plan import batch_axis, frame_shape
+from ..runner._plan import batch_axis, frame_shape
 from ..types import (
     MemoryType,
     NpuTensorInfo,

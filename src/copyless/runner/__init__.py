@@ -1,9 +1,9 @@
 """Runner layer: RunnerFactory, Runner, options, async jobs."""
 
-from .device_api import DeviceBuffers, DeviceSession
-from .factory import RunnerFactory
-from .options import KNOWN_OPTIONS, RunnerOptions, parse_options
-from .runner import Runner
+from ._device_api import DeviceBuffers, DeviceSession
+from ._factory import RunnerFactory
+from ._options import KNOWN_OPTIONS, RunnerOptions, parse_options
+from ._runner import Runner
 
 __all__ = [
     "KNOWN_OPTIONS",

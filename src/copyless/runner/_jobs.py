@@ -24,7 +24,7 @@ from typing import Any
 from ..types import JobHandle, StatusCode
 from ._fast import FastPath
 from ._log import RunnerLog
-from .plan import overlaps
+from ._plan import overlaps
 
 logger = logging.getLogger(__name__)
 

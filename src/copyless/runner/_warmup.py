@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from ..memory import NpuTensor
 from ..model import CompiledModel
 from ..types import NpuTensorInfo
+from ._plan import build_plan
+from ._slot import Slot
 from ._trace import Trace
-from .plan import build_plan
-from .slot import Slot
 
 logger = logging.getLogger(__name__)
 _NO_TRACE = Trace(False, None)

@@ -1,6 +1,6 @@
 """The base layer: enums, metadata and errors. Imports nothing else of copyless."""
 
-from .enums import (
+from ._enums import (
     DataType,
     MemoryLayout,
     MemoryType,
@@ -10,7 +10,7 @@ from .enums import (
     TensorDirection,
     TensorType,
 )
-from .errors import (
+from ._errors import (
     CopylessError,
     DeviceUnavailableError,
     LayoutError,
@@ -23,7 +23,7 @@ from .errors import (
     UnknownTensorError,
     UnsupportedError,
 )
-from .info import JobHandle, NpuTensorInfo, QuantParameters
+from ._info import JobHandle, NpuTensorInfo, QuantParameters
 
 __all__ = [
     "CopylessError",

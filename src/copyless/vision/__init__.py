@@ -11,13 +11,13 @@ decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv1
 
 from __future__ import annotations
 
-from .decode import decode
-from .detections import Detection, detections, draw_detections
-from .formats import ColourFormat, Destination, colour_format_for
-from .postprocess import Box, draw_boxes, softmax_topk, text_boxes
-from .preprocess import Letterbox, classify_preprocess, letterbox, stretch
-from .video import StreamInfo, VideoError, VideoFrame, VideoSource
-from .video_writer import VideoWriter
+from ._decode import decode
+from ._detections import Detection, detections, draw_detections
+from ._formats import ColourFormat, Destination, colour_format_for
+from ._postprocess import Box, draw_boxes, softmax_topk, text_boxes
+from ._preprocess import Letterbox, classify_preprocess, letterbox, stretch
+from ._video import StreamInfo, VideoError, VideoFrame, VideoSource
+from ._video_writer import VideoWriter
 
 __all__ = [
     "Box",

@@ -38,12 +38,12 @@ from pathlib import Path
 import onnx
 
 from ...types import UnsupportedError
-from . import catalog
-from .cache import CACHE_ENV, cache_root, cached_file
-from .catalog import Preprocessing, ZooEntry
-from .labels import labels
-from .photos import photo_names, photo_path
-from .sources import package_version
+from . import _catalog as catalog
+from ._cache import CACHE_ENV, cache_root, cached_file
+from ._catalog import Preprocessing, ZooEntry
+from ._labels import labels
+from ._photos import photo_names, photo_path
+from ._sources import package_version
 
 __all__ = [
     "CACHE_ENV",

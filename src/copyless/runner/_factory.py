@@ -1,0 +1,138 @@
+"""RunnerFactory: model path + options + runner type -> Runner on the right backend."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..backends._base import Backend, Engine
+from ..backends._cache import EngineCache
+from ..backends._onnxruntime import OrtCpuBackend
+from ..model import CompiledModel
+from ..model._config import check_compiled_with, read_config
+from ..types import ModelLoadError, OptionError, RunnerType, UnsupportedError
+from ._options import RunnerOptions, parse_options
+from ._runner import Runner
+
+logger = logging.getLogger(__name__)
+
+
+class RunnerFactory:
+    """Creates runners, as VART-ML's ``vart::RunnerFactory``."""
+
+    @staticmethod
+    def create_runner(
+        model_path: str | os.PathLike[str],
+        options: Mapping[str, Any] | None = None,
+        runner_type: RunnerType = RunnerType.ONNXRUNTIME,
+    ) -> Runner:
+        """Load a compiled model (``.rai``, a directory with one ``.rai``, a directory with a
+        ``vaiml_par_0`` or ``par_0`` partition directory, or that partition directory itself)
+        and prepare it on the backend of ``runner_type``.
+
+        Raises ModelLoadError (missing/corrupt model), OptionError (unknown key, bad value),
+        UnsupportedError (backend or device not available here: never a silent fallback).
+        """
+        parsed = parse_options(options)
+        if not isinstance(model_path, (str, os.PathLike)):
+            raise ModelLoadError(f"model_path must be a path, got {type(model_path).__name__}")
+        from ..model import load_model  # the loader lives beside the compiler
+
+        model = load_model(os.fspath(model_path))  # the cache_path option is read below
+        return RunnerFactory.from_compiled(model, parsed, runner_type)
+
+    @staticmethod
+    def from_compiled(
+        model: CompiledModel,
+        options: Mapping[str, Any] | RunnerOptions | None = None,
+        runner_type: RunnerType = RunnerType.ONNXRUNTIME,
+    ) -> Runner:
+        """A runner over an in-memory compiled model (see ``copyless.model.compile_to_memory``)."""
+        parsed = options if isinstance(options, RunnerOptions) else parse_options(options)
+        if not isinstance(runner_type, RunnerType):
+            raise OptionError(f"runner_type must be a RunnerType, got {runner_type!r}")
+        if parsed.config_json is not None:
+            check_compiled_with(model, read_config(parsed.config_json))
+        cache_path = parsed.cache_path or model.cache_path
+        cache = EngineCache(cache_path) if cache_path is not None else None
+        backend = _backend_for(runner_type, parsed, cache)
+        cpu_backend: Backend = OrtCpuBackend(parsed.engine_spinning, cache)
+        _check_capabilities(model, backend)
+        threads = parsed.engine_threads()
+
+        def load(num_threads: int) -> list[Engine]:
+            engines: list[Engine] = []
+            try:
+                for partition in model.partitions:
+                    chosen = cpu_backend if partition.target == "cpu" else backend
+                    engines.append(chosen.load(partition, num_threads))
+            except BaseException:
+                for engine in engines:
+                    engine.close()
+                raise
+            return engines
+
+        engines = load(threads)
+        # onnxruntime's intra-op threads belong to a session: concurrent jobs on one session
+        # would each take every core. Async jobs get sessions sized cores / concurrent runs.
+        async_threads = parsed.async_engine_threads()
+        async_loader = None
+        if backend.capabilities.threads_per_engine and async_threads != threads:
+            async_loader = functools.partial(load, async_threads)
+        logger.debug(
+            "runner for %r on %s/%s: %d partition(s), %d engine thread(s)",
+            model.name,
+            backend.name,
+            backend.device,
+            len(engines),
+            threads,
+        )
+        runner = Runner(model, parsed, backend, engines, async_loader, cache)
+        if parsed.warm_up:
+            try:
+                runner.warm_up()
+            except BaseException:
+                runner.close()
+                raise
+        return runner
+
+
+def _backend_for(
+    runner_type: RunnerType, options: RunnerOptions, cache: EngineCache | None
+) -> Backend:
+    """The backend ``runner_type`` and the ``device`` option name. The optional ones are
+    imported here, on first use: each raises UnsupportedError (with the install hint, or
+    what this machine lacks) rather than falling back to the CPU. ``cache``: the engine
+    cache (``cache_path``) for the backends that keep one (the CUDA backend takes none yet:
+    ``create_session(..., cache=cache)`` would keep its optimized graphs, and
+    ``cache.folder(partition, f"tensorrt-{version}")`` is the folder for TensorRT's
+    ``trt_engine_cache_path``; see backends/_cache.py)."""
+    if runner_type is RunnerType.OPENVINO:
+        from ..backends._openvino import OpenVinoBackend
+
+        return OpenVinoBackend(options, cache)
+    if options.device == "cpu":
+        return OrtCpuBackend(options.engine_spinning, cache)
+    if options.device not in ("cuda", "tensorrt"):
+        raise OptionError(
+            f"option 'device': {options.device!r} is an OpenVINO device; use "
+            "runner_type=RunnerType.OPENVINO, or device 'cpu', 'cuda' or 'tensorrt'"
+        )
+    from ..backends._cuda import CudaBackend
+
+    return CudaBackend(options)
+
+
+def _check_capabilities(model: CompiledModel, backend: Backend) -> None:
+    """Refuse, before loading anything, a model the backend's declaration cannot run."""
+    dynamic = [s.name for s in model.outputs if s.dynamic]
+    if dynamic and not backend.capabilities.engine_outputs:
+        raise UnsupportedError(
+            f"{model.name}: outputs {dynamic} have data-dependent shapes, which "
+            f"{backend.name}/{backend.device} cannot allocate with these options "
+            "(cuda_graph needs fixed shapes)"
+        )
+
