@@ -60,11 +60,13 @@ def test_pipeline_goes_on_after_a_producer_is_killed(runner: Runner, tmp_path: P
         doomed = pipeline.start_producer(ipc_helpers.produce_forever_photos, str(pid_file))
         steady = pipeline.start_producer(ipc_helpers.produce_photos, ["coffee"], 8)
         counts = {doomed: 0, steady: 0}
+        killed = False
         for result in pipeline.results():
             assert result.status is StatusCode.SUCCESS
             counts[result.producer] += 1
-            if counts[doomed] == 3:
+            if counts[doomed] == 3 and not killed:  # once: the pool may reap it at once
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
+                killed = True
             if result.producer == steady:
                 assert int(np.argmax(result.outputs[0].numpy())) == ESPRESSO
         assert counts[steady] == 8
