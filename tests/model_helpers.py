@@ -78,3 +78,27 @@ def with_nonzeros(x: np.ndarray, count: int, seed: int) -> np.ndarray:
     flat[np.random.default_rng(seed).choice(x.size, count, replace=False)] = 1
     x[...] = flat.reshape(x.shape)
     return np.stack(np.nonzero(x))
+
+
+def unknown_rank_model() -> onnx.ModelProto:
+    """x [3,4], flat bool -> nz: NonZero(x) [2, k], or flattened [2k] when ``flat``: its rank
+    is known only at run time."""
+    model = nonzero_net()
+    del model.graph.node[0]
+    model.graph.input.append(oh.make_tensor_value_info("flat", onnx.TensorProto.BOOL, []))
+    out = oh.make_tensor_value_info("y", onnx.TensorProto.INT64, None)
+    grid = oh.make_graph([oh.make_node("NonZero", ["x"], ["y"])], "grid", [], [out])
+    flat = oh.make_graph(
+        [
+            oh.make_node("NonZero", ["x"], ["z"]),
+            oh.make_node("Constant", [], ["minus1"], value_ints=[-1]),
+            oh.make_node("Reshape", ["z", "minus1"], ["y"]),
+        ],
+        "flat",
+        [],
+        [out],
+    )
+    model.graph.node.insert(
+        0, oh.make_node("If", ["flat"], ["nz"], then_branch=flat, else_branch=grid)
+    )
+    return model

@@ -156,3 +156,30 @@ def test_infer_async_host_work_and_argument_errors(capsys) -> None:
         with pytest.raises(SystemExit) as exit_info:
             infer_async.main(bad)
         assert exit_info.value.code == 2
+
+
+def test_infer_async_writes_what_a_data_dependent_output_produced(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """NonZero of x [3, 4]: capacity [2, 12] (derived), the file holds the [2, k] produced."""
+    from copyless.model import compile_model
+    from model_helpers import nonzero_net, unknown_rank_model, with_nonzeros
+
+    model = compile_model(nonzero_net(), tmp_path / "nz.rai")
+    x = np.zeros((3, 4), np.float32)
+    expected = with_nonzeros(x, 5, seed=3)
+    ifm = tmp_path / "ifm.bin"
+    ifm.write_bytes(x.tobytes())
+    monkeypatch.chdir(tmp_path)
+    assert infer_async.main(["--model-path", str(model), "--input-binary", str(ifm),
+                             "-n", "2"]) == 0  # fmt: skip
+    assert "Batches completed: 2 / 2" in capsys.readouterr().out
+    # the model's batch is 1: the second submission is frame 1
+    written = np.fromfile(tmp_path / "output_f1_0.bin", dtype=np.int64)
+    np.testing.assert_array_equal(written.reshape(2, -1), expected)  # 80 bytes, not 192
+    relu = np.fromfile(tmp_path / "output_f1_1.bin", dtype=np.float32)
+    np.testing.assert_array_equal(relu, np.maximum(x, 0).reshape(-1))
+    # No bound at all (rank known only at run time): refused with what to do
+    unbounded = compile_model(unknown_rank_model(), tmp_path / "unknown.rai")
+    assert infer_async.main(["--model-path", str(unbounded), "--dry-run"]) == 2
+    assert "--output-capacity" in capsys.readouterr().err

@@ -19,7 +19,7 @@ import pytest
 
 import copyless as cl
 from copyless.model import CompiledModel, compile_to_memory
-from model_helpers import nonzero_net, with_nonzeros
+from model_helpers import nonzero_net, unknown_rank_model, with_nonzeros
 
 IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT
 HW, CPU = cl.TensorType.HW, cl.TensorType.CPU
@@ -134,30 +134,6 @@ def test_too_small_then_recover(nonzero, make_runner, caplog) -> None:
     expected = _fill(x, 12, 7)
     assert runner.execute([[x]], [[big, r]]) is S.SUCCESS
     np.testing.assert_array_equal(_result(big), expected)
-
-
-def unknown_rank_model() -> onnx.ModelProto:
-    """x [3,4], flat bool -> nz: NonZero(x) [2, k], or flattened [2k] when ``flat``: its rank
-    is known only at run time."""
-    model = nonzero_net()
-    del model.graph.node[0]
-    model.graph.input.append(oh.make_tensor_value_info("flat", onnx.TensorProto.BOOL, []))
-    out = oh.make_tensor_value_info("y", onnx.TensorProto.INT64, None)
-    grid = oh.make_graph([oh.make_node("NonZero", ["x"], ["y"])], "grid", [], [out])
-    flat = oh.make_graph(
-        [
-            oh.make_node("NonZero", ["x"], ["z"]),
-            oh.make_node("Constant", [], ["minus1"], value_ints=[-1]),
-            oh.make_node("Reshape", ["z", "minus1"], ["y"]),
-        ],
-        "flat",
-        [],
-        [out],
-    )
-    model.graph.node.insert(
-        0, oh.make_node("If", ["flat"], ["nz"], then_branch=flat, else_branch=grid)
-    )
-    return model
 
 
 def test_unknown_rank_reads_minus_one_and_takes_a_flat_capacity(make_runner, runner_type) -> None:

@@ -99,6 +99,14 @@ def _run(runner: Runner, args: argparse.Namespace) -> int:
     ifm = _load_ifm(args, sum(i.size_in_bytes for i in in_infos))
     if ifm is None:
         return EXIT_USAGE
+    unbounded = [info.name for info in out_infos if not info.bounded]
+    if unbounded:  # a data-dependent output with no known bound: no buffer size to allocate
+        print(
+            f"error: output(s) {', '.join(unbounded)} have no capacity (-1 dims): compile the "
+            "model with copyless-compile --output-capacity NAME=D0xD1...",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     slots: Slots = []
     for _ in range(NUM_CONCURRENT_JOBS):
         inputs = [runner.allocate_npu_tensor(info) for info in in_infos]
@@ -194,9 +202,17 @@ def _pipeline(
 
 
 def _write_outputs(outputs: list[NpuTensor], index: int, batch: int) -> None:
-    """``output_f<frame>_<tensor>.bin`` for each frame of submission ``index``'s batch."""
+    """``output_f<frame>_<tensor>.bin`` for each frame of submission ``index``'s batch. A
+    data-dependent output writes what the job produced (``produced_shape``, C-contiguous at
+    the start of its capacity), not the whole capacity."""
     for number, tensor in enumerate(outputs):
         data = download(tensor)  # a view of host memory; a copy of device memory
+        produced = tensor.produced_shape
+        if produced is not None:
+            count = int(np.prod(produced))
+            data = data.reshape(-1)[:count].reshape(produced)
+            Path(f"output_f{index * batch}_{number}.bin").write_bytes(data.tobytes())
+            continue
         axis = batch_axis(tensor.info)
         for b in range(batch):
             frame = np.take(data, b, axis=axis) if batch > 1 else data
