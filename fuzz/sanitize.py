@@ -130,11 +130,8 @@ def environment(flavour: str, package: Path, objects: bool = True) -> dict[str, 
 
 def check_loaded(env: dict[str, str], package: Path) -> None:
     """Fail unless the interpreter really imports the instrumented copies."""
-    probe = (
-        "import copyless.layout._kernels as a, copyless.vision._kernels as b, "
-        "copyless.runner._fast as c, copyless.model._mapped as d; "
-        "print(a.__file__, b.__file__, c.__file__, d.__file__)"
-    )
+    modules = [name.replace("/", ".") for name in SOURCES]
+    probe = f"import importlib; print(*(importlib.import_module(m).__file__ for m in {modules}))"
     out = subprocess.run([sys.executable, "-c", probe], env=env, check=True,
                          capture_output=True, text=True).stdout.split()  # fmt: skip
     stray = [path for path in out if not path.startswith(str(package))]

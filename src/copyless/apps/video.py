@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..memory import NpuTensor
-from ..runner import Runner, RunnerFactory
+from ..runner import Runner, RunnerFactory, RunnerOptions
 from ..types import (
     CopylessError,
     DataType,
@@ -180,7 +180,8 @@ def _run(source: VideoSource, args: argparse.Namespace, errors: _FFmpegErrors) -
         if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
             # only async jobs run here: size the engines for them up front, so the runner
             # does not load a second set (cores // slots threads each) on the first job
-            options["num_threads"] = max(1, len(os.sched_getaffinity(0)) // args.slots)
+            sized = RunnerOptions(max_concurrent_runs=args.slots)
+            options["num_threads"] = sized.async_engine_threads()
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
             planes = _model_planes(runner)
             if planes != info.input_format:

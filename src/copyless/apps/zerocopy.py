@@ -49,8 +49,6 @@ from ._setup import (
 
 #: The zoo models ``--model`` compiles (cached) when no ``-m`` is given.
 MODELS = ("efficientnet-lite0", "resnet50", "ppocr-det")
-#: Built-in models whose weights are not trained (the zoo builds them for performance work).
-RANDOM_WEIGHTS = frozenset({"resnet50"})
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -91,7 +89,7 @@ def _infer(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespac
         return EXIT_USAGE
     if prepare.assumed:
         print(warning(args.model_dir or runner.model.name, prepare.assumed), file=sys.stderr)
-    if args.model_dir is None and args.model in RANDOM_WEIGHTS:
+    if args.model_dir is None and not zoo.entry(args.model).trained:
         print(f"note: the built-in {args.model} has deterministic random weights (a timing "
               "model): its labels mean nothing", file=sys.stderr)  # fmt: skip
     full = (image.shape[0], image.shape[1])

@@ -125,7 +125,7 @@ class JobTable:
             del self._active[key]
             self.jobs_run += 1
             self._fast.leave()
-            if not self._sync_calls():
+            if self._closing and not self._sync_calls():
                 self._no_sync_calls.notify_all()
 
     def _sync_calls(self) -> bool:

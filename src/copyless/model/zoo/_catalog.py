@@ -71,6 +71,8 @@ class ZooEntry:
     labels: tuple[str, ...] = ()
     #: the ``copyless-compile --postprocess`` kind that decodes a detector's heads, if any
     postprocess: str | None = None
+    #: False for a model built with random weights (performance work): its labels mean nothing
+    trained: bool = True
 
 
 ENTRIES: dict[str, ZooEntry] = {
@@ -98,6 +100,7 @@ ENTRIES: dict[str, ZooEntry] = {
         steps=resnet.BUILD_STEPS,
         builder=resnet.build,
         preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (224, 224), 256),
+        trained=False,
     ),
     "centerface": ZooEntry(
         name="centerface",
