@@ -12,6 +12,7 @@ from .runner import DeviceSession, Runner, RunnerFactory, RunnerOptions
 from .types import (
     CopylessError,
     DataType,
+    ExecuteAsyncCallback,
     JobHandle,
     LayoutError,
     MemoryLayout,
@@ -40,6 +41,7 @@ __all__ = [
     "CopylessError",
     "DataType",
     "DeviceSession",
+    "ExecuteAsyncCallback",
     "HostMemory",
     "JobHandle",
     "LayoutError",

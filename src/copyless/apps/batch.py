@@ -69,7 +69,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for flag in ("actors", "batch_size", "top"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be >= 1")
-    if args.device != "cpu" and args.runner != "onnxruntime":
+    if args.device != "cpu" and args.runner == "openvino":
         parser.error(f"--device {args.device} runs on --runner onnxruntime")
     return args
 

@@ -54,7 +54,7 @@ from ..types import (
 from ..vision._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ..vision._video_writer import VideoWriter
 from ._models import CLASSIFIER
-from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
+from ._setup import EXIT_USAGE, add_runner_argument, engine_line, runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes, task_for
 from .bench.stages import now
 
@@ -177,12 +177,13 @@ def _run(source: VideoSource, args: argparse.Namespace, errors: _FFmpegErrors) -
         if not model.exists():
             raise VideoError(f"no model at {model} (built-in models: {', '.join(BUILTIN)})")
         options = runner_options(args, max_concurrent_runs=args.slots)
-        if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
+        if runner_type(args) is not RunnerType.OPENVINO and args.device == "cpu":
             # only async jobs run here: size the engines for them up front, so the runner
             # does not load a second set (cores // slots threads each) on the first job
             sized = RunnerOptions(max_concurrent_runs=args.slots)
             options["num_threads"] = sized.async_engine_threads()
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
+            print(engine_line(runner), file=sys.stderr)
             planes = _model_planes(runner)
             if planes != info.input_format:
                 source.use_planes(planes)  # e.g. an NV12 model on an I420 clip: one CPU pass

@@ -25,6 +25,7 @@ from ..memory import _device as cuda_memory
 from ..memory._tensor import check_bounded
 from ..model import CompiledModel, TensorSpec
 from ..types import (
+    ExecuteAsyncCallback,
     JobHandle,
     MemoryType,
     ModelLoadError,
@@ -32,6 +33,7 @@ from ..types import (
     OptionError,
     QuantParameters,
     RunnerClosedError,
+    RunnerType,
     StatusCode,
     TensorDirection,
     TensorError,
@@ -39,7 +41,8 @@ from ..types import (
     UnknownTensorError,
 )
 from ..types._readonly import ReadOnly
-from ._jobs import Callback, Job, JobTable
+from ._choice import EngineChoice
+from ._jobs import Job, JobTable
 from ._log import RunnerLog
 from ._options import RunnerOptions
 from ._plan import CallPlan, PlanError, build_plan
@@ -75,6 +78,11 @@ class Runner:
         self._options = options
         self._log = RunnerLog(logger, options.log_level, options.debug)
         self._backend = backend
+        # Which engine runs the model and why: forced here; RunnerType.VAIML's factory
+        # path replaces it with the measured (or cached) choice.
+        self._engine_choice = EngineChoice.forced(
+            RunnerType.OPENVINO if backend.name == "openvino" else RunnerType.ONNXRUNTIME
+        )
         self._engine_cache = engine_cache
         self._engines = list(engines)  # every engine, closed at shutdown
         # The devices whose memory every engine binds in place (declared by the backends).
@@ -156,7 +164,9 @@ class Runner:
         return self._model.batch_size
 
     def get_property(self, key: str) -> Any:
-        """Backend facts and live counters: backend, device, model, batch_size, partitions,
+        """Backend facts and live counters: backend, device, engine ("onnxruntime" or
+        "openvino"), engine_reason (why, one line), runner_type (the RunnerType asked
+        for), model, batch_size, partitions,
         jobs_run, fast_calls, jobs_in_flight, bytes_converted, buffer_syncs (dma-buf syncs
         the runner issued), callback_errors,
         engine_threads, async_engine_threads, engines_loaded, trace_events, engine_cache
@@ -164,6 +174,9 @@ class Runner:
         self._check_open()
         props: dict[str, Any] = {
             "backend": self._backend.name,
+            "engine": self._engine_choice.engine_name,
+            "engine_reason": self._engine_choice.reason,
+            "runner_type": self._engine_choice.requested,
             "device": self._backend.device,
             "model": self._model.name,
             "batch_size": self._model.batch_size,
@@ -190,6 +203,22 @@ class Runner:
         if hasattr(self._options, key):
             return getattr(self._options, key)
         raise OptionError(f"unknown property {key!r}; known: {', '.join(props)}")
+
+    @property
+    def engine(self) -> RunnerType:
+        """The engine running the model: ONNXRUNTIME or OPENVINO (``RunnerType.VAIML``'s
+        measured choice, or the one ``runner_type`` forced)."""
+        return self._engine_choice.engine
+
+    @property
+    def engine_reason(self) -> str:
+        """Why :attr:`engine` runs the model, in one line (with the measured medians)."""
+        return self._engine_choice.reason
+
+    @property
+    def engine_choice(self) -> EngineChoice:
+        """The whole choice: engine, the runner type asked for, reason, medians, cached."""
+        return self._engine_choice
 
     model = ReadOnly[CompiledModel]("The compiled model this runner executes.")
     options = ReadOnly[RunnerOptions]("The validated options (see README, Runner options).")
@@ -286,7 +315,7 @@ class Runner:
         self,
         inputs: Sequence[Sequence[NpuTensor]],
         outputs: Sequence[Sequence[NpuTensor]],
-        callback: Callback | None = None,
+        callback: ExecuteAsyncCallback | None = None,
     ) -> JobHandle:
         """Submit one batch; returns at once with a job id, or the reason it was refused.
 

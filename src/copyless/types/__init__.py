@@ -23,12 +23,13 @@ from ._errors import (
     UnknownTensorError,
     UnsupportedError,
 )
-from ._info import JobHandle, NpuTensorInfo, QuantParameters
+from ._info import ExecuteAsyncCallback, JobHandle, NpuTensorInfo, QuantParameters
 
 __all__ = [
     "CopylessError",
     "DataType",
     "DeviceUnavailableError",
+    "ExecuteAsyncCallback",
     "JobHandle",
     "LayoutError",
     "MemoryLayout",
