@@ -55,8 +55,8 @@ def test_vaiml_is_the_default_measures_once_and_says_which(compiled, cache_dir, 
         assert runner.engine in (ORT, OV) and not choice.cached
         assert runner.get_property("engine") == choice.engine_name
         assert set(choice.medians_ms) == {"onnxruntime", "openvino"}
-        fastest = min(choice.medians_ms, key=choice.medians_ms.__getitem__)
-        assert choice.engine_name == fastest
+        ort, ov = choice.medians_ms["onnxruntime"], choice.medians_ms["openvino"]
+        assert choice.engine_name == ("openvino" if ov < 0.9 * ort else "onnxruntime")
         assert runner.engine_reason.startswith("measured fastest here at the compiled precision")
         x = np.random.default_rng(0).standard_normal((1, 8, 32, 32)).astype(np.float32)
         chosen = _outputs(runner, x)

@@ -121,6 +121,9 @@ class Runner:
         self._finalizer = weakref.finalize(
             self, _shutdown, self._executor, self._engines, self._all_slots, self._trace
         )
+        # The job workers start now, not on the first execute_async: a thread start waits
+        # for the new thread to be scheduled (under load, tens of ms on the caller).
+        start_workers(self._executor, self._worker_count())
 
     # -- queries ------------------------------------------------------------------------
     def get_tensors_info(
@@ -319,9 +322,11 @@ class Runner:
     ) -> JobHandle:
         """Submit one batch; returns at once with a job id, or the reason it was refused.
 
-        After :meth:`warm_up` a submit takes microseconds. Without it the first submit also
-        loads the async jobs' engines (onnxruntime: tens to hundreds of ms, the model's
-        load time) and the first jobs allocate the engines' working memory.
+        Never blocks for engine start-up: without :meth:`warm_up` the async jobs' engines
+        (onnxruntime) load on the worker thread of the first job, which just finishes later
+        (a failed load ends that job with OUT_OF_MEMORY / RUNTIME_ERROR); the first jobs
+        also allocate the engines' working memory. After ``warm_up()`` a submit takes
+        microseconds and the first job runs at steady-state speed.
         """
         if self._closed:
             self._log.error("execute_async on a closed runner")
@@ -334,9 +339,6 @@ class Runner:
         except PlanError as exc:
             self._log.error("execute_async: %s", exc)
             return JobHandle(exc.status, 0)
-        refused = self._load_async_engines()  # a no-op after warm_up() or the first job
-        if refused is not None:
-            return JobHandle(refused, 0)
         with self._lock:
             if self._closed:
                 return JobHandle(StatusCode.FAILURE, 0)
@@ -370,7 +372,12 @@ class Runner:
         plan = job.payload[0]
         status = StatusCode.FAILURE
         try:
-            if not self._closed:
+            # The async engines load here, on the worker, not on the submitting thread: a
+            # no-op after warm_up() or the first job; concurrent first jobs wait for one load.
+            refused = None if self._closed else self._load_async_engines()
+            if refused is not None:
+                status = refused
+            elif not self._closed:
                 status = self._run(plan, job.job_id)
         finally:
             # finish() runs callbacks; the future stays listed until they return, so close()
@@ -528,7 +535,11 @@ class Runner:
         finally:
             for slot, is_async in slots:
                 (self._free_async_slots if is_async else self._free_slots).append(slot)
-        start_workers(self._executor, min(self._options.async_threadpool_depth, count + 1))
+        start_workers(self._executor, self._worker_count())
+
+    def _worker_count(self) -> int:
+        """The job workers a runner keeps: one per concurrent run, one for callbacks."""
+        return min(self._options.async_threadpool_depth, self._options.max_concurrent_runs + 1)
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
