@@ -227,3 +227,38 @@ def test_a_finished_job_is_collectable_at_once(tiny, make_runner, order: str) ->
     assert runner.wait(a, 10_000) is S.SUCCESS
     if order == "submission":
         assert runner.wait(c, 10_000) is S.SUCCESS
+
+
+@pytest.mark.parametrize("runner_type", [cl.RunnerType.OPENVINO, cl.RunnerType.ONNXRUNTIME])
+def test_openvino_jobs_run_on_its_own_async_requests(tiny, runner_type) -> None:
+    """OpenVINO: a job starts on the engine's asynchronous request from the submitting
+    thread and finishes on OpenVINO's callback thread, with no job worker involved: with
+    the only worker held by a blocking callback, a job without callback still completes.
+    onnxruntime runs jobs on the workers, so there the second job waits for the worker."""
+    _, compiled = tiny
+    options = {"max_concurrent_runs": 2, "async_threadpool_depth": 1}
+    with cl.RunnerFactory.from_compiled(compiled, options, runner_type) as runner:
+        (ax, ay), (bx, by) = _slots(runner, 2)
+        bx.numpy()[...] = np.random.default_rng(3).standard_normal(bx.info.shape)
+        expected = np.zeros_like(by.numpy())
+        reference_out = cl.NpuTensor(by.info, expected, cl.MemoryType.USER_POINTER_CMA)
+        assert runner.execute([[bx]], [[reference_out]]) is S.SUCCESS  # the sync answer
+        release, held = threading.Event(), threading.Event()
+
+        def hold(_handle: cl.JobHandle) -> None:
+            held.set()
+            release.wait(30)
+
+        a = runner.execute_async([[ax]], [[ay]], callback=hold)
+        assert held.wait(30)  # the one job worker is busy in A's callback
+        try:
+            b = runner.execute_async([[bx]], [[by]])
+            if runner_type is cl.RunnerType.OPENVINO:
+                assert runner.wait(b, 10_000) is S.SUCCESS
+                np.testing.assert_array_equal(by.numpy(), expected)
+            else:
+                assert runner.wait(b, 300) is S.JOB_PENDING
+        finally:
+            release.set()
+        assert runner.wait(a, 10_000) is S.SUCCESS
+        assert runner.wait(b, 10_000) in (S.SUCCESS, S.INVALID_JOB_ID)

@@ -36,6 +36,7 @@ user to ``pip install copyless[openvino]``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import onnx
@@ -63,13 +64,13 @@ logger = logging.getLogger(__name__)
 _RUN = raw_infer()
 #: Host memory wrapped in place, ``InferRequest.infer`` as the fast path's call; the
 #: streams of one compiled model serve every request, so async jobs share the engines.
-CAPABILITIES = Capabilities(raw_call=True)
+CAPABILITIES = Capabilities(raw_call=True, native_async=True)
 
 
 class OvContext:
     """One ``InferRequest`` (one execution slot) plus the addresses bound to it."""
 
-    __slots__ = ("_bound", "_dynamic", "_indices", "_outputs", "_request")
+    __slots__ = ("_bound", "_done", "_dynamic", "_indices", "_outputs", "_request")
 
     def __init__(self, compiled: Any, inputs: dict[str, int], outputs: dict[str, int]) -> None:
         self._request = compiled.create_infer_request()
@@ -77,6 +78,7 @@ class OvContext:
         self._outputs = outputs
         self._bound: dict[str, tuple[int, tuple[int, ...]]] = {}
         self._dynamic = DynamicOutputs(self._request, outputs)
+        self._done: Callable[[BaseException | None], None] | None = None
 
     def bind_input(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
@@ -122,6 +124,27 @@ class OvContext:
         _RUN(self._request)
         if self._dynamic:
             self._dynamic.collect()
+
+    def start(self, done: Callable[[BaseException | None], None]) -> None:
+        """``InferRequest.start_async`` (returns at once; OpenVINO runs the request on its
+        own streams); ``done`` is called on OpenVINO's callback thread when it ends. The
+        callback is set once per request (``set_callback``), the ``done`` of each run kept
+        here: one run per request at a time."""
+        if self._done is None:
+            self._request.set_callback(self._finished, None)
+        self._done = done
+        self._request.start_async()
+
+    def _finished(self, _userdata: object) -> None:
+        done = self._done
+        error: BaseException | None = None
+        try:
+            if self._dynamic:
+                self._dynamic.collect()
+        except Exception as exc:  # noqa: BLE001 - handed to the runner as the run's error
+            error = exc
+        if done is not None:
+            done(error)
 
     def call_target(self) -> tuple[Any, tuple[Any, ...]]:
         """(callable, args) the runner's fast path replays: the C++ infer of this request."""

@@ -115,6 +115,13 @@ class Runner:
             max_workers=options.async_threadpool_depth, thread_name_prefix="copyless-job"
         )
         self._futures: dict[int, concurrent.futures.Future[None]] = {}
+        # Engines with native async runs (OpenVINO) start a job from the submitting thread
+        # and finish it on their own callback thread: no worker-thread hop (one partition,
+        # every tensor bound in place, no trace; other plans take the workers).
+        self._native = (
+            len(engines) == 1 and engines[0].capabilities.native_async and not self._trace.enabled
+        )
+        self._native_jobs: dict[int, Job] = {}
         self._bytes_converted = 0
         self._buffer_syncs = 0
         self._specs = {s.name: s for s in model.inputs + model.outputs}
@@ -347,13 +354,61 @@ class Runner:
                 return JobHandle(admitted, 0)
             # the job holds its tensors (the caller's lists) until it finishes
             admitted.payload = (plan, inputs, outputs)
-            try:
-                future = self._executor.submit(self._run_job, admitted)
-            except RuntimeError:  # executor shut down concurrently
-                self._jobs.finish(admitted, StatusCode.FAILURE)
-                return JobHandle(StatusCode.FAILURE, 0)
-            self._futures[admitted.job_id] = future
+            native = self._native and plan.direct
+            if native:
+                self._native_jobs[admitted.job_id] = admitted  # close() waits for it
+            else:
+                try:
+                    future = self._executor.submit(self._run_job, admitted)
+                except RuntimeError:  # executor shut down concurrently
+                    self._jobs.finish(admitted, StatusCode.FAILURE)
+                    return JobHandle(StatusCode.FAILURE, 0)
+                self._futures[admitted.job_id] = future
+        if native:
+            return self._start_native(admitted, plan)
         return JobHandle(StatusCode.SUCCESS, admitted.job_id)
+
+    def _start_native(self, job: Job, plan: CallPlan) -> JobHandle:
+        """Start ``job`` on the engine's own async request from this thread (see
+        ``_native``); it finishes in :meth:`_native_done` on the engine's callback thread."""
+        try:
+            slot = self._acquire_slot(False)
+        except Exception as exc:  # noqa: BLE001 - execution never raises
+            status = StatusCode.OUT_OF_MEMORY if isinstance(exc, MemoryError) else None
+            self._log.error("job %d: cannot create an execution slot: %s", job.job_id, exc)
+            self._end_native(job, status or StatusCode.RUNTIME_ERROR)
+            return JobHandle(StatusCode.SUCCESS, job.job_id)
+        try:
+            slot.start(plan, lambda error: self._native_done(job, slot, error))
+        except Exception as exc:  # noqa: BLE001 - a start that fails ends the job
+            self._native_done(job, slot, exc)
+        return JobHandle(StatusCode.SUCCESS, job.job_id)
+
+    def _native_done(self, job: Job, slot: Slot, error: BaseException | None) -> None:
+        status = StatusCode.SUCCESS
+        if isinstance(error, Exception):
+            status = self._engine_failed(job.job_id, error)
+        elif error is not None:
+            status = StatusCode.FAILURE
+        self._free_slots.append(slot)  # free before the job is: its slot is reusable
+        self._end_native(job, status)
+
+    def _end_native(self, job: Job, status: StatusCode) -> None:
+        """Finish ``job``: here (the engine's callback thread) when it has no callback; a
+        callback runs on a job worker instead, so one that blocks never stalls OpenVINO's
+        completions (the run itself took no hop)."""
+        if job.callback is not None:
+            try:
+                self._executor.submit(self._finish_native, job, status)
+                return
+            except RuntimeError:  # shut down by close(): report here
+                pass
+        self._finish_native(job, status)
+
+    def _finish_native(self, job: Job, status: StatusCode) -> None:
+        self._jobs.finish(job, status)
+        with self._lock:
+            self._native_jobs.pop(job.job_id, None)
 
     def wait(self, job_handle: JobHandle, timeout_ms: int = -1) -> StatusCode:
         """The job's final status; JOB_PENDING on timeout (0 polls, negative waits without
@@ -556,15 +611,16 @@ class Runner:
                 return
             self._closed = True
             futures = dict(self._futures)
+            native = list(self._native_jobs.values())
         replays_done = self._replays.stop(CLOSE_TIMEOUT_S)  # a replayed call returns first
         syncs_done = self._jobs.close_sync(CLOSE_TIMEOUT_S)  # then the Python path's calls
         for future in futures.values():
             future.cancel()  # queued jobs see _closed and finish as FAILURE
         _done, not_done = concurrent.futures.wait(list(futures.values()), timeout=CLOSE_TIMEOUT_S)
-        if not_done:
-            self._log.warning(
-                "close(): %d job(s) still running after %.0f s", len(not_done), CLOSE_TIMEOUT_S
-            )
+        native_left = [job for job in native if not job.reported.wait(CLOSE_TIMEOUT_S)]
+        if not_done or native_left:
+            self._log.warning("close(): %d job(s) still running after %.0f s",
+                              len(not_done) + len(native_left), CLOSE_TIMEOUT_S)  # fmt: skip
         for job in self._jobs.pending_jobs():
             if job.job_id in futures and futures[job.job_id].cancelled():
                 self._jobs.finish(job, StatusCode.FAILURE)
@@ -573,7 +629,7 @@ class Runner:
             self._log.info("profiling trace written to %s", path)
         with self._plans_lock:
             self._plans.clear()
-        if not_done or not replays_done or not syncs_done:
+        if not_done or native_left or not replays_done or not syncs_done:
             # A job (or its callback) is still running: releasing the engines and slots it
             # uses would pull memory from under it, and joining its thread would make close()
             # unbounded. Its thread ends when it returns; the engines go with the last
