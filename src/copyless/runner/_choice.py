@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backends._cache import cpu_tag
+from ..backends import cpu_tag
 from ..model import CompiledModel
 from ..model.zoo import cache_root
 from ..types import ModelLoadError, RunnerType, StatusCode, TensorDirection, UnsupportedError

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..backends._cuda_options import CudaOptions, parse_cuda_options
-from ..model._config import ConfigFile, read_config
+from ..backends import CudaOptions, parse_cuda_options
+from ..model import ConfigFile, read_config
 from ..types import OptionError
 
 logger = logging.getLogger(__name__)
