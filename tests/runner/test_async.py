@@ -262,3 +262,45 @@ def test_openvino_jobs_run_on_its_own_async_requests(tiny, runner_type) -> None:
             release.set()
         assert runner.wait(a, 10_000) is S.SUCCESS
         assert runner.wait(b, 10_000) in (S.SUCCESS, S.INVALID_JOB_ID)
+
+
+def _reshape_by_input_model():
+    """y = sum(reshape(x [2,3], s)): static output, a run that fails when s does not hold 6."""
+    import onnx
+    import onnx.helper as oh
+    import onnx.numpy_helper as onh
+
+    f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+    graph = oh.make_graph(
+        [oh.make_node("Reshape", ["x", "s"], ["r"]),
+         oh.make_node("ReduceSum", ["r"], ["t"], keepdims=0),
+         oh.make_node("Reshape", ["t", "one"], ["y"])],
+        "reshape_by_input",
+        [oh.make_tensor_value_info("x", f32, [2, 3]), oh.make_tensor_value_info("s", i64, [2])],
+        [oh.make_tensor_value_info("y", f32, [1])],
+        initializer=[onh.from_array(np.array([1], np.int64), "one")],
+    )  # fmt: skip
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 8
+    return compile_to_memory(model)
+
+
+def test_a_failed_native_openvino_run_ends_its_job() -> None:
+    """OpenVINO calls no callback when an async run fails: the failure watch ends the job
+    with RUNTIME_ERROR (it stayed JOB_PENDING for ever), and the runner goes on."""
+    compiled = _reshape_by_input_model()
+    with cl.RunnerFactory.from_compiled(compiled, None, cl.RunnerType.OPENVINO) as runner:
+        infos = runner.get_tensors_info
+        ins = [runner.allocate_npu_tensor(i) for i in infos(cl.TensorDirection.INPUT)]
+        outs = [runner.allocate_npu_tensor(i) for i in infos(cl.TensorDirection.OUTPUT)]
+        ins[0].numpy()[...] = np.arange(6, dtype=np.float32).reshape(2, 3)
+        ended: list[cl.JobHandle] = []
+        cases = (((3, 2), S.SUCCESS), ((5, 7), S.RUNTIME_ERROR), ((6, 1), S.SUCCESS))
+        for shape, expected in cases:
+            ins[1].numpy()[...] = shape
+            job = runner.execute_async([ins], [outs], callback=ended.append)
+            assert job.status is S.SUCCESS
+            assert runner.wait(job, 10_000) is expected, shape
+            if expected is S.SUCCESS:
+                assert outs[0].numpy()[0] == 15.0
+        assert [h.status for h in ended] == [S.SUCCESS, S.RUNTIME_ERROR, S.SUCCESS]

@@ -36,6 +36,7 @@ user to ``pip install copyless[openvino]``.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -45,6 +46,7 @@ from ..model import Partition
 from ..types import DataType, ModelLoadError, UnsupportedError
 from ._base import Capabilities
 from ._cache import EngineCache
+from ._openvino_async import FailureWatch
 from ._openvino_dynamic import DynamicOutputs
 
 # openvino comes through the helper module, whose import maps a missing package to
@@ -70,15 +72,25 @@ CAPABILITIES = Capabilities(raw_call=True, native_async=True)
 class OvContext:
     """One ``InferRequest`` (one execution slot) plus the addresses bound to it."""
 
-    __slots__ = ("_bound", "_done", "_dynamic", "_indices", "_outputs", "_request")
+    __slots__ = ("_bound", "_callback_set", "_claim", "_done", "_dynamic", "_indices",
+                 "_outputs", "_request", "_watch")  # fmt: skip
 
-    def __init__(self, compiled: Any, inputs: dict[str, int], outputs: dict[str, int]) -> None:
+    def __init__(
+        self,
+        compiled: Any,
+        inputs: dict[str, int],
+        outputs: dict[str, int],
+        watch: FailureWatch,
+    ) -> None:
         self._request = compiled.create_infer_request()
+        self._watch = watch
         self._indices = inputs
         self._outputs = outputs
         self._bound: dict[str, tuple[int, tuple[int, ...]]] = {}
         self._dynamic = DynamicOutputs(self._request, outputs)
         self._done: Callable[[BaseException | None], None] | None = None
+        self._claim = threading.Lock()  # the callback and the failure watch race to end a run
+        self._callback_set = False
 
     def bind_input(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
@@ -127,24 +139,50 @@ class OvContext:
 
     def start(self, done: Callable[[BaseException | None], None]) -> None:
         """``InferRequest.start_async`` (returns at once; OpenVINO runs the request on its
-        own streams); ``done`` is called on OpenVINO's callback thread when it ends. The
-        callback is set once per request (``set_callback``), the ``done`` of each run kept
+        own streams); ``done(None)`` is called on OpenVINO's callback thread when it ends,
+        ``done(error)`` by the engine's :class:`FailureWatch` when it fails (OpenVINO calls no
+        callback then). The callback is set once per request, the ``done`` of each run kept
         here: one run per request at a time."""
-        if self._done is None:
+        if not self._callback_set:
             self._request.set_callback(self._finished, None)
+            self._callback_set = True
         self._done = done
-        self._request.start_async()
+        self._watch.add(self)
+        try:
+            self._request.start_async()
+        except BaseException:
+            self._take()
+            raise
+
+    def _take(self) -> Callable[[BaseException | None], None] | None:
+        """The run's ``done``, for whoever ends the run first (then None)."""
+        with self._claim:
+            done, self._done = self._done, None
+        self._watch.discard(self)
+        return done
 
     def _finished(self, _userdata: object) -> None:
-        done = self._done
+        done = self._take()
+        if done is None:
+            return
         error: BaseException | None = None
         try:
             if self._dynamic:
                 self._dynamic.collect()
         except Exception as exc:  # noqa: BLE001 - handed to the runner as the run's error
             error = exc
-        if done is not None:
-            done(error)
+        done(error)
+
+    def check_failed(self) -> None:
+        """For the failure watch: end the run with its error if it failed."""
+        if self._done is None:
+            return
+        try:
+            self._request.wait_for(0)
+        except Exception as exc:  # noqa: BLE001 - the run's error, reported as such
+            done = self._take()
+            if done is not None:
+                done(exc)
 
     def call_target(self) -> tuple[Any, tuple[Any, ...]]:
         """(callable, args) the runner's fast path replays: the C++ infer of this request."""
@@ -175,6 +213,7 @@ class OvEngine:
         self._compiled = compiled
         self._inputs = _port_indices(compiled.inputs, partition.inputs, partition.name)
         self._outputs = _port_indices(compiled.outputs, partition.outputs, partition.name)
+        self._watch = FailureWatch()  # ends the failed async runs of this engine's contexts
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -200,11 +239,12 @@ class OvEngine:
         return found
 
     def new_context(self) -> OvContext:
-        return OvContext(self._compiled, self._inputs, self._outputs)
+        return OvContext(self._compiled, self._inputs, self._outputs, self._watch)
 
     def close(self) -> None:
         # Dropping the last reference frees the compiled model (contexts hold their own).
         self._compiled = None
+        self._watch.close()
 
 
 class OpenVinoSettings(Protocol):
