@@ -3,6 +3,7 @@ versions and CPU; a corrupt or foreign cache is ignored and rewritten; forced ty
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -14,6 +15,7 @@ import pytest
 import copyless as cl
 from copyless.model import CompiledModel, compile_to_memory
 from copyless.runner import Runner, RunnerFactory
+from copyless.runner._choice import EngineChoice
 from model_helpers import conv_net, unknown_rank_model
 
 CPU_VIEWS = {"input_tensor_type": "CPU", "output_tensor_type": "CPU"}
@@ -148,3 +150,37 @@ def test_a_chosen_openvino_runs_float_graphs_in_f32(compiled, cache_dir) -> None
     with RunnerFactory.from_compiled(compiled, {"device": "CPU"}) as runner:
         engine = runner._sync_engines[0]  # the OpenVINO engine the choice kept
         assert engine.compiled_model.get_property("INFERENCE_PRECISION_HINT").to_string() == "f32"
+
+
+def test_a_cached_engine_that_cannot_load_the_model_is_measured_again(
+    cache_dir, caplog
+) -> None:
+    """A cache naming openvino for a model OpenVINO refuses (a Conv without its weights):
+    the runner says so and measures again, where onnxruntime finds the graph corrupt: one
+    ModelLoadError, and OpenVINO's reader is never given it (it crashed on such graphs)."""
+    import onnx
+    import onnx.helper as oh
+
+    from copyless.runner import parse_options
+    from copyless.runner._choice import _cache_file, _write
+
+    f32 = onnx.TensorProto.FLOAT
+    graph = oh.make_graph(
+        [oh.make_node("Relu", ["x"], ["y"])], "g",
+        [oh.make_tensor_value_info("x", f32, [1, 4])],
+        [oh.make_tensor_value_info("y", f32, [1, 4])],
+    )  # fmt: skip
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 8
+    compiled = compile_to_memory(model)
+    broken = compiled.partitions[0].onnx_bytes.replace(b"Relu", b"Conv")  # 1 input: malformed
+    partition = dataclasses.replace(compiled.partitions[0], onnx_bytes=broken)
+    spoiled = dataclasses.replace(compiled, partitions=(partition,))
+    with pytest.raises(cl.ModelLoadError, match="malformed graph"):
+        RunnerFactory.from_compiled(spoiled, None, OV)
+    path, record = _cache_file(spoiled, parse_options(None))
+    _write(path, record, EngineChoice(OV, VAIML, "measured earlier", {"openvino": 1.0}))
+    caplog.set_level(logging.WARNING, logger="copyless.runner")
+    with pytest.raises(cl.ModelLoadError, match="onnxruntime refused the graph"):
+        RunnerFactory.from_compiled(spoiled)
+    assert "the cached engine openvino cannot load it" in caplog.text

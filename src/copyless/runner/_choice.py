@@ -108,7 +108,11 @@ def choose_engine(model: CompiledModel, options: RunnerOptions, build: Build) ->
     path, record = _cache_file(model, options)
     cached = _read(path, record)
     if cached is not None:
-        return _adopt(build(cached.engine, options), cached)
+        try:
+            return _adopt(build(cached.engine, options), cached)
+        except (UnsupportedError, ModelLoadError) as exc:  # e.g. a check added since
+            logger.warning("%s: the cached engine %s cannot load it (%s): measuring again",
+                           model.name, cached.engine_name, exc)  # fmt: skip
     runner, choice = _measure(model, options, build)
     if choice.medians_ms:
         _write(path, record, choice)
@@ -148,7 +152,11 @@ def _measure(
         for engine in (RunnerType.ONNXRUNTIME, RunnerType.OPENVINO):
             try:
                 runners[engine] = build(engine, quiet)
-            except (UnsupportedError, ModelLoadError) as exc:
+            except ModelLoadError as exc:
+                if engine is RunnerType.ONNXRUNTIME:
+                    raise  # a graph onnxruntime finds corrupt is not given to OpenVINO
+                refused[engine] = exc
+            except UnsupportedError as exc:
                 refused[engine] = exc
         if len(runners) < 2:
             return _one_left(runners, refused, options)
