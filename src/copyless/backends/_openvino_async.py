@@ -4,8 +4,8 @@ OpenVINO calls a request's callback (``InferRequest.set_callback``) only when th
 succeeds: when it fails, the binding raises on OpenVINO's thread, the callback never comes,
 and the error waits in the request for a ``wait()`` nobody makes. A job would then stay
 pending for ever. A :class:`FailureWatch` (one per engine) closes that gap: a context
-registers each run it starts, and one thread (started with the first run in flight, gone
-as soon as none is, joined when the engine closes) polls the
+registers each run it starts, and one thread (started with the engine's first run, asleep
+while no run is in flight, joined when the engine closes) polls the
 requests every :data:`PERIOD_S` with ``wait_for(0)``, which raises a failed run's error;
 the context then reports that error instead of the callback. Successful runs never go
 through it (their callback ends them), so it costs nothing on the hot path.
@@ -39,18 +39,19 @@ class FailureWatch:
 
     def add(self, context: Watched) -> None:
         with self._changed:
+            idle = not self._watched
             self._watched.add(context)
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(
                     target=self._loop, name="copyless-ov-watch", daemon=True
                 )
                 self._thread.start()
+            if idle:  # wakes an idle watch only: a polling one keeps its period
+                self._changed.notify_all()
 
     def discard(self, context: Watched) -> None:
         with self._changed:
             self._watched.discard(context)
-            if not self._watched:
-                self._changed.notify_all()  # the thread leaves now, not a period later
 
     def close(self) -> None:
         with self._changed:
@@ -64,10 +65,11 @@ class FailureWatch:
     def _loop(self) -> None:
         while True:
             with self._changed:
-                self._changed.wait_for(lambda: not self._watched, self._period_s)
-                if not self._watched or self._closed:
-                    if self._thread is threading.current_thread():
-                        self._thread = None
+                # idle (no run in flight): sleeps until a run starts or the engine closes
+                self._changed.wait_for(lambda: self._watched or self._closed)
+                if not self._closed:
+                    self._changed.wait(self._period_s)
+                if self._closed:
                     return
                 current = list(self._watched)
             for context in current:
