@@ -184,3 +184,38 @@ def test_a_cached_engine_that_cannot_load_the_model_is_measured_again(
     with pytest.raises(cl.ModelLoadError, match="onnxruntime refused the graph"):
         RunnerFactory.from_compiled(spoiled)
     assert "the cached engine openvino cannot load it" in caplog.text
+
+
+def test_a_model_that_fails_on_zeros_still_loads_on_onnxruntime(cache_dir) -> None:
+    """y = sum(range(0, 6, d)): d = 0 (the measuring run's zeros) makes the run fail; the
+    model is fine with real inputs, so the default runner loads it on onnxruntime (said)."""
+    import onnx
+    import onnx.helper as oh
+    import onnx.numpy_helper as onh
+
+    f32 = onnx.TensorProto.FLOAT
+    graph = oh.make_graph(
+        [oh.make_node("Range", ["zero", "six", "d"], ["r"]),
+         oh.make_node("ReduceSum", ["r"], ["t"], keepdims=0),
+         oh.make_node("Reshape", ["t", "one"], ["y"])],
+        "range_by_input",
+        [oh.make_tensor_value_info("d", f32, [])],
+        [oh.make_tensor_value_info("y", f32, [1])],
+        initializer=[onh.from_array(np.array(0, np.float32), "zero"),
+                     onh.from_array(np.array(6, np.float32), "six"),
+                     onh.from_array(np.array([1], np.int64), "one")],
+    )  # fmt: skip
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 8
+    with RunnerFactory.from_compiled(compile_to_memory(model)) as runner:
+        assert runner.engine is ORT
+        assert runner.engine_reason.startswith("not measured: a run on zeros gave"), (
+            runner.engine_reason
+        )
+        infos = runner.get_tensors_info
+        ins = [runner.allocate_npu_tensor(i) for i in infos(cl.TensorDirection.INPUT)]
+        outs = [runner.allocate_npu_tensor(i) for i in infos(cl.TensorDirection.OUTPUT)]
+        ins[0].numpy()[...] = 2.0  # 0 + 2 + 4
+        assert runner.execute([ins], [outs]) is cl.StatusCode.SUCCESS
+        assert outs[0].numpy()[0] == 6.0
+    assert not cache_dir.exists()  # nothing measured, nothing cached

@@ -44,7 +44,14 @@ from typing import TYPE_CHECKING, Any
 from ..backends import cpu_tag
 from ..model import CompiledModel
 from ..model.zoo import cache_root
-from ..types import ModelLoadError, RunnerType, StatusCode, TensorDirection, UnsupportedError
+from ..types import (
+    CopylessError,
+    ModelLoadError,
+    RunnerType,
+    StatusCode,
+    TensorDirection,
+    UnsupportedError,
+)
 from ._options import RunnerOptions
 
 if TYPE_CHECKING:
@@ -161,6 +168,11 @@ def _measure(
         if len(runners) < 2:
             return _one_left(runners, refused, options)
         medians = _time_runs(runners, start)
+        if isinstance(medians, str):  # not measurable: onnxruntime, the reference engine
+            winner = runners.pop(RunnerType.ONNXRUNTIME)
+            if options.warm_up:
+                winner.warm_up()
+            return winner, EngineChoice(RunnerType.ONNXRUNTIME, RunnerType.VAIML, medians)
         ort, ov = medians[RunnerType.ONNXRUNTIME], medians[RunnerType.OPENVINO]
         best = RunnerType.OPENVINO if ov < ort * (1.0 - MARGIN) else RunnerType.ONNXRUNTIME
         if options.warm_up:
@@ -199,18 +211,29 @@ def _one_left(
     return runner, EngineChoice(engine, RunnerType.VAIML, reason)
 
 
-def _time_runs(runners: dict[RunnerType, Runner], start: float) -> dict[RunnerType, float]:
-    """Median seconds of ``execute`` per engine, on zero-filled runner-allocated tensors,
-    alternating engines so load from elsewhere hits both alike; one untimed run first."""
+def _time_runs(
+    runners: dict[RunnerType, Runner], start: float
+) -> dict[RunnerType, float] | str:
+    """Median milliseconds of ``execute`` per engine, on zero-filled runner-allocated
+    tensors, alternating engines so load from elsewhere hits both alike; one untimed run
+    first (onnxruntime's first). Why nothing was measured, instead, when a first run fails
+    on zeros or alone takes longer than the budget (then the other engine never runs)."""
     calls: dict[RunnerType, Callable[[], StatusCode]] = {}
     for engine, runner in runners.items():
         infos = runner.get_tensors_info
-        ins = [runner.allocate_npu_tensor(i) for i in infos(TensorDirection.INPUT)]
-        outs = [runner.allocate_npu_tensor(i) for i in infos(TensorDirection.OUTPUT)]
+        try:
+            ins = [runner.allocate_npu_tensor(i) for i in infos(TensorDirection.INPUT)]
+            outs = [runner.allocate_npu_tensor(i) for i in infos(TensorDirection.OUTPUT)]
+        except CopylessError as exc:
+            return f"not measured: its tensors cannot be allocated ({exc})"
         calls[engine] = lambda r=runner, i=ins, o=outs: r.execute([i], [o])  # type: ignore[misc]
+        began = time.perf_counter()
         status = calls[engine]()
+        took = time.perf_counter() - began
         if status is not StatusCode.SUCCESS:
-            raise ModelLoadError(f"measuring {_NAMES[engine]}: execute returned {status.name}")
+            return f"not measured: a run on zeros gave {status.name} on {_NAMES[engine]}"
+        if took > BUDGET_S:
+            return f"not measured: one run took {took:.1f} s on {_NAMES[engine]}"
     times: dict[RunnerType, list[float]] = {engine: [] for engine in calls}
     while True:
         for engine, call in calls.items():
