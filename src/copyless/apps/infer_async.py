@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..runner import Runner, RunnerFactory, RunnerOptions, batch_axis
+from ..runner import Runner, RunnerFactory, batch_axis
 from ..types import (
     CopylessError,
     JobHandle,
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             # instead of sessions of cores // jobs threads each. Lite0 on 2 idle cores, async
             # pass / sync pass without and with --host-work-ms 5: batch 1 1.05-1.07x /
             # 1.25-1.27x (own sessions: 1.04-1.19x / 1.05-1.11x); batch 8 1.02x (0.87x)
-            options["num_threads"] = RunnerOptions().engine_threads()
+            options["async_engines"] = "shared"
         with RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
             return _run(runner, args)
     except CopylessError as exc:

@@ -177,10 +177,11 @@ def _run(source: VideoSource, args: argparse.Namespace, errors: _FFmpegErrors) -
             raise VideoError(f"no model at {model} (built-in models: {', '.join(BUILTIN)})")
         options = runner_options(args, max_concurrent_runs=args.slots)
         if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
-            # only async jobs run here: size the engines for them up front, so the runner
-            # does not load a second set (cores // slots threads each) on the first job
+            # only async jobs run here: the sync engines, sized for them (cores // slots
+            # threads each), are theirs; no second set loaded on the first job
             sized = RunnerOptions(max_concurrent_runs=args.slots)
             options["num_threads"] = sized.async_engine_threads()
+            options["async_engines"] = "shared"
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
             planes = _model_planes(runner)
             if planes != info.input_format:
