@@ -343,7 +343,7 @@ def test_a_fast_path_made_without_init_is_safe_to_call() -> None:
     from copyless.runner._fast import FastPath
 
     class Tensor:
-        _bytes = b"open"
+        _span = b"open"  # what the fast path reads: None once a tensor is closed
 
     x, y = Tensor(), Tensor()
     path = FastPath.__new__(FastPath)

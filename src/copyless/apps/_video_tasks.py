@@ -32,7 +32,7 @@ class Result:
     boxes: tuple[Box, ...] = ()
 
 
-class Task(Protocol):
+class VideoTask(Protocol):
     def __call__(self, output: NpuTensor, index: int) -> Result: ...
 
 
@@ -73,7 +73,7 @@ class TextBoxes:
         return Result(lines, f"{index}: {len(boxes)} text boxes", boxes)
 
 
-def task_for(out: NpuTensorInfo, quant: QuantParameters | None, info: StreamInfo) -> Task:
+def task_for(out: NpuTensorInfo, quant: QuantParameters | None, info: StreamInfo) -> VideoTask:
     """The task the model's one output calls for; VideoError for any other output."""
     shape = out.shape
     if shape and shape[0] == 1 and (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))):

@@ -112,7 +112,7 @@ class _Times:
 
 
 @dataclass
-class _Slot:
+class _InFlight:
     output: NpuTensor
     frame: VideoFrame | None = None
     handle: JobHandle | None = None
@@ -245,7 +245,7 @@ class _Pipeline:
             raise VideoError(f"copyless-video needs a model with one output, not {len(outputs)}")
         out_info = outputs[0]
         self.task = task_for(out_info, runner.get_quant_parameters(out_info.name), info)
-        self.slots = [_Slot(runner.allocate_npu_tensor(out_info)) for _ in range(args.slots)]
+        self.slots = [_InFlight(runner.allocate_npu_tensor(out_info)) for _ in range(args.slots)]
         self.times = _Times()
         self.failure: str | None = None
 
@@ -341,7 +341,7 @@ class _Pipeline:
                 return
             submitted += 1
 
-    def _submit(self, slot: _Slot, frame: VideoFrame) -> bool:
+    def _submit(self, slot: _InFlight, frame: VideoFrame) -> bool:
         t0 = now()
         tensors = [
             NpuTensor(info, plane, MemoryType.USER_POINTER_CMA)
@@ -359,11 +359,11 @@ class _Pipeline:
         slot.frame, slot.handle = frame, handle
         return True
 
-    def _in_order(self, count: int) -> list[_Slot]:
+    def _in_order(self, count: int) -> list[_InFlight]:
         pending = [s for s in self.slots if s.handle is not None and s.frame is not None]
         return sorted(pending, key=lambda s: s.frame.index if s.frame else 0)[:count]
 
-    def _finish(self, slot: _Slot) -> bool:
+    def _finish(self, slot: _InFlight) -> bool:
         """Collect the slot's job and postprocess its frame; False when the job failed."""
         frame, handle = slot.frame, slot.handle
         slot.frame, slot.handle = None, None
