@@ -71,7 +71,7 @@ class Manifest:
         from pyarrow import csv
 
         if self.format == "parquet":
-            ds = ray.data.read_parquet(self.uri, columns=[self.column])
+            ds = ray.data.read_parquet(self.uri).select_columns([self.column])
         else:
             ds = ray.data.read_csv(
                 self.uri,

@@ -4,7 +4,7 @@ Ray schedules by logical resources and never says that a request cannot be met: 
 pool whose actors reserve every CPU of the cluster starves the decode tasks forever (their
 demand stays pending, no error). :func:`plan_resources` checks, before anything is
 submitted, that the actors and at least one decode task fit the nodes (each request on one
-node, as Ray places them); when they do not, it shrinks the request, first by giving each
+node, the actors spread as Ray Data spreads them); when they do not, it shrinks the request, first by giving each
 actor a fraction of a CPU (an actor's engine threads follow what it reserved), then by
 running fewer actors, and says so in :attr:`ResourcePlan.note`. When not even one actor
 and one decode task fit, it raises :class:`PlanError` with the numbers.
@@ -94,14 +94,13 @@ def node_cpus() -> list[float]:
 
 
 def _fits(actors: int, cpus: float, decode: float, nodes: Sequence[float]) -> bool:
-    """Best fit: each actor on the node it fills most tightly; then a decode task on the
-    node with the most left."""
+    """Each actor on the node with the most left (Ray Data spreads its actors); then a
+    decode task on the node with the most left."""
     free = sorted(nodes)
     for _ in range(actors):
-        slot = next((i for i, left in enumerate(free) if left + 1e-9 >= cpus), None)
-        if slot is None:
+        if not free or free[-1] + 1e-9 < cpus:
             return False
-        free[slot] -= cpus
+        free[-1] -= cpus
         free.sort()
     return bool(free) and free[-1] + 1e-9 >= decode
 
