@@ -45,7 +45,7 @@ class NodeProbe(Predictor):
         return out
 
 
-def _gated(gate: Path, head_node: str) -> type[Predictor]:
+def _gated(gate: Path, head_node: str | None) -> type[Predictor]:
     """A NodeProbe whose second batch, on the first actor found on a worker node, writes
     its node id to ``gate`` and blocks (until its node is killed)."""
 
@@ -129,7 +129,7 @@ def test_a_worker_node_killed_mid_job_loses_no_image(
     cluster, many_photos, batch_model, tmp_path
 ) -> None:
     head, *workers = cluster
-    head_node = ray.get_runtime_context().get_node_id()  # the driver runs on the head
+    head_node = _raylet_node(head)
     gate = tmp_path / "gate"
     killed: list[str] = []
 
