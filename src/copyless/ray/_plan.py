@@ -6,8 +6,8 @@ demand stays pending, no error). :func:`plan_resources` checks, before anything 
 submitted, that the actors and at least one decode task fit the nodes (each request on one
 node, the actors spread as Ray Data spreads them); when they do not, it shrinks the request,
 first by giving each actor a fraction of a CPU (an actor's engine threads follow what it
-reserved), then by running fewer actors, and says so in :attr:`ResourcePlan.note`. When not even one actor
-and one decode task fit, it raises :class:`PlanError` with the numbers.
+reserved), then by running fewer actors, and says so in :attr:`ResourcePlan.note`. When
+not even one actor and one decode task fit, it raises :class:`PlanError` with the numbers.
 
 :func:`node_cpus` reads the CPUs of each alive node of the connected cluster.
 """
