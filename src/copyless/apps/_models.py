@@ -17,8 +17,8 @@ from typing import Any
 
 import onnx
 
-from ..model import compile_model, zoo
-from ..model._compiler import artifact_key
+from ..model import zoo
+from ..model._artifact import artifact_key
 from ..model._graph import graph_inputs
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.rai")
     logger.info("compiling %s for %s input -> %s", name, options["input_format"], target)
+    from ..model import compile_model  # the compiler: loaded only to compile
+
     compile_model(source, tmp, **options)
     os.replace(tmp, target)
     return target

@@ -29,7 +29,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ...model import compile_model, compile_to_memory, zoo
-from ...model._compiler import artifact_key
+from ...model._artifact import artifact_key
 from ...types import QuantParameters, UnsupportedError
 from .._models import recorded_preprocessing
 
