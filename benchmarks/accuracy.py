@@ -55,7 +55,7 @@ from copyless.apps._models import CLASSIFIER, builtin_model
 from copyless.model import load_model, zoo
 from copyless.model._preprocessing import preprocessing_of
 from copyless.ray import FrameSpec, decode_frames
-from copyless.vision import classify_preprocess, decode
+from copyless.vision import DECODE_HEADROOM, classify_preprocess, decode
 
 EXIT_USAGE = 2
 FRAME = (480, 640)
@@ -260,7 +260,8 @@ def photo_paths(args: argparse.Namespace, ref: Reference, log: Callable[[str], N
         want = ref.logits(ref.pil(rgb))
         tallies["opencv-linear"].add(ref.logits(ref.opencv(rgb, cv2.INTER_LINEAR)), want)
         tallies["opencv-area"].add(ref.logits(ref.opencv(rgb, cv2.INTER_AREA)), want)
-        ours = decode(v.jpeg, min_size=(spec.resize_short, spec.resize_short))
+        side = spec.resize_short * DECODE_HEADROOM  # as copyless-zerocopy/-batch decode
+        ours = decode(v.jpeg, min_size=(side, side))
         fp32_out: dict[str, Array] = {}
         for name, clf in paths.items():
             kind, engine = name.split("/")
