@@ -10,8 +10,8 @@ normalisation, float conversion, NCHW) is folded into the compiled model
 JPEGs are decoded by libjpeg-turbo already downscaled (in the DCT) to the smallest size that
 still covers twice ``resize_short`` (``vision.DECODE_HEADROOM``: the resize's filter then
 dominates, and the frames equal PIL's resize + crop to about a level); the fused
-resize/crop kernel writes each frame straight into the batch array. A file that cannot be read or decoded gives a zero frame and an ``error``
-message; the batch goes on.
+resize/crop kernel writes each frame straight into the batch array. A file that cannot be
+read or decoded gives a zero frame and an ``error`` message; the batch goes on.
 """
 
 from __future__ import annotations
