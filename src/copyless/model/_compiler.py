@@ -337,7 +337,9 @@ def _input_fold(cpu: NpuTensorInfo, opts: CompileOptions, q: Quantized | None) -
             )
         pixels, geometry = pixel_geometry(cpu, opts)
         hw = hw_info_for(pixels, fmt.memory_layout, fmt.data_type)
-        return Fold(pixels, hw, cpu.data_type, None, normalization(opts), *geometry)
+        return Fold(
+            pixels, hw, cpu.data_type, None, normalization(opts), *geometry, opts.input_crop
+        )
     quant = q.inputs.get(cpu.name) if q else None
     dtype, quant = _dtype_and_quant(cpu, wanted, quant, "input_dtype")
     return Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)

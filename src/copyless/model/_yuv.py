@@ -186,9 +186,8 @@ def _plane_chain(
                      chain.const([2, 3], np.int64, "axes"))  # fmt: skip
         chain.op("Cast", to=onnx.TensorProto.FLOAT)
         return chain
-    chain.op("Cast", to=onnx.TensorProto.FLOAT)
     rows, cols = plane_taps(size, (target[2], target[3]), crop, 1 if channels == 1 else 2)
-    resample(model, chain, rows, cols)  # reads only valid samples: no Slice of the padding
+    resample(chain, rows, cols, cast=True)  # slices off the padding, then casts
     return chain
 
 
