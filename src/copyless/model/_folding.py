@@ -5,9 +5,9 @@ For an input the graph starts with the dtype step (``Cast``, or ``DequantizeLine
 quantized integer view) and the layout step (``Transpose``/``Reshape`` back to the model's
 NCHW, ``Slice`` of the channel padding), the layout step first when the HW elements are
 narrower than the model's (bytes move faster than floats); then for frames of another size
-the resize to the model's own H x W (:mod:`.resample`: PIL's bilinear on torchvision's crop
+the resize to the model's own H x W (:mod:`._resample`: PIL's bilinear on torchvision's crop
 coordinates, as fixed taps every engine computes the same; ``input_crop`` is part of it),
-and for pixel formats (see :mod:`.input_formats`) the normalisation ``(x - mean) / std`` as one
+and for pixel formats (see :mod:`._input_formats`) the normalisation ``(x - mean) / std`` as one
 ``Mul`` + ``Add``. For an output the graph ends with
 the layout step (``Transpose``, ``Pad`` with zeros, ``Reshape``) then the dtype step (``Cast``
 or ``QuantizeLinear``, which maps the zero padding to the zero point).
