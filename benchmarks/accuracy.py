@@ -56,6 +56,7 @@ from copyless.model import load_model, zoo
 from copyless.model._preprocessing import preprocessing_of
 from copyless.ray import FrameSpec, decode_frames
 from copyless.vision import DECODE_HEADROOM, classify_preprocess, decode
+from copyless.vision._video import plane_array
 
 EXIT_USAGE = 2
 FRAME = (480, 640)
@@ -285,8 +286,6 @@ def photo_paths(args: argparse.Namespace, ref: Reference, log: Callable[[str], N
 def video_paths(args: argparse.Namespace, ref: Reference, log: Callable[[str], None]) -> dict:
     import av
     import cv2
-
-    from copyless.vision._video import plane_array
 
     models = {fmt: yuv_model(fmt) for fmt in ("i420", "nv12")}
     paths = {f"{fmt}/{e}": Classifier(models[fmt], e) for fmt in models for e in args.engines}

@@ -99,6 +99,8 @@ from ._input_formats import input_format
 from ._options import CompileOptions, parse_options
 from ._partition import Part, find_cut, forward_boundaries, split
 from ._pixels import normalization, pixel_geometry
+from ._precision import KEY as PRECISION_KEY
+from ._precision import measure, precision_line
 from ._preprocessing import KEY as PREPROCESSING_KEY
 from ._preprocessing import record as record_preprocessing
 from ._quantize import Quantized, calibration_batches, quantize_int8
@@ -214,6 +216,11 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "options": json.dumps(opts.to_json(), sort_keys=True),
             PREPROCESSING_KEY: _preprocessing(opts, fixed.infos),
             **({"labels": json.dumps(list(folded.labels))} if folded else {}),
+            **(
+                {PRECISION_KEY: json.dumps(quantized.precision)}
+                if quantized and quantized.precision
+                else {}
+            ),
         },
     )
 
@@ -301,7 +308,11 @@ def _quantize(
     if info.data_type is not DataType.FLOAT32:
         raise UnsupportedError(f"quantize='int8' needs a float32 input; {info.describe()}")
     batches = calibration_batches(opts.calibration, info, opts.mean, opts.std)
-    return quantize_int8(model, info.name, batches, opts.quantize_ops, float_nodes)
+    quantized = quantize_int8(model, info.name, batches, opts.quantize_ops, float_nodes)
+    record = measure(model, quantized.model, info.name, batches, len(opts.calibration))
+    if record:
+        _log.info("%s", precision_line({PRECISION_KEY: json.dumps(record)}))
+    return dataclasses.replace(quantized, precision=record)
 
 
 def _hw_view(cpu: NpuTensorInfo, layout: MemoryLayout | None, dtype: DataType) -> NpuTensorInfo:
