@@ -53,7 +53,13 @@ from ..types import (
 )
 from ..vision import StreamInfo, VideoError, VideoFrame, VideoSource, VideoWriter, import_av
 from ._models import CLASSIFIER
-from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
+from ._setup import (
+    EXIT_USAGE,
+    add_runner_argument,
+    runner_options,
+    runner_type,
+    say_precision,
+)
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes, task_for
 from .bench.stages import now
 
@@ -183,6 +189,7 @@ def _run(source: VideoSource, args: argparse.Namespace, errors: _FFmpegErrors) -
             options["num_threads"] = sized.async_engine_threads()
             options["async_engines"] = "shared"
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
+            say_precision(runner)
             planes = _model_planes(runner)
             if planes != info.input_format:
                 source.use_planes(planes)  # e.g. an NV12 model on an I420 clip: one CPU pass

@@ -13,6 +13,7 @@ from ._graph import ELEM_OF, graph_inputs
 from ._input_formats import INPUT_FORMATS
 from ._loader import load_model
 from ._options import CompileOptions, parse_shape
+from ._precision import precision_line, precision_of
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "graph_inputs",
     "load_model",
     "parse_shape",
+    "precision_line",
+    "precision_of",
     "preprocessing_of",
     "read_config",
     "write_atomically",

@@ -11,7 +11,7 @@ decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv1
 
 from __future__ import annotations
 
-from ._decode import ImageSource, decode
+from ._decode import DECODE_HEADROOM, ImageSource, decode
 from ._detections import Detection, detections, draw_detections
 from ._formats import ColourFormat, Destination, colour_format_for
 from ._gpu import DeviceImage, download, upload
@@ -21,6 +21,7 @@ from ._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ._video_writer import VideoWriter
 
 __all__ = [
+    "DECODE_HEADROOM",
     "Box",
     "ColourFormat",
     "Destination",
