@@ -6,7 +6,7 @@ a ``vaiml_par_0`` directory.
 """
 
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
-from ._compiler import compile_model, compile_to_memory
+from ._compiler import artifact_key, compile_model, compile_to_memory
 from ._loader import load_model
 from ._options import CompileOptions
 
@@ -16,6 +16,7 @@ __all__ = [
     "Intermediate",
     "Partition",
     "TensorSpec",
+    "artifact_key",
     "compile_model",
     "compile_to_memory",
     "load_model",
