@@ -124,14 +124,21 @@ def draw_page(seed: int, *, size: tuple[int, int] = (1240, 1754), lines: int = 1
     y = rng.randint(40, 90)
     for _ in range(lines):
         font_size = rng.choice(_SIZES)
-        font = font_mod.load_default(size=font_size)
         text = _line_text(rng)
         x = rng.randint(40, 160)
-        x0, y0, x1, y1 = (int(v) for v in draw.textbbox((x, y), text, font=font))
-        if x1 > width - 20 or y1 > height - 20:
+        while True:  # shorter lines, then smaller type, until the line fits the width
+            font = font_mod.load_default(size=font_size)
+            x0, y0, x1, y1 = (int(v) for v in draw.textbbox((x, y), text, font=font))
+            if x1 <= width - 20 or (" " not in text and font_size <= min(_SIZES)):
+                break
+            if " " in text:
+                text = text.rsplit(" ", 1)[0]
+            else:
+                font_size = min(_SIZES)
+        if y1 > height - 20:
             break
         draw.text((x, y), text, fill=rng.choice(_INK), font=font)
         texts.append(text)
         boxes.append((x0, y0, x1, y1))
-        y = y1 + rng.randint(int(font_size * 0.8), int(font_size * 2.5))
+        y = y1 + rng.randint(int(font_size * 0.8), int(font_size * 2.0))
     return DrawnPage(np.asarray(page, dtype=np.uint8).copy(), tuple(texts), tuple(boxes))

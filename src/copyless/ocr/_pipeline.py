@@ -120,6 +120,7 @@ class OcrPipeline:
         self._cls: _Bound | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._last_done = 0.0
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -235,7 +236,11 @@ class OcrPipeline:
             else:
                 turn = None
             lines = self._recognise(page.image, quads, turn, times)
-        times.total = time.perf_counter() - page.start
+        done = time.perf_counter()
+        # overlapped pages: a page's total is the wall time since the previous page was
+        # done (or since it was submitted, when that is later), so totals add up to the run
+        times.total = done - max(page.start, self._last_done)
+        self._last_done = done
         return OcrResult(tuple(lines), page.image.shape[:2], times)
 
     def _quads(self, page: _Page) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
