@@ -70,6 +70,9 @@ class OcrModels:
 
     generation: str
     characters: tuple[str, ...]
+    #: the recogniser's output name where the model declares no shape for it (PP-OCRv4):
+    #: it is compiled with a capacity; None where the shape is declared
+    rec_output: str | None
 
     @classmethod
     def load(cls, generation: str | None = None) -> OcrModels:
@@ -86,7 +89,8 @@ class OcrModels:
             generation = installed[0]
         if generation not in _GENERATIONS:
             raise UnsupportedError(f"unknown PP-OCR generation {generation!r}; use v6 or v4")
-        return cls(generation, _characters(generation))
+        characters, output = _recogniser_facts(generation)
+        return cls(generation, characters, output)
 
     @property
     def package(self) -> str:
@@ -99,7 +103,7 @@ class OcrModels:
 
 
 @cache
-def _characters(generation: str) -> tuple[str, ...]:
+def _recogniser_facts(generation: str) -> tuple[tuple[str, ...], str | None]:
     path = zoo.build(f"ppocr-{generation}-rec", progress=False)
     model = onnx.load(str(path), load_external_data=False)
     meta = {prop.key: prop.value for prop in model.metadata_props}
@@ -108,4 +112,6 @@ def _characters(generation: str) -> tuple[str, ...]:
         raise ModelLoadError(
             f"the PP-OCR {generation} recogniser ({path.name}) has no character list"
         )
-    return ("", *text.splitlines(), " ")
+    output = model.graph.output[0]
+    declared = output.type.tensor_type.HasField("shape") and output.type.tensor_type.shape.dim
+    return ("", *text.splitlines(), " "), None if declared else output.name

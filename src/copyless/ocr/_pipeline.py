@@ -14,7 +14,9 @@ bound output in place. No crop image, no stacked copy, no intermediate page.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import os
 import threading
 import time
@@ -62,13 +64,34 @@ class _Bound:
     runner: Runner
     x: NpuTensor
     y: NpuTensor
+    shape: tuple[int, ...]
 
     @classmethod
-    def open(cls, path: Path, options: Mapping[str, Any], runner_type: RunnerType) -> _Bound:
+    def open(
+        cls,
+        path: Path,
+        options: Mapping[str, Any],
+        runner_type: RunnerType,
+        output_shape: tuple[int, ...] | None = None,
+    ) -> _Bound:
+        """Open a runner on ``path`` and allocate its tensors; ``output_shape`` is the
+        capacity of an output whose shape the model does not declare (PP-OCRv4's
+        recogniser: ``[N, W / 8, classes]``)."""
         runner = RunnerFactory.create_runner(path, options, runner_type)
         (xi,) = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
         (yi,) = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
-        return cls(runner, runner.allocate_npu_tensor(xi), runner.allocate_npu_tensor(yi))
+        shape = yi.shape
+        if output_shape is not None and any(d < 0 for d in yi.shape):
+            # unknown rank gives shape (-1,): a flat capacity, read back as output_shape
+            flat = (math.prod(output_shape),) if len(yi.shape) == 1 else output_shape
+            yi = dataclasses.replace(yi, shape=flat)
+            shape = output_shape
+        x, y = runner.allocate_npu_tensor(xi), runner.allocate_npu_tensor(yi)
+        return cls(runner, x, y, shape)
+
+    def output(self) -> npt.NDArray[Any]:
+        """The output tensor's memory as an array of the model's output shape (no copy)."""
+        return self.y.numpy().reshape(self.shape)
 
     def run(self) -> None:
         status = self.runner.execute([[self.x]], [[self.y]])
@@ -161,11 +184,13 @@ class OcrPipeline:
 
     # -- stages -------------------------------------------------------------------------
 
-    def _bound(self, name: str, **compile_options: Any) -> _Bound:
+    def _bound(
+        self, name: str, output_shape: tuple[int, ...] | None = None, **compile_options: Any
+    ) -> _Bound:
         if self._closed:
             raise OcrError("the OCR pipeline is closed")
         path = compiled(name, **compile_options)
-        return _Bound.open(path, self._options, self._runner_type)
+        return _Bound.open(path, self._options, self._runner_type, output_shape)
 
     def _detector(self, size: tuple[int, int], slot: int) -> _Bound:
         with self._lock:
@@ -188,8 +213,15 @@ class OcrPipeline:
     def _recogniser(self, batch: int, width: int) -> _Bound:
         with self._lock:
             if (batch, width) not in self._rec:
+                shape = (batch, width // 8, len(self.models.characters))
+                extra = {}
+                if self.models.rec_output is not None:
+                    extra["output_capacity"] = {self.models.rec_output: shape}
                 self._rec[batch, width] = self._bound(
-                    self.models.name("rec"), input_shapes={"x": (batch, 3, HEIGHT, width)}
+                    self.models.name("rec"),
+                    shape,
+                    input_shapes={"x": (batch, 3, HEIGHT, width)},
+                    **extra,
                 )
             return self._rec[batch, width]
 
@@ -198,6 +230,7 @@ class OcrPipeline:
             if self._cls is None:
                 self._cls = self._bound(
                     self.models.name("cls"),
+                    (REC_BATCH, 2),
                     input_shapes={"x": (REC_BATCH, 3, HEIGHT, CLS_WIDTH)},
                 )
             return self._cls
@@ -245,7 +278,7 @@ class OcrPipeline:
 
     def _quads(self, page: _Page) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """DB quads in page pixels, clipped, small ones dropped, in reading order."""
-        prob = page.det.y.numpy()[0, 0]
+        prob = page.det.output()[0, 0]
         quads, scores = text_quads(prob)
         if not len(quads):
             return quads, scores
@@ -273,7 +306,7 @@ class OcrPipeline:
             slots = np.arange(len(idx), dtype=np.int32)
             warp_lines(image, batch, crops.homographies[idx], crops.widths[idx], slots)
             cls.run()
-            probs = cls.y.numpy()[: len(idx)]
+            probs = cls.output()[: len(idx)]
             turn[idx] = (probs.argmax(axis=1) == 1) & (probs.max(axis=1) > CLS_THRESHOLD)
         return turn
 
@@ -296,7 +329,7 @@ class OcrPipeline:
             warp_lines(image, rec.x.numpy(), crops.homographies[idx], crops.widths[idx], slots)
             t2 = time.perf_counter()
             rec.run()
-            decoded = ctc_greedy(rec.y.numpy()[: len(idx)], self.models.characters)
+            decoded = ctc_greedy(rec.output()[: len(idx)], self.models.characters)
             for i, result in zip(idx, decoded, strict=True):
                 texts[int(i)] = result
             times.crops += t2 - t1

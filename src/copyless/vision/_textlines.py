@@ -147,23 +147,45 @@ def _mean_inside(plane: npt.NDArray[np.float32], quad: Floats) -> float:
     return float(region[inside].mean())
 
 
+_ARC = np.stack(
+    [np.cos(np.linspace(0, 2 * np.pi, 40, endpoint=False)),
+     np.sin(np.linspace(0, 2 * np.pi, 40, endpoint=False))], axis=1
+)  # fmt: skip
+
+
 def _unclip(rect: Floats, ratio: float) -> tuple[Floats, float]:
-    """The rectangle with every side moved out by ``area * ratio / perimeter``."""
+    """The minimum-area rectangle of the rectangle offset outwards by
+    ``area * ratio / perimeter`` with round corners, as PP-OCR's pyclipper unclip: the
+    corners truncated to integers first, the offset outline on integer points."""
     side_a = np.linalg.norm(rect[1] - rect[0])
     side_b = np.linalg.norm(rect[3] - rect[0])
-    area, perimeter = side_a * side_b, 2.0 * (side_a + side_b)
+    perimeter = 2.0 * (side_a + side_b)
     if perimeter == 0:
         return rect, 0.0
-    grow = area * ratio / perimeter
-    centre = rect.mean(axis=0)
-    ua = (rect[1] - rect[0]) / side_a if side_a else np.array([1.0, 0.0])
-    ub = (rect[3] - rect[0]) / side_b if side_b else np.array([-ua[1], ua[0]])
-    ha, hb = side_a / 2 + grow, side_b / 2 + grow
-    grown = np.array(
-        [centre - ua * ha - ub * hb, centre + ua * ha - ub * hb,
-         centre + ua * ha + ub * hb, centre - ua * ha + ub * hb]
-    )  # fmt: skip
-    return _mini_order(grown), float(2 * min(ha, hb))
+    grow = side_a * side_b * ratio / perimeter
+    outline = np.round(np.trunc(rect)[:, None, :] + grow * _ARC[None]).reshape(-1, 2)
+    return _min_area_rect(_convex_hull(outline))
+
+
+def _convex_hull(points: Floats) -> Floats:
+    """Convex hull (Andrew's monotone chain) of a few dozen points, in order."""
+    pts = np.unique(points, axis=0)  # sorted by x, then y
+    if len(pts) < 3:
+        return pts
+
+    def chain(seq: Floats) -> list[Floats]:
+        out: list[Floats] = []
+        for p in seq:
+            while len(out) >= 2:
+                (ax, ay), (bx, by) = out[-2], out[-1]
+                if (bx - ax) * (p[1] - ay) - (by - ay) * (p[0] - ax) > 0:
+                    break
+                out.pop()
+            out.append(p)
+        return out
+
+    lower, upper = chain(pts), chain(pts[::-1])
+    return np.array(lower[:-1] + upper[:-1])
 
 
 def order_lines(quads: Floats, row_gap: float = 10.0) -> npt.NDArray[np.intp]:
