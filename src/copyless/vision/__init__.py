@@ -13,14 +13,15 @@ decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv1
 
 from __future__ import annotations
 
-from ._decode import decode
+from ._decode import ImageSource, decode
 from ._detections import Detection, detections, draw_detections
 from ._extra import need
 from ._formats import ColourFormat, Destination, colour_format_for
+from ._gpu import DeviceImage, download, upload
 from ._postprocess import Box, draw_boxes, softmax_topk, text_boxes
 from ._preprocess import Letterbox, classify_preprocess, letterbox, stretch
 from ._textlines import LineCrops, line_crops, order_lines, place_page, text_quads, warp_lines
-from ._video import StreamInfo, VideoError, VideoFrame, VideoSource
+from ._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ._video_writer import VideoWriter
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "ColourFormat",
     "Destination",
     "Detection",
+    "DeviceImage",
+    "ImageSource",
     "Letterbox",
     "LineCrops",
     "StreamInfo",
@@ -39,8 +42,10 @@ __all__ = [
     "colour_format_for",
     "decode",
     "detections",
+    "download",
     "draw_boxes",
     "draw_detections",
+    "import_av",
     "letterbox",
     "need",
     "line_crops",
@@ -50,5 +55,6 @@ __all__ = [
     "stretch",
     "text_boxes",
     "text_quads",
+    "upload",
     "warp_lines",
 ]
