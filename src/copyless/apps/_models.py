@@ -17,9 +17,7 @@ from typing import Any
 
 import onnx
 
-from ..model import zoo
-from ..model._artifact import artifact_key
-from ..model._graph import graph_inputs
+from ..model import artifact_key, graph_inputs, zoo
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,7 @@ from typing import Any, Protocol
 from ..memory import NpuTensor
 from ..model import zoo
 from ..types import CopylessError, NpuTensorInfo, QuantParameters
-from ..vision import Box, Letterbox, softmax_topk, text_boxes
-from ..vision._video import StreamInfo, VideoError
+from ..vision import Box, Letterbox, StreamInfo, VideoError, softmax_topk, text_boxes
 from ._models import CLASSIFIER, DETECTOR, DETECTOR_SIZE, builtin_model
 
 #: The zoo models ``-m`` may name instead of a compiled model path.
@@ -33,7 +32,7 @@ class Result:
     boxes: tuple[Box, ...] = ()
 
 
-class Task(Protocol):
+class VideoTask(Protocol):
     def __call__(self, output: NpuTensor, index: int) -> Result: ...
 
 
@@ -74,7 +73,7 @@ class TextBoxes:
         return Result(lines, f"{index}: {len(boxes)} text boxes", boxes)
 
 
-def task_for(out: NpuTensorInfo, quant: QuantParameters | None, info: StreamInfo) -> Task:
+def task_for(out: NpuTensorInfo, quant: QuantParameters | None, info: StreamInfo) -> VideoTask:
     """The task the model's one output calls for; VideoError for any other output."""
     shape = out.shape
     if shape and shape[0] == 1 and (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))):

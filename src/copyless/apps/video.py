@@ -51,10 +51,15 @@ from ..types import (
     TensorDirection,
     TensorType,
 )
-from ..vision._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
-from ..vision._video_writer import VideoWriter
+from ..vision import StreamInfo, VideoError, VideoFrame, VideoSource, VideoWriter, import_av
 from ._models import CLASSIFIER
-from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
+from ._setup import (
+    EXIT_USAGE,
+    add_runner_argument,
+    runner_options,
+    runner_type,
+    say_precision,
+)
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes, task_for
 from .bench.stages import now
 
@@ -113,7 +118,7 @@ class _Times:
 
 
 @dataclass
-class _Slot:
+class _InFlight:
     output: NpuTensor
     frame: VideoFrame | None = None
     handle: JobHandle | None = None
@@ -178,11 +183,13 @@ def _run(source: VideoSource, args: argparse.Namespace, errors: _FFmpegErrors) -
             raise VideoError(f"no model at {model} (built-in models: {', '.join(BUILTIN)})")
         options = runner_options(args, max_concurrent_runs=args.slots)
         if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
-            # only async jobs run here: size the engines for them up front, so the runner
-            # does not load a second set (cores // slots threads each) on the first job
+            # only async jobs run here: the sync engines, sized for them (cores // slots
+            # threads each), are theirs; no second set loaded on the first job
             sized = RunnerOptions(max_concurrent_runs=args.slots)
             options["num_threads"] = sized.async_engine_threads()
+            options["async_engines"] = "shared"
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
+            say_precision(runner)
             planes = _model_planes(runner)
             if planes != info.input_format:
                 source.use_planes(planes)  # e.g. an NV12 model on an I420 clip: one CPU pass
@@ -245,7 +252,7 @@ class _Pipeline:
             raise VideoError(f"copyless-video needs a model with one output, not {len(outputs)}")
         out_info = outputs[0]
         self.task = task_for(out_info, runner.get_quant_parameters(out_info.name), info)
-        self.slots = [_Slot(runner.allocate_npu_tensor(out_info)) for _ in range(args.slots)]
+        self.slots = [_InFlight(runner.allocate_npu_tensor(out_info)) for _ in range(args.slots)]
         self.times = _Times()
         self.failure: str | None = None
 
@@ -341,7 +348,7 @@ class _Pipeline:
                 return
             submitted += 1
 
-    def _submit(self, slot: _Slot, frame: VideoFrame) -> bool:
+    def _submit(self, slot: _InFlight, frame: VideoFrame) -> bool:
         t0 = now()
         tensors = [
             NpuTensor(info, plane, MemoryType.USER_POINTER_CMA)
@@ -359,11 +366,11 @@ class _Pipeline:
         slot.frame, slot.handle = frame, handle
         return True
 
-    def _in_order(self, count: int) -> list[_Slot]:
+    def _in_order(self, count: int) -> list[_InFlight]:
         pending = [s for s in self.slots if s.handle is not None and s.frame is not None]
         return sorted(pending, key=lambda s: s.frame.index if s.frame else 0)[:count]
 
-    def _finish(self, slot: _Slot) -> bool:
+    def _finish(self, slot: _InFlight) -> bool:
         """Collect the slot's job and postprocess its frame; False when the job failed."""
         frame, handle = slot.frame, slot.handle
         slot.frame, slot.handle = None, None

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 # 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: capacities of data-dependent
-# dims; 5: the pixel prefix moves bytes before floats, 3-channel stem fold of any mean
-COMPILER_VERSION = "5"
+# dims; 5: the pixel prefix moves bytes before floats, 3-channel stem fold of any mean;
+# 6: in-graph frame resize as fixed taps (PIL's filter, torchvision's crop coordinates)
+COMPILER_VERSION = "6"
 
 
 def artifact_key(source: str, options: Mapping[str, Any]) -> str:
