@@ -1,10 +1,11 @@
 """What copyless-video does with each frame's output: classify, or find text boxes.
 
-The task follows from the model's output: one ``[1, classes]`` (or ``[1, classes, 1, 1]``)
-output is a classifier (top-1 line per frame), one ``[1, 1, h, w]`` probability map is a
+The task follows from the model's output: one ``[B, classes]`` (or ``[B, classes, 1, 1]``)
+output is a classifier (top-1 line per frame), one ``[B, 1, h, w]`` probability map is a
 DB text detector (one line per frame, then the boxes as ``copyless-detect`` prints them).
 The built-in models (``-m efficientnet-lite0`` (default) or ``-m ppocr-det``) are the zoo's,
-compiled for the clip's planes, size and colours and cached.
+compiled for the clip's planes, size and colours (and a batch of B frames) and cached.
+A task reads row ``row`` of a batched output in place.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ class Result:
 
 
 class Task(Protocol):
-    def __call__(self, output: NpuTensor, index: int) -> Result: ...
+    def __call__(self, output: NpuTensor, index: int, row: int = 0) -> Result: ...
 
 
 class Classify:
-    """Top-1 label of ``[1, classes]`` logits."""
+    """Top-1 label of a row of ``[B, classes]`` logits."""
 
     def __init__(self, quant: QuantParameters | None) -> None:
         self.quant = quant
@@ -47,26 +48,27 @@ class Classify:
         except CopylessError:
             self.labels = []
 
-    def __call__(self, output: NpuTensor, index: int) -> Result:
-        ((class_id, score),) = softmax_topk(output, 1, self.quant)
+    def __call__(self, output: NpuTensor, index: int, row: int = 0) -> Result:
+        ((class_id, score),) = softmax_topk(output, 1, self.quant, batch_index=row)
         label = self.labels[class_id] if class_id < len(self.labels) else f"class {class_id}"
         return Result([f"frame {index}: {class_id} {label} {score:.3f}"],
                       f"{index}: {label} {score:.2f}")  # fmt: skip
 
 
 class TextBoxes:
-    """Text boxes of a ``[1, 1, h, w]`` probability map over the whole (stretched) frame."""
+    """Text boxes of a row of a ``[B, 1, h, w]`` probability map over the whole (stretched)
+    frame."""
 
     def __init__(self, out: NpuTensorInfo, width: int, height: int) -> None:
         self.size = max(out.shape[2:]) * 4  # canvas: the map scaled as text_boxes does
         self.width, self.height = width, height
 
-    def __call__(self, output: NpuTensor, index: int) -> Result:
+    def __call__(self, output: NpuTensor, index: int, row: int = 0) -> Result:
         canvas = Letterbox(1.0, 0, 0, self.size, self.size, self.size)
         sx, sy = self.width / self.size, self.height / self.size
         boxes = tuple(
             Box(b.x0 * sx, b.y0 * sy, b.x1 * sx, b.y1 * sy, b.score)
-            for b in text_boxes(output, canvas)
+            for b in text_boxes(output, canvas, batch_index=row)
         )
         lines = [f"frame {index}: {len(boxes)} text boxes"]
         lines += [f"  box ({b.x0:.0f}, {b.y0:.0f}) - ({b.x1:.0f}, {b.y1:.0f}) {b.score:.2f}"
@@ -77,12 +79,12 @@ class TextBoxes:
 def task_for(out: NpuTensorInfo, quant: QuantParameters | None, info: StreamInfo) -> Task:
     """The task the model's one output calls for; VideoError for any other output."""
     shape = out.shape
-    if shape and shape[0] == 1 and (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))):
+    if shape and (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))):
         return Classify(quant)
-    if len(shape) == 4 and shape[:2] == (1, 1):
+    if len(shape) == 4 and shape[1] == 1:
         return TextBoxes(out, info.width, info.height)
     raise VideoError(
-        "copyless-video needs one output: [1, classes] logits or a [1, 1, h, w] text "
+        "copyless-video needs one output: [B, classes] logits or a [B, 1, h, w] text "
         f"probability map; this model has {out.describe()}"
     )
 
@@ -93,9 +95,12 @@ def compact_line_sizes(info: StreamInfo) -> tuple[int, int]:
     return info.width, 2 * chroma if info.input_format == "nv12" else chroma
 
 
-def builtin_for(name: str, info: StreamInfo, line_sizes: tuple[int, int] | None = None) -> Path:
-    """Zoo model ``name`` compiled for this stream's planes, size and colours (cached);
-    with the decoder's ``line_sizes`` when its lines are padded (planes bound as they are)."""
+def builtin_for(
+    name: str, info: StreamInfo, line_sizes: tuple[int, int] | None = None, batch: int = 1
+) -> Path:
+    """Zoo model ``name`` compiled for this stream's planes, size and colours and ``batch``
+    frames per run (cached); with the decoder's ``line_sizes`` when its lines are padded
+    (planes bound as they are)."""
     prep = zoo.preprocessing(name)
     options: dict[str, Any] = {
         "input_format": info.input_format,
@@ -105,10 +110,12 @@ def builtin_for(name: str, info: StreamInfo, line_sizes: tuple[int, int] | None 
     }
     if line_sizes is not None and line_sizes != compact_line_sizes(info):
         options["input_line_sizes"] = line_sizes
+    if batch != 1:
+        options["batch_size"] = batch
     if name == DETECTOR:  # any multiple of 32: keep the frame's aspect, long side <= 640
         scale = min(1.0, DETECTOR_SIZE / max(info.height, info.width))
         h, w = (max(32, round(side * scale / 32) * 32) for side in (info.height, info.width))
-        options["input_shapes"] = {"x": (1, 3, h, w)}
+        options["input_shapes"] = {"x": (batch, 3, h, w)}
     elif prep.resize:
         options["input_crop"] = prep.size[0] / prep.resize
     return builtin_model(name, **options)
