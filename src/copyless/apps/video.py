@@ -84,6 +84,8 @@ from .bench.stages import now
 #: for a batch to fill (measured: see the README's video section).
 DEFAULT_BATCH = 4
 DEFAULT_BATCH_WAIT_MS = 5.0
+#: With no new frame for this long, the results in flight are delivered anyway.
+_IDLE = 0.05
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -420,9 +422,15 @@ class _Pipeline:
         return 1 if failed or self.failure is not None else 0
 
     def _consume(self, streams: StreamSet) -> None:
-        wait = self.args.batch_wait / 1000.0
-        for submitted, batch in enumerate(streams.batches(self.batch, wait)):
+        wait, submitted = self.args.batch_wait / 1000.0, 0
+        for batch in streams.batches(self.batch, wait, idle=_IDLE):
+            if not batch:  # no frame for a while (a paused camera): deliver what is done
+                for pending in self._in_order():
+                    if not self._finish(pending):
+                        return
+                continue
             slot = self.slots[submitted % len(self.slots)]
+            submitted += 1
             if slot.handle is not None and not self._finish(slot):
                 return
             if not self._submit(slot, batch):

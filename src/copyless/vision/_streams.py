@@ -64,7 +64,8 @@ class StreamFrame:
 class StreamStats:
     """A snapshot of one stream's counters. ``frames``: results published; ``fps``: frames
     per second since the stream's first frame; latencies in seconds, decode to result (0.0
-    before the first result); ``error``: why the stream stopped early, None if it did not."""
+    before the first result); ``error``: why the stream stopped early, None if it did not;
+    ``finished``: it ended and every frame decoded has a result or was dropped."""
 
     index: int
     source: str
@@ -227,21 +228,28 @@ class StreamSet:
         with self._lock:
             stream.error = message
 
-    def batches(self, max_batch: int = 1, max_wait: float = 0.0) -> Iterator[list[StreamFrame]]:
+    def batches(
+        self, max_batch: int = 1, max_wait: float = 0.0, idle: float | None = None
+    ) -> Iterator[list[StreamFrame]]:
         """Batches of ready frames until every stream has ended (or :meth:`close`): up to
         ``max_batch`` frames, round robin over the streams, each stream's frames in order;
-        when fewer are ready, wait up to ``max_wait`` seconds from the first for more."""
+        when fewer are ready, wait up to ``max_wait`` seconds from the first for more.
+        With ``idle``, an empty batch when no frame came for that long (a paused camera):
+        the consumer's cue to collect the results still in flight."""
         if max_batch < 1 or max_wait < 0:
             raise VideoError(f"max_batch must be >= 1 and max_wait >= 0: {max_batch}, {max_wait}")
         while True:
-            batch = self._assemble(max_batch, max_wait)
-            if not batch:
+            batch = self._assemble(max_batch, max_wait, idle)
+            if batch is None:
                 return
             yield batch
 
-    def _assemble(self, max_batch: int, max_wait: float) -> list[StreamFrame]:
+    def _assemble(
+        self, max_batch: int, max_wait: float, idle: float | None
+    ) -> list[StreamFrame] | None:
         batch: list[StreamFrame] = []
-        deadline = None
+        now = time.perf_counter()
+        deadline, idle_until = None, None if idle is None else now + idle
         with self._lock:
             while not self._stop.is_set():
                 self._take(batch, max_batch)
@@ -249,28 +257,31 @@ class StreamSet:
                     break
                 if all(s.ended and not s.queue for s in self._streams):
                     break
+                now = time.perf_counter()
                 if batch and deadline is None:
-                    deadline = time.perf_counter() + max_wait
-                left = None if deadline is None else deadline - time.perf_counter()
-                if left is not None and left <= 0:
+                    deadline = now + max_wait
+                until = deadline if batch else idle_until
+                if until is not None and until <= now:
                     break
-                self._ready.wait(left if left is not None else 0.1)
+                self._ready.wait(0.1 if until is None else until - now)
             self._room.notify_all()
+            if not batch and (self._stop.is_set() or idle_until is None or
+                              all(s.ended and not s.queue for s in self._streams)):
+                return None
         return batch
 
     def _take(self, batch: list[StreamFrame], max_batch: int) -> None:
-        """Move ready frames into ``batch``, one per stream per turn, from ``_next`` on."""
-        count = len(self._streams)
-        while len(batch) < max_batch:
-            took = False
-            for step in range(count):
-                stream = self._streams[(self._next + step) % count]
-                if stream.queue and len(batch) < max_batch:
-                    batch.append(stream.queue.popleft())
-                    took = True
+        """Move ready frames into ``batch``, one stream after the other (round robin, going
+        on from where the last batch stopped)."""
+        count, idle = len(self._streams), 0
+        while len(batch) < max_batch and idle < count:
+            stream = self._streams[self._next]
             self._next = (self._next + 1) % count
-            if not took:
-                return
+            if stream.queue:
+                batch.append(stream.queue.popleft())
+                idle = 0
+            else:
+                idle += 1
 
     def publish(self, result: Annotated, decoded: float) -> None:
         """Record ``result`` as its stream's latest, its latency (``decoded``: the
@@ -340,5 +351,5 @@ def _snapshot(stream: _Stream) -> StreamStats:
         latency_p50=p50,
         latency_p99=p99,
         error=stream.error,
-        finished=stream.ended and not stream.queue,
+        finished=stream.ended and stream.frames + stream.dropped >= stream.decoded,
     )
