@@ -279,11 +279,11 @@ def test_many_streams_on_one_runner(
     ]
     assert all(0.0 < float(p50) <= float(p99) for _, _, p50, p99, _, _ in closing)
     batched = re.search(r"^batched {17}(\d+) frames in (\d+) runs", text, re.M)
-    if batch == "1":
+    size = int(batch or video.DEFAULT_BATCH)
+    if size == 1:
         assert batched is None  # batch 1: the planes are bound in place
     else:
         assert batched is not None and int(batched.group(1)) == 6 * PER_SCENE
-        size = int(batch or video.DEFAULT_BATCH)
         assert int(batched.group(2)) >= -(-6 * PER_SCENE // size)
     for s in range(3):
         with av.open(str(tmp_path / f"annotated.{s}.mp4")) as container:
@@ -379,6 +379,7 @@ def test_metrics_are_served_live_in_prometheus_text_format(clip: Path, tmp_path:
                 and counts["decoded"]
                 and counts["frames"] + counts["dropped"] == counts["decoded"]
             ):
+                paused = True
                 break
             time.sleep(0.2)
     finally:

@@ -80,9 +80,12 @@ from ._video_metrics import MetricsServer, parse_address, stream_lines
 from ._video_tasks import BUILTIN, Task, builtin_for, compact_line_sizes, task_for
 from .bench.stages import now
 
-#: Frames per batch of the built-in models with more than one input, and the longest wait
-#: for a batch to fill (measured: see the README's video section).
-DEFAULT_BATCH = 4
+#: Frames per run of the built-in models, and the longest wait for a batch to fill. Batch 1
+#: is measured best on CPU engines: EfficientNet-Lite0 on 640x480 I420 planes, 2 async slots,
+#: costs the same per frame at batch 1, 2, 4 and 8 (0.95-1.06x in interleaved runs,
+#: README), so frames of many streams go through the slots one by one, bound in place, with
+#: no copy. Batches (``--batch``) are for engines that gain from them (GPUs; not measured).
+DEFAULT_BATCH = 1
 DEFAULT_BATCH_WAIT_MS = 5.0
 #: With no new frame for this long, the results in flight are delivered anyway.
 _IDLE = 0.05
@@ -100,8 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--max-frames", type=int, help="stop each stream after this many frames")
     add_runner_argument(p)
     p.add_argument("--batch", type=int, help="frames per run, across the streams (built-in "
-                   f"models: 1 for one input, else {DEFAULT_BATCH}; a compiled model: "
-                   "its batch size)")  # fmt: skip
+                   f"models: default {DEFAULT_BATCH}, the best measured on CPU; a compiled "
+                   "model: its batch size)")  # fmt: skip
     p.add_argument("--batch-wait", type=float, default=DEFAULT_BATCH_WAIT_MS, help="ms to wait "
                    f"for a batch to fill (default {DEFAULT_BATCH_WAIT_MS:g})")  # fmt: skip
     p.add_argument("--slots", type=int, default=2, help="jobs in flight (default 2)")
@@ -252,7 +255,7 @@ def _run(
         name = args.model or CLASSIFIER
         builtin = name in BUILTIN
         if builtin:
-            batch = args.batch or (1 if len(streams) == 1 else DEFAULT_BATCH)
+            batch = args.batch or DEFAULT_BATCH
             model = builtin_for(name, info, _line_sizes(streams), batch)
         else:
             model = Path(name)
