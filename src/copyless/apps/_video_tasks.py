@@ -5,7 +5,8 @@ The task follows from the model's outputs: one ``[B, classes]`` (or ``[B, classe
 output is a classifier (top-1 line per frame), one ``[B, 1, h, w]`` probability map is a
 DB text detector (one line per frame, then the boxes as ``copyless-detect`` prints them),
 ``boxes``/``scores``/``classes`` outputs (a folded postprocess: decoding and NMS in the
-graph, batch 1) an object detector (``frame N: K detections``, then ``box: ...`` lines).
+graph; at batch B a ``batch_index`` output says whose rows) an object detector
+(``frame N: K detections``, then ``box: ...`` lines).
 The built-in models (``-m efficientnet-lite0`` (default), ``-m ppocr-det``, ``-m face``
 (CenterFace), ``-m layout`` (PP-PicoDet layout)) are the zoo's, compiled for the clip's
 planes, size and colours (and a batch of B frames) and cached. A task reads row ``row`` of
@@ -92,20 +93,27 @@ class TextBoxes:
 
 class Detect:
     """Objects of a folded postprocess's ``boxes``/``scores``/``classes`` (+ ``landmarks``)
-    outputs, in frame pixels (``produced_shape[0]`` rows, read in place)."""
+    outputs, in frame pixels (``produced_shape[0]`` rows, read in place; at batch B > 1 the
+    rows whose ``batch_index`` is the frame's row, a small index copy)."""
 
     def __init__(self, names: Sequence[str], labels: list[str]) -> None:
         self.at = {name: i for i, name in enumerate(names)}
         self.labels = labels
 
     def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> Result:
-        if row:
-            raise VideoError("a folded detector postprocess runs one frame per job")
         by_name = {name: outputs[i] for name, i in self.at.items()}
         shape = by_name["scores"].produced_shape
+        count = shape[0] if shape else 0
+        rows: dict[str, Any] = {name: by_name[name] for name in ("boxes", "scores", "classes")}
+        if "landmarks" in by_name:
+            rows["landmarks"] = by_name["landmarks"]
+        if "batch_index" in by_name:  # batch B: this frame's rows (sorted by image)
+            mine = by_name["batch_index"].numpy()[:count] == row
+            rows = {name: tensor.numpy()[:count][mine] for name, tensor in rows.items()}
+            count = int(mine.sum())
         found = detections(
-            by_name["boxes"], by_name["scores"], by_name["classes"], self.labels,
-            count=shape[0] if shape else 0, landmarks=by_name.get("landmarks"),
+            rows["boxes"], rows["scores"], rows["classes"], self.labels, count=count,
+            landmarks=rows.get("landmarks"),
         )  # fmt: skip
         lines = [f"frame {index}: {len(found)} detections"]
         lines += [f"  {det.line()}" for det in found]
@@ -168,10 +176,7 @@ def builtin_for(
         options["input_line_sizes"] = line_sizes
     if batch != 1:
         options["batch_size"] = batch
-    if name in OBJECT_DETECTORS:  # decoding and NMS folded in: batch 1
-        if batch != 1:
-            raise VideoError(f"-m {name} runs one frame per job (the folded NMS takes batch 1): "
-                             "drop --batch")  # fmt: skip
+    if name in OBJECT_DETECTORS:  # decoding and NMS folded in, batched (batch_index rows)
         return builtin_object_detector(OBJECT_DETECTORS[name], (info.height, info.width),
                                        **options)  # fmt: skip
     prep = zoo.preprocessing(name)
