@@ -9,10 +9,17 @@ module is private (``_name.py``), or is added here on purpose, with its package'
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 import copyless
+
+SOURCE = Path(copyless.__file__).parent
 
 PUBLIC = {
     "copyless.apps",
@@ -39,6 +46,7 @@ PUBLIC = {
     "copyless.apps.infer_async",
     "copyless.apps.zerocopy",
     "copyless.apps.zoo",
+    "copyless.apps.ocr",
     "copyless.backends",
     "copyless.ipc",
     "copyless.layout",
@@ -46,6 +54,7 @@ PUBLIC = {
     "copyless.model",
     "copyless.model.postprocess",
     "copyless.model.zoo",
+    "copyless.ocr",
     "copyless.ray",
     "copyless.runner",
     "copyless.types",
@@ -76,3 +85,160 @@ def test_every_package_all_resolves() -> None:
         assert len(exported) == len(set(exported)), name
         missing = [item for item in exported if not hasattr(module, item)]
         assert not missing, f"{name}.__all__ lists {missing}"
+
+
+def _imported(
+    path: Path, package: list[str], *, typing_too: bool = True
+) -> Iterator[tuple[int, list[str]]]:
+    """Every module or name ``path`` imports, as dotted parts with relative imports resolved
+    (``from ..memory import cuda`` in runner/_x.py gives ``copyless.memory`` and
+    ``copyless.memory.cuda``), with the line it is on. ``package``: the dotted parts of the
+    package ``path`` belongs to. ``typing_too=False`` leaves out ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+    for node in ast.walk(tree):
+        if not typing_too and id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = base + (node.module.split(".") if node.module else [])
+            yield node.lineno, target
+            for alias in node.names:
+                yield node.lineno, [*target, alias.name]
+
+
+def _private_owner(target: list[str]) -> list[str] | None:
+    """The package whose private module ``target`` reaches into, or None when it names
+    only public modules (``__init__`` and dunders are not private modules)."""
+    for index, part in enumerate(target):
+        if part.startswith("_") and not part.startswith("__"):
+            return target[:index]
+    return None
+
+
+def cross_package_private_imports(root: Path = SOURCE) -> list[str]:
+    """Imports of a private module (``_name``) from outside the package that holds it.
+
+    A private module is private to its package and that package's subpackages (``model/zoo``
+    may import ``model._graph``); every other importer, a parent included, goes through the
+    package's ``__init__`` (``from ..memory import NpuTensor``, not ``..memory._tensor``)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        package = ["copyless", *path.relative_to(root).parent.parts]
+        for line, target in _imported(path, package):
+            owner = _private_owner(target)
+            if target[0] == "copyless" and owner is not None and package[: len(owner)] != owner:
+                found.append(f"{path.relative_to(root)}:{line} imports {'.'.join(target)}")
+    return sorted(set(found))
+
+
+def test_no_package_imports_another_packages_private_module() -> None:
+    found = cross_package_private_imports()
+    assert not found, "import through the package's __init__ instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("where", "source", "reached"),
+    [
+        ("runner/_x.py", "from ..memory._tensor import NpuTensor\n", True),
+        ("runner/_x.py", "from ..memory import _device\n", True),
+        ("runner/_x.py", "import copyless.backends._base\n", True),
+        ("model/_x.py", "from .postprocess._spec import PostprocessOptions\n", True),
+        ("runner/_x.py", "from ..memory import NpuTensor, cuda\n", False),
+        ("runner/_x.py", "from ._plan import batch_axis\n", False),
+        ("model/zoo/_x.py", "from .._graph import IR_VERSION\n", False),
+        ("runner/_x.py", "from ..types import __all__\n", False),
+    ],
+)
+def test_the_import_walk_sees_what_it_must(
+    tmp_path: Path, where: str, source: str, reached: bool
+) -> None:
+    """The walk itself: each import form above is caught (or let through) as it says."""
+    path = tmp_path / where
+    path.parent.mkdir(parents=True)
+    path.write_text(source)
+    assert bool(cross_package_private_imports(tmp_path)) is reached
+
+
+def _module_names(root: Path) -> dict[str, Path]:
+    names = {}
+    for path in root.rglob("*.py"):
+        parts = ["copyless", *path.relative_to(root).with_suffix("").parts]
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def _import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the copyless modules it imports, function-level imports included (they
+    run too), ``if TYPE_CHECKING:`` blocks and a module's own parent packages left out."""
+    names = _module_names(root)
+    graph: dict[str, set[str]] = {name: set() for name in names}
+    for name, path in names.items():
+        package = ["copyless", *path.relative_to(root).parent.parts]
+        for _line, target in _imported(path, package, typing_too=False):
+            dotted = ".".join(target)
+            while dotted not in names and "." in dotted:
+                dotted = dotted.rsplit(".", 1)[0]  # a name imported from a module
+            if dotted in names and dotted != name and not name.startswith(dotted + "."):
+                graph[name].add(dotted)
+    return graph
+
+
+def import_circles(root: Path = SOURCE) -> list[list[str]]:
+    """The groups of modules that import each other, directly or around a circle."""
+    graph = _import_graph(root)
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for other in graph[module]:
+            if other not in order:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], order[other])
+        if low[module] == order[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return circles
+
+
+def test_no_import_circle() -> None:
+    assert import_circles() == []
+
+
+def test_the_circle_walk_sees_a_circle(tmp_path: Path) -> None:
+    """Two modules that import each other, one of them inside a function, are a circle;
+    an import under ``if TYPE_CHECKING:`` is not."""
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "__init__.py").write_text("")
+    (tmp_path / "bench" / "cli.py").write_text("from . import suites\n")
+    (tmp_path / "bench" / "suites.py").write_text("def run():\n    from .cli import main\n")
+    (tmp_path / "bench" / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .other import X\n"
+    )
+    (tmp_path / "bench" / "other.py").write_text("from .typed import Y\n")
+    assert import_circles(tmp_path) == [["copyless.bench.cli", "copyless.bench.suites"]]

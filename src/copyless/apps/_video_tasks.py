@@ -24,8 +24,15 @@ from typing import Any, Protocol
 from ..memory import NpuTensor
 from ..model import load_model, zoo
 from ..types import CopylessError, NpuTensorInfo, QuantParameters
-from ..vision import Box, Letterbox, detections, softmax_topk, text_boxes
-from ..vision._video import StreamInfo, VideoError
+from ..vision import (
+    Box,
+    Letterbox,
+    StreamInfo,
+    VideoError,
+    detections,
+    softmax_topk,
+    text_boxes,
+)
 from ._models import (
     CLASSIFIER,
     DETECTOR,
@@ -49,7 +56,7 @@ class Result:
     boxes: tuple[Box, ...] = ()
 
 
-class Task(Protocol):
+class VideoTask(Protocol):
     def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> Result: ...
 
 
@@ -126,7 +133,7 @@ def task_for(
     quant: QuantParameters | None,
     info: StreamInfo,
     model: Path | None = None,
-) -> Task:
+) -> VideoTask:
     """The task the model's outputs call for (``model``: its file, for the class names it
     records); VideoError for any other outputs."""
     names = [o.name for o in outs]

@@ -74,12 +74,18 @@ from ..vision import (
     StreamStats,
     VideoError,
     VideoWriter,
+    import_av,
 )
-from ..vision._video import import_av
 from ._models import CLASSIFIER
-from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
+from ._setup import (
+    EXIT_USAGE,
+    add_runner_argument,
+    runner_options,
+    runner_type,
+    say_precision,
+)
 from ._video_metrics import MetricsServer, parse_address, stream_lines
-from ._video_tasks import BUILTIN, Task, builtin_for, compact_line_sizes, task_for
+from ._video_tasks import BUILTIN, VideoTask, builtin_for, compact_line_sizes, task_for
 from .bench.stages import now
 
 #: Frames per run of the built-in models, and the longest wait for a batch to fill. Batch 1
@@ -162,7 +168,7 @@ class _Times:
 
 
 @dataclass
-class _Slot:
+class _InFlight:
     outputs: list[NpuTensor]
     inputs: list[NpuTensor] | None = None  # the batch tensors (batch > 1)
     frames: list[StreamFrame] = field(default_factory=list)
@@ -266,11 +272,13 @@ def _run(
             raise VideoError(f"no model at {model} (built-in models: {', '.join(BUILTIN)})")
         options = runner_options(args, max_concurrent_runs=args.slots)
         if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
-            # only async jobs run here: size the engines for them up front, so the runner
-            # does not load a second set (cores // slots threads each) on the first job
+            # only async jobs run here: the sync engines, sized for them (cores // slots
+            # threads each), are theirs; no second set loaded on the first job
             sized = RunnerOptions(max_concurrent_runs=args.slots)
             options["num_threads"] = sized.async_engine_threads()
+            options["async_engines"] = "shared"
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
+            say_precision(runner)
             planes = _model_planes(runner)
             for source in streams.sources:
                 if planes != source.info.input_format:
@@ -368,9 +376,9 @@ class _Pipeline:
         self.batch = inputs[0].shape[0]
         outs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
         quant = runner.get_quant_parameters(outs[0].name) if outs else None
-        self.task: Task = task_for(outs, quant, info, model)
+        self.task: VideoTask = task_for(outs, quant, info, model)
         self.slots = [
-            _Slot([runner.allocate_npu_tensor(o) for o in outs],
+            _InFlight([runner.allocate_npu_tensor(o) for o in outs],
                   [runner.allocate_npu_tensor(i) for i in inputs] if self.batch > 1 else None)
             for _ in range(args.slots)
         ]  # fmt: skip
@@ -441,7 +449,7 @@ class _Pipeline:
             if not self._submit(slot, batch):
                 return
 
-    def _submit(self, slot: _Slot, batch: list[StreamFrame]) -> bool:
+    def _submit(self, slot: _InFlight, batch: list[StreamFrame]) -> bool:
         t0 = now()
         if slot.inputs is None:  # batch 1: bind the decoder's planes in place
             (item,) = batch
@@ -472,11 +480,11 @@ class _Pipeline:
         return f"stream {item.stream} frame {item.frame.index}" if self.multi \
             else f"frame {item.frame.index}"  # fmt: skip
 
-    def _in_order(self) -> list[_Slot]:
+    def _in_order(self) -> list[_InFlight]:
         pending = [s for s in self.slots if s.handle is not None and s.frames]
         return sorted(pending, key=lambda s: s.submitted)
 
-    def _finish(self, slot: _Slot) -> bool:
+    def _finish(self, slot: _InFlight) -> bool:
         """Collect the slot's job and postprocess its frames; False when the job failed."""
         batch, handle = slot.frames, slot.handle
         slot.frames, slot.handle = [], None

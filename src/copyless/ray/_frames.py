@@ -8,9 +8,10 @@ normalisation, float conversion, NCHW) is folded into the compiled model
 (``input_format="rgbx"``), so a frame is 4 bytes a pixel where a float32 tensor is 12.
 
 JPEGs are decoded by libjpeg-turbo already downscaled (in the DCT) to the smallest size that
-still covers ``resize_short``; the fused resize/crop kernel writes each frame straight into
-the batch array. A file that cannot be read or decoded gives a zero frame and an ``error``
-message; the batch goes on.
+still covers twice ``resize_short`` (``vision.DECODE_HEADROOM``: the resize's filter then
+dominates, and the frames equal PIL's resize + crop to about a level); the fused
+resize/crop kernel writes each frame straight into the batch array. A file that cannot be
+read or decoded gives a zero frame and an ``error`` message; the batch goes on.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..types import (
     TensorType,
     UnsupportedError,
 )
-from ..vision import ColourFormat, classify_preprocess, decode
+from ..vision import DECODE_HEADROOM, ColourFormat, classify_preprocess, decode
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,8 @@ def decode_frames(
 
 def _decode_into(path: str, destination: Any, spec: FrameSpec, index: int) -> str:
     try:
-        image = decode(path, min_size=(spec.resize_short, spec.resize_short))
+        side = spec.resize_short * DECODE_HEADROOM  # DCT reduction keeps 2x: PIL's answers
+        image = decode(path, min_size=(side, side))
         classify_preprocess(
             image,
             destination,

