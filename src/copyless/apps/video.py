@@ -88,11 +88,12 @@ from ._video_metrics import MetricsServer, parse_address, stream_lines
 from ._video_tasks import BUILTIN, VideoTask, builtin_for, compact_line_sizes, task_for
 from .bench.stages import now
 
-#: Frames per run of the built-in models, and the longest wait for a batch to fill. Batch 1
-#: is measured best on CPU engines: EfficientNet-Lite0 on 640x480 I420 planes, 2 async slots,
-#: costs the same per frame at batch 1, 2, 4 and 8 (0.95-1.06x in interleaved runs,
-#: README), so frames of many streams go through the slots one by one, bound in place, with
-#: no copy. Batches (``--batch``) are for engines that gain from them (GPUs; not measured).
+#: Frames per run of the built-in models, and the longest wait for a batch to fill. Batch 1:
+#: on a CPU engine EfficientNet-Lite0 on 640x480 I420 planes, 2 async slots, showed no steady
+#: gain per frame at batch 2, 4 or 8 (0.81-1.17x batch 1 over two interleaved runs of
+#: ``copyless-bench video_batch``, README), so frames of many streams go through the slots
+#: one by one, bound in place, with no copy. ``--batch`` is for engines that gain from
+#: batches (GPUs: not measured); the wait only matters then.
 DEFAULT_BATCH = 1
 DEFAULT_BATCH_WAIT_MS = 5.0
 #: With no new frame for this long, the results in flight are delivered anyway.
