@@ -218,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
             "max_detections": args.max_detections,
             "output_capacity": dict(
                 parse_shape(s, "--output-capacity") for s in args.output_capacity
-            ) or None,
+            )
+            or None,
         }
         given = {key: value for key, value in options.items() if value is not None}
         if args.config_json is not None:
