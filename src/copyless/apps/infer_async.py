@@ -40,7 +40,7 @@ from ..types import (
     TensorType,
 )
 from ..vision import download, upload
-from ._setup import add_runner_argument, runner_options, runner_type
+from ._setup import add_runner_argument, runner_options, runner_type, say_precision
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
 NUM_CONCURRENT_JOBS = 2
@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             # 1.25-1.27x (own sessions: 1.04-1.19x / 1.05-1.11x); batch 8 1.02x (0.87x)
             options["async_engines"] = "shared"
         with RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
+            say_precision(runner)
             return _run(runner, args)
     except CopylessError as exc:
         print(f"error: {exc}", file=sys.stderr)
