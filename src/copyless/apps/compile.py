@@ -27,12 +27,14 @@ import argparse
 import logging
 import sys
 import time
+from pathlib import Path
 
 from ..model import compile_model
 from ..model._config import read_config
 from ..model._input_formats import INPUT_FORMATS
 from ..model._options import parse_shape
 from ..types import CopylessError, ModelLoadError
+from ._checks import UsageError, check_output, check_output_directory
 
 _HELP_EPILOG = """\
 With no view flag the HW view of every tensor equals its CPU view (the model's own dtype
@@ -182,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
     start = time.perf_counter()
     try:
+        _check_paths(args.model, args.output)
+    except UsageError as exc:
+        print(f"copyless-compile: error: {exc}", file=sys.stderr)
+        return 2
+    try:
         options = {
             "name": args.name,
             "batch_size": args.batch_size,
@@ -226,8 +233,23 @@ def main(argv: list[str] | None = None) -> int:
     except CopylessError as exc:
         print(f"copyless-compile: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the output went away or filled the disk while compiling
+        print(f"copyless-compile: error: cannot write {args.output}: {exc.strerror or exc}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     print(f"compiled {args.model} -> {out} in {time.perf_counter() - start:.2f} s")
     return 0
+
+
+def _check_paths(model: str, output: str) -> None:
+    """Before compiling: the model exists and the output can be written (``.rai``: a file
+    in an existing, writable directory; else a directory that is not a file)."""
+    if not Path(model).exists():
+        raise UsageError(f"no model at {model}")
+    if Path(output).suffix.lower() == ".rai":
+        check_output(output, (".rai",), "compiled model")
+    else:
+        check_output_directory(output)
 
 
 if __name__ == "__main__":

@@ -53,12 +53,15 @@ from ..types import (
 )
 from ..vision._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ..vision._video_writer import VideoWriter
+from ._checks import UsageError, check_output
 from ._models import CLASSIFIER
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes, task_for
 from .bench.stages import now
 
 _END = object()
+#: The containers ``-o`` writes (H.264, else MPEG-4 Part 2, fits each).
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov", ".avi")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -128,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         value = getattr(args, flag)
         if value is not None and value < 1:
             parser.error(f"--{flag.replace('_', '-')} must be >= 1")
+    try:
+        if args.output is not None:  # before any work: a late failure would lose it all
+            check_output(args.output, VIDEO_SUFFIXES, "video")
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         source = VideoSource(args.input, threads=args.threads, live=args.live or None)
     except VideoError as exc:

@@ -23,6 +23,7 @@ from ._errors import (
     UnknownTensorError,
     UnsupportedError,
 )
+from ._files import apply_umask, umask
 from ._info import JobHandle, NpuTensorInfo, QuantParameters
 
 __all__ = [
@@ -48,4 +49,6 @@ __all__ = [
     "TensorType",
     "UnknownTensorError",
     "UnsupportedError",
+    "apply_umask",
+    "umask",
 ]

@@ -3,7 +3,9 @@ and read classification / text-detection outputs in place.
 
 ``decode`` -> ``classify_preprocess`` / ``letterbox`` / ``stretch`` (written straight into the
 tensor's memory) -> run the model -> ``softmax_topk`` / ``text_boxes`` / ``detections`` ->
-``draw_boxes`` / ``draw_detections``.
+``draw_boxes`` / ``draw_detections`` (format by extension). Detections come back in the
+model's frame pixels; ``to_image`` maps them to the photo through what ``stretch`` or
+``letterbox`` returned, and ``limit_side`` is the size policy the apps feed detectors at.
 Video (``copyless[video]``, PyAV imported on first use): ``VideoSource`` yields the
 decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv12"``;
 ``VideoWriter`` encodes annotated frames.
@@ -12,19 +14,21 @@ decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv1
 from __future__ import annotations
 
 from ._decode import decode
-from ._detections import Detection, detections, draw_detections
+from ._detections import Detection, Placement, detections, draw_detections, to_image
 from ._formats import ColourFormat, Destination, colour_format_for
-from ._postprocess import Box, draw_boxes, softmax_topk, text_boxes
-from ._preprocess import Letterbox, classify_preprocess, letterbox, stretch
+from ._postprocess import IMAGE_FORMATS, Box, draw_boxes, image_format, softmax_topk, text_boxes
+from ._preprocess import Letterbox, classify_preprocess, letterbox, limit_side, stretch
 from ._video import StreamInfo, VideoError, VideoFrame, VideoSource
 from ._video_writer import VideoWriter
 
 __all__ = [
+    "IMAGE_FORMATS",
     "Box",
     "ColourFormat",
     "Destination",
     "Detection",
     "Letterbox",
+    "Placement",
     "StreamInfo",
     "VideoError",
     "VideoFrame",
@@ -36,8 +40,11 @@ __all__ = [
     "detections",
     "draw_boxes",
     "draw_detections",
+    "image_format",
     "letterbox",
+    "limit_side",
     "softmax_topk",
     "stretch",
     "text_boxes",
+    "to_image",
 ]
