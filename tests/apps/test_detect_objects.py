@@ -96,8 +96,8 @@ def test_detect_refuses_a_model_without_detection_outputs(tmp_path, capsys) -> N
 
     argv = ["-i", _save(tmp_path, "a.png", skimage.data.astronaut()), "-o",
             str(tmp_path / "x.png"), "--model", "face", "-m", str(builtin_detector())]  # fmt: skip
-    assert detect.main(argv) == 2
-    assert "compile it with --postprocess" in capsys.readouterr().err
+    assert detect.main(argv) == 2  # the model's record says text, not face
+    assert "is a text detector, not a face one" in capsys.readouterr().err
 
 
 def test_detect_with_a_model_compiled_for_another_frame_size(tmp_path, capsys, object_detector):

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from ..model import CompiledModel, load_model, zoo
 from ..types import CopylessError
+from ._checks import UsageError, check_model_path, check_output, model_task, task_mismatch
 from ._models import CLASSIFIER, builtin_model
 from ._setup import EXIT_USAGE, add_runner_argument, runner_type
 
@@ -58,7 +59,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, dirs, globs")
     parser.add_argument("-o", "--output", required=True, help="OUT.parquet (written atomically)")
     parser.add_argument(
-        "-m", "--model", help="compiled model with an RGBx input (default: EfficientNet-Lite0)"
+        "-m", "--model", help="a compiled classifier with an RGBx input (.rai or directory) or "
+        f"the built-in name {CLASSIFIER} (the default)"
     )
     parser.add_argument("--address", help="HOST:PORT of a `ray start --head` cluster")
     parser.add_argument("--actors", type=int, default=1, help="inference actors (default 1)")
@@ -77,15 +79,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        check_output(args.output, (".parquet", ".pq"), "Parquet")
         paths = expand_inputs(args.inputs)
-        model = load_model(args.model or builtin_batch_classifier())
+        model = load_model(_model_path(args.model))
+        refusal = task_mismatch(args.model or CLASSIFIER, model_task(model), ("classifier",))
+        if refusal is not None:
+            raise UsageError(refusal)
         from ..ray import FrameSpec  # the ray extra; imported once the arguments are good
 
         FrameSpec.for_model(model)
     except ImportError as exc:
         print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
         return EXIT_USAGE
-    except (InputError, CopylessError) as exc:
+    except (InputError, CopylessError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -183,6 +189,14 @@ def _images_under(directory: str) -> Iterator[str]:
         for name in sorted(files):
             if Path(name).suffix.lower() in IMAGE_SUFFIXES:
                 yield os.path.join(root, name)
+
+
+def _model_path(name: str | None) -> Path:
+    """``-m``: None or the built-in name -> the built-in classifier; else a compiled model's
+    path (checked: it exists, and an ONNX file is refused with the line compiling it)."""
+    if name is None or (name == CLASSIFIER and not Path(name).exists()):
+        return builtin_batch_classifier()
+    return check_model_path(name)
 
 
 def builtin_batch_classifier() -> Path:

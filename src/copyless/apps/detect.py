@@ -128,6 +128,9 @@ def _task(args: argparse.Namespace) -> str:
         return str(args.model or "text")
     path = check_model_path(args.model_dir)
     task = model_task(load_model(path))
+    if task == "unknown":
+        raise UsageError(f"{path} has no boxes/scores/classes outputs nor a text map: compile "
+                         "it with --postprocess")  # fmt: skip
     refusal = task_mismatch(path, task, TASKS)
     if refusal is not None:
         raise UsageError(refusal)

@@ -53,7 +53,7 @@ from ..types import (
 )
 from ..vision._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ..vision._video_writer import VideoWriter
-from ._checks import UsageError, check_output
+from ._checks import UsageError, check_model_path, check_output
 from ._models import CLASSIFIER
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes, task_for
@@ -183,8 +183,10 @@ def _run(source: VideoSource, args: argparse.Namespace, errors: _FFmpegErrors) -
         name = args.model or CLASSIFIER
         builtin = name in BUILTIN
         model = builtin_for(name, info, source.line_sizes()) if builtin else Path(name)
-        if not model.exists():
-            raise VideoError(f"no model at {model} (built-in models: {', '.join(BUILTIN)})")
+        try:
+            check_model_path(model)
+        except UsageError as exc:
+            raise VideoError(f"{exc} (built-in models: {', '.join(BUILTIN)})") from None
         options = runner_options(args, max_concurrent_runs=args.slots)
         if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
             # only async jobs run here: size the engines for them up front, so the runner

@@ -98,6 +98,23 @@ class _Reader(ortq.CalibrationDataReader):  # type: ignore[misc]
         self._iter = iter(self._batches)
 
 
+def _marked_pre_processed(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` carrying the mark of onnxruntime's quantization pre-processing.
+
+    The compiler hands over a graph with every shape fixed and inferred (what the
+    pre-processing's shape inference is for), so onnxruntime's "Please consider to run
+    pre-processing" hint does not apply; left unmarked, it goes through ``logging.warning``,
+    which also configures the root logger (basicConfig) from inside copyless and leaks into
+    the apps' output.
+    """
+    marked = onnx.ModelProto()
+    marked.CopyFrom(model)
+    props = {prop.key: prop.value for prop in model.metadata_props}
+    props["onnx.quant.pre_process"] = "onnxruntime.quant"
+    onnx.helper.set_model_props(marked, props)
+    return marked
+
+
 def quantize_int8(
     model: onnx.ModelProto,
     name: str,
@@ -115,7 +132,7 @@ def quantize_int8(
     with tempfile.TemporaryDirectory(prefix="copyless-quant-") as tmp:
         out, src = Path(tmp) / "quantized.onnx", Path(tmp) / "float.onnx"
         # A path, not the proto: quantize_static moves a proto's weights to external data.
-        onnx.save(model, str(src))
+        onnx.save(_marked_pre_processed(model), str(src))
         try:
             ortq.quantize_static(
                 src,

@@ -98,10 +98,12 @@ class JobTable:
             holders = itertools.chain(holders, ((0, running),))
         for key, (other_in, other_out) in holders:
             if overlaps(out_ranges, other_out) or overlaps(out_ranges, other_in):
-                self._log.error("output memory is bound to job %d still in flight", key)
+                self._log.repeated(logging.ERROR, "busy-output",
+                                   "output memory is bound to job %d still in flight", key)
                 return StatusCode.INVALID_OUTPUT
             if overlaps(in_ranges, other_out):
-                self._log.error("input memory is an output of job %d still in flight", key)
+                self._log.repeated(logging.ERROR, "busy-input",
+                                   "input memory is an output of job %d still in flight", key)
                 return StatusCode.INVALID_INPUT
         return None
 

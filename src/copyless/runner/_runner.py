@@ -531,6 +531,7 @@ class Runner:
         path = self._trace.write()
         if path:
             self._log.info("profiling trace written to %s", path)
+        self._log.flush()
         with self._plans_lock:
             self._plans.clear()
         if not_done or not replays_done or not syncs_done:
