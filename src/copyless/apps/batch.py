@@ -81,15 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_output(args.output, (".parquet", ".pq"), "Parquet")
         paths = expand_inputs(args.inputs)
+        # the ray extra, imported once the arguments are good and before any model is built
+        from ..ray import FrameSpec
+
         model = load_model(_model_path(args.model))
         refusal = task_mismatch(args.model or CLASSIFIER, model_task(model), ("classifier",))
         if refusal is not None:
             raise UsageError(refusal)
-        from ..ray import FrameSpec  # the ray extra; imported once the arguments are good
-
         FrameSpec.for_model(model)
     except ImportError as exc:
-        print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
+        print(f"error: copyless-batch needs the ray extra (pip install 'copyless[ray]'): {exc}",
+              file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
     except (InputError, CopylessError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)

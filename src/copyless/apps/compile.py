@@ -17,8 +17,9 @@ Examples::
         --input-format rgbx --input-size 540x960 --postprocess centerface
     copyless-compile nms.onnx -o nms.rai --output-capacity selected=100x3
 
-Exit status: 0 on success, 2 for bad arguments or an unsupported model, 1 for an
-unreadable model.
+Exit status: 0 on success, 2 for bad arguments, a missing, unreadable or unsupported model
+or an output that cannot be written (checked before compiling), 1 when writing fails part
+way (a full disk).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..model import compile_model
 from ..model._config import read_config
 from ..model._input_formats import INPUT_FORMATS
 from ..model._options import parse_shape
-from ..types import CopylessError, ModelLoadError
+from ..types import CopylessError
 from ._checks import UsageError, check_output, check_output_directory
 
 _HELP_EPILOG = """\
@@ -227,10 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         out = compile_model(args.model, args.output, **given)
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
-    except ModelLoadError as exc:
-        print(f"copyless-compile: error: {exc}", file=sys.stderr)
-        return 1
-    except CopylessError as exc:
+    except CopylessError as exc:  # a model it cannot read included: the user's file
         print(f"copyless-compile: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # the output went away or filled the disk while compiling
