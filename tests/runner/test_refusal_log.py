@@ -58,9 +58,10 @@ def test_a_repeated_refusal_is_logged_once_then_counted(tiny, caplog) -> None:
 def test_the_count_is_logged_again_after_the_interval(tiny, caplog, monkeypatch) -> None:
     monkeypatch.setattr(runner_log, "REPEAT_INTERVAL_S", 0.0)  # every record is "late"
     caplog.set_level(logging.ERROR, logger="copyless.runner")
-    _busy_output_refusals(tiny, 3)
+    refused = _busy_output_refusals(tiny, 20).count(S.INVALID_OUTPUT)
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("copyless.runner")]
-    assert len(lines) == 3 and all("is bound to job" in line for line in lines)
+    assert refused >= 15 and len(lines) == refused
+    assert all("is bound to job" in line for line in lines)
 
 
 @pytest.mark.parametrize("level", ["ERROR", "WARNING"])
