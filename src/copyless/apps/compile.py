@@ -30,10 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..model import compile_model
-from ..model._config import read_config
-from ..model._input_formats import INPUT_FORMATS
-from ..model._options import parse_shape
+from ..model import INPUT_FORMATS, compile_model, parse_shape, read_config
 from ..types import CopylessError
 from ._checks import UsageError, check_output, check_output_directory
 

@@ -44,6 +44,7 @@ from ..vision import (
     IMAGE_FORMATS,
     Detection,
     detections,
+    download,
     draw_boxes,
     draw_detections,
     limit_side,
@@ -51,7 +52,6 @@ from ..vision import (
     text_boxes,
     to_image,
 )
-from ..vision._gpu import download
 from ._checks import UsageError, check_model_path, check_output, model_task, task_mismatch
 from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
 from ._prepare import preparer_for, warning

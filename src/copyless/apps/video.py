@@ -51,8 +51,7 @@ from ..types import (
     TensorDirection,
     TensorType,
 )
-from ..vision._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
-from ..vision._video_writer import VideoWriter
+from ..vision import StreamInfo, VideoError, VideoFrame, VideoSource, VideoWriter, import_av
 from ._checks import UsageError, check_model_path, check_output
 from ._models import CLASSIFIER
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type

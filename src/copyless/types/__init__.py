@@ -25,6 +25,8 @@ from ._errors import (
 )
 from ._files import apply_umask, umask
 from ._info import JobHandle, NpuTensorInfo, QuantParameters
+from ._readonly import ReadOnly
+from ._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
 
 __all__ = [
     "CopylessError",
@@ -40,6 +42,7 @@ __all__ = [
     "OptionError",
     "OutOfMemoryError",
     "QuantParameters",
+    "ReadOnly",
     "RoundingMode",
     "RunnerClosedError",
     "RunnerType",
@@ -51,4 +54,8 @@ __all__ = [
     "UnsupportedError",
     "apply_umask",
     "umask",
+    "info_from_dict",
+    "info_to_dict",
+    "quant_from_dict",
+    "quant_to_dict",
 ]

@@ -13,12 +13,13 @@ decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv1
 
 from __future__ import annotations
 
-from ._decode import decode
+from ._decode import ImageSource, decode
 from ._detections import Detection, Placement, detections, draw_detections, to_image
 from ._formats import ColourFormat, Destination, colour_format_for
+from ._gpu import DeviceImage, download, upload
 from ._postprocess import IMAGE_FORMATS, Box, draw_boxes, image_format, softmax_topk, text_boxes
 from ._preprocess import Letterbox, classify_preprocess, letterbox, limit_side, stretch
-from ._video import StreamInfo, VideoError, VideoFrame, VideoSource
+from ._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ._video_writer import VideoWriter
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "ColourFormat",
     "Destination",
     "Detection",
+    "DeviceImage",
+    "ImageSource",
     "Letterbox",
     "Placement",
     "StreamInfo",
@@ -38,13 +41,16 @@ __all__ = [
     "colour_format_for",
     "decode",
     "detections",
+    "download",
     "draw_boxes",
     "draw_detections",
     "image_format",
+    "import_av",
     "letterbox",
     "limit_side",
     "softmax_topk",
     "stretch",
     "text_boxes",
     "to_image",
+    "upload",
 ]
