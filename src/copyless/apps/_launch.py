@@ -80,3 +80,7 @@ def video() -> int:
 
 def batch() -> int:
     return run("batch", "copyless-batch")
+
+
+def ocr() -> int:
+    return run("ocr", "copyless-ocr")
