@@ -39,6 +39,14 @@ from tqdm import tqdm
 
 from ..model import CompiledModel, load_model, zoo
 from ..types import CopylessError
+from ._checks import (
+    UsageError,
+    check_model_path,
+    check_output,
+    check_output_directory,
+    model_task,
+    task_mismatch,
+)
 from ._models import CLASSIFIER, builtin_model
 from ._setup import EXIT_USAGE, add_runner_argument, runner_type
 
@@ -82,7 +90,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "its input paths: reruns and retries replace files, never add rows)",
     )
     parser.add_argument(
-        "-m", "--model", help="compiled model with an RGBx input (default: EfficientNet-Lite0)"
+        "-m", "--model", help="a compiled classifier with an RGBx input (.rai or directory) or "
+        f"the built-in name {CLASSIFIER} (the default)"
     )
     parser.add_argument("--address", help="HOST:PORT of a `ray start --head` cluster")
     parser.add_argument("--actors", type=int, default=1, help="inference actors (default 1)")
@@ -113,20 +122,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        model = load_model(args.model or builtin_batch_classifier())
-        from ..ray import FrameSpec, Manifest  # the ray extra; once the arguments are good
+        if args.output.endswith(("/", os.sep)) or os.path.isdir(args.output):
+            check_output_directory(args.output)
+        else:
+            check_output(args.output, (".parquet", ".pq"), "Parquet")
+        # the ray extra, imported once the arguments are good and before any model is built
+        from ..ray import FrameSpec, Manifest
 
-        FrameSpec.for_model(model)
         if args.manifest:
             manifest = Manifest(args.manifest, args.path_column)
             manifest.check()  # the schema only: the images are listed by Ray's workers
             paths: Sequence[str] | Manifest = manifest
         else:
             paths = expand_inputs(args.inputs)
+        model = load_model(_model_path(args.model))
+        refusal = task_mismatch(args.model or CLASSIFIER, model_task(model), ("classifier",))
+        if refusal is not None:
+            raise UsageError(refusal)
+        FrameSpec.for_model(model)
     except ImportError as exc:
-        print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
+        print(f"error: copyless-batch needs the ray extra (pip install 'copyless[ray]'): {exc}",
+              file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
-    except (InputError, CopylessError) as exc:
+    except (InputError, CopylessError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -271,6 +289,14 @@ def _images_under(directory: str) -> Iterator[str]:
         for name in sorted(files):
             if Path(name).suffix.lower() in IMAGE_SUFFIXES:
                 yield os.path.join(root, name)
+
+
+def _model_path(name: str | None) -> Path:
+    """``-m``: None or the built-in name -> the built-in classifier; else a compiled model's
+    path (checked: it exists, and an ONNX file is refused with the line compiling it)."""
+    if name is None or (name == CLASSIFIER and not Path(name).exists()):
+        return builtin_batch_classifier()
+    return check_model_path(name)
 
 
 def builtin_batch_classifier() -> Path:
