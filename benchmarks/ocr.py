@@ -7,8 +7,9 @@ Pages: N drawn pages (827 x 1169, 12 lines of several sizes and colours on tinte
 with PIL) and ``skimage.data.page()``, written as PNG files into a temporary folder. The peer
 is RapidOCR 3.x (``rapidocr``) for the v6 models, ``rapidocr_onnxruntime`` for v4, as a user
 calls it (``RapidOCR()(path)``: default config, onnxruntime, angle classifier on) on every
-row; ``--peer-engine openvino`` runs the v6 peer on its OpenVINO engine on the OpenVINO row. copyless runs without the angle classifier (its
-``--angle`` is optional; the table's ``cls`` column says which side ran it).
+row; ``--peer-engine openvino`` runs the v6 peer on its OpenVINO engine on the OpenVINO
+row. copyless runs without the angle classifier (its ``--angle`` is optional; the table's
+``cls`` column says which side ran it).
 
 Columns: lines read, character error rate against the drawn text (drawn pages only), the
 share of lines whose text equals the peer's, then seconds per page: ``process`` is the wall
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default="onnxruntime,openvino")
     parser.add_argument("--peer-engine", choices=["onnxruntime", "openvino"],
                         default="onnxruntime",
-                        help="openvino: the v6 peer runs OpenVINO on copyless's OpenVINO row")  # fmt: skip
+                        help="openvino: the v6 peer runs OpenVINO on the OpenVINO row")  # fmt: skip
     args = parser.parse_args(argv)
     generations = [args.models] if args.models else installed_generations()
     load = os.getloadavg()
