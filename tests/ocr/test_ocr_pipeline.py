@@ -50,7 +50,7 @@ def test_lines_come_in_reading_order_with_boxes_on_the_text(
     for line, drawn in zip(result.lines, page.boxes, strict=True):
         x0, y0, x1, _y1 = line.box
         # the unclipped box holds the drawn glyphs' box, with a margin of at most ~half a line
-        assert x0 <= drawn[0] + 2 and y0 <= drawn[1] + 2 and x1 >= drawn[2] - 2
+        assert x0 <= drawn[0] + 4 and y0 <= drawn[1] + 4 and x1 >= drawn[2] - 4
         assert abs(x0 - drawn[0]) < 20 and abs(x1 - drawn[2]) < 20
         assert 0.5 <= line.score <= 1.0
 
