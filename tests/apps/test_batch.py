@@ -167,8 +167,8 @@ def test_inputs_files_directories_and_globs(tmp_path) -> None:
         batch.expand_inputs([str(tmp_path / "empty")])
 
 
-def test_task_ocr_writes_one_row_per_text_line(ray_head, tmp_path) -> None:
-    """--task ocr on a cluster: OcrBatchReader actors, the lines of every page in Parquet."""
+def test_task_ocr_writes_one_row_per_text_line(tmp_path) -> None:
+    """--task ocr on a private local Ray: OcrBatchReader actors, every page's lines in Parquet."""
     import numpy as np
     from PIL import Image
 
@@ -184,11 +184,11 @@ def test_task_ocr_writes_one_row_per_text_line(ray_head, tmp_path) -> None:
     Image.fromarray(np.full((50, 80, 3), 255, np.uint8)).save(pages / "blank.png")
     out = tmp_path / "lines.parquet"
     result = subprocess.run(
-        [*_command(), str(pages), "-o", str(out), "--task", "ocr", "--address", ray_head.address],
+        [*_command(), str(pages), "-o", str(out), "--task", "ocr"],
         capture_output=True, text=True, env={**os.environ, **RAY_ENV}, timeout=600, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    closing = r"^3 images, \d+ lines in \d+\.\d\d s \(1 actor\(s\) on cluster "
+    closing = r"^3 images, \d+ lines in \d+\.\d\d s \(1 actor\(s\) on local Ray\) -> "
     assert re.match(closing, result.stdout)
     rows = pq.read_table(out).to_pylist()
     for path, lines in expected.items():
