@@ -1,4 +1,5 @@
-"""copyless-batch: classify many images on Ray, one Parquet row per image.
+"""copyless-batch: classify many images on Ray, one Parquet row per image (or, with
+``--task ocr``, read their text: one row per line).
 
 ``copyless-batch (INPUT... | --manifest URI [--path-column NAME]) -o OUT.parquet|DIR/
 [-m MODEL] [--address ADDR] [--actors N] [--batch-size B] [--runner onnxruntime|openvino]
@@ -29,11 +30,11 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tqdm import tqdm
 
@@ -98,6 +99,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32, help="images per batch (32)")
     add_runner_argument(parser)  # --runner, --device (cuda/tensorrt: the actors take GPUs)
     parser.add_argument("-k", "--top", type=int, default=5, help="classes per image (5)")
+    parser.add_argument("--task", choices=["classify", "ocr"], default="classify",
+                        help="classify (one row per image) or ocr (PP-OCR: one row per text "
+                        "line: path, line, x0, y0, x1, y1, score, text, error)")  # fmt: skip
     parser.add_argument(
         "--stall-timeout",
         type=float,
@@ -121,6 +125,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.task == "ocr":
+        return _ocr_main(args)
     try:
         if args.output.endswith(("/", os.sep)) or os.path.isdir(args.output):
             check_output_directory(args.output)
@@ -259,6 +265,71 @@ def _classify(
         f"{writer.rows} images{errors} in {seconds:.2f} s, {writer.rows / seconds:.1f} images/s "
         f"({settings.actors} actor(s) on {where}, up in {ready - started:.1f} s) -> {args.output}"
     )
+
+
+def _ocr_main(args: argparse.Namespace) -> int:
+    """``--task ocr``: OcrBatchReader actors over the images; the lines to Parquet."""
+    if args.manifest or not args.output.endswith(".parquet"):
+        print("error: --task ocr takes INPUTs and an OUT.parquet", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        paths = expand_inputs(args.inputs)
+        import ray  # the ray extra
+
+        from ..ocr import OcrBatchReader, OcrModels
+
+        OcrModels.load()  # no PP-OCR package, or a broken one: a usage error, before Ray
+    except ImportError as exc:
+        print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    except (InputError, CopylessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _quiet_ray_logging()
+    with _native_stderr() as (terminal, log):
+        try:
+            with _cluster(args.address, args.actors) as cluster:
+                started = time.perf_counter()
+                lines = ray.data.from_items([{"path": p} for p in paths]).map_batches(
+                    OcrBatchReader, fn_constructor_kwargs={"runner_type": runner_type(args)},
+                    concurrency=args.actors, batch_size=args.batch_size, num_cpus=1,
+                )  # fmt: skip
+                batches = list(lines.iter_batches(batch_format="numpy"))
+                seconds = time.perf_counter() - started
+        except Exception as exc:  # noqa: BLE001 - Ray's task errors: reported, no output
+            print(f"error: the run failed, no output written: {_last_line(exc)}", file=terminal)
+            log.keep = True
+            return EXIT_FAILED
+    table = line_table(batches)
+    _write_parquet(table, args.output)
+    where = "local Ray" if cluster.local else f"cluster {cluster.address}"
+    print(f"{len(paths)} images, {table.num_rows} lines in {seconds:.2f} s "
+          f"({args.actors} actor(s) on {where}) -> {args.output}")  # fmt: skip
+    return 0
+
+
+def line_table(batches: Sequence[Mapping[str, Any]]) -> Any:
+    """The Arrow table of OcrBatchReader batches (Ray Data turns a column of None into
+    NaN on the way: text and error keep only strings)."""
+    import pyarrow as pa
+
+    from ..ocr import LINE_COLUMNS
+
+    types = {"path": pa.string(), "score": pa.float32(), "text": pa.string(),
+             "error": pa.string()}  # fmt: skip
+    schema = pa.schema([(k, types.get(k, pa.int32())) for k in LINE_COLUMNS])
+    columns = {k: [v for b in batches for v in list(b[k])] for k in LINE_COLUMNS}
+    for key in ("text", "error"):
+        columns[key] = [v if isinstance(v, str) else None for v in columns[key]]
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def _write_parquet(table: Any, output: str) -> None:
+    import pyarrow.parquet as pq
+
+    tmp = f"{output}.{os.getpid()}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, output)
 
 
 def expand_inputs(items: Sequence[str]) -> list[str]:
