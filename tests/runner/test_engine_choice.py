@@ -148,7 +148,7 @@ def test_openvino_device_names_choose_openvino(compiled, cache_dir) -> None:
 def test_a_chosen_openvino_runs_float_graphs_in_f32(compiled, cache_dir) -> None:
     """OpenVINO's automatic bf16 (AVX512-BF16/AMX CPUs) is never chosen silently."""
     with RunnerFactory.from_compiled(compiled, {"device": "CPU"}) as runner:
-        engine = runner._sync_engines[0]  # the OpenVINO engine the choice kept
+        engine = runner._engines.loaded[0]  # the OpenVINO engine the choice kept
         assert engine.compiled_model.get_property("INFERENCE_PRECISION_HINT").to_string() == "f32"
 
 
