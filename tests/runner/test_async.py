@@ -17,6 +17,15 @@ HW = cl.TensorType.HW
 S = cl.StatusCode
 
 
+@pytest.fixture
+def native_openvino(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenVINO engines declaring native async runs (implemented, off by default: see
+    backends/_openvino.py, NATIVE_ASYNC)."""
+    from copyless.backends import _openvino
+
+    monkeypatch.setattr(_openvino.OvEngine, "capabilities", _openvino.NATIVE_ASYNC)
+
+
 def _slots(runner, n):
     return [tensors(runner, HW) for _ in range(n)]
 
@@ -231,7 +240,7 @@ def test_a_finished_job_is_collectable_at_once(tiny, make_runner, order: str) ->
 
 
 @pytest.mark.parametrize("runner_type", [cl.RunnerType.OPENVINO, cl.RunnerType.ONNXRUNTIME])
-def test_openvino_jobs_run_on_its_own_async_requests(tiny, runner_type) -> None:
+def test_openvino_jobs_run_on_its_own_async_requests(tiny, runner_type, native_openvino) -> None:
     """OpenVINO: a job starts on the engine's asynchronous request from the submitting
     thread and finishes on OpenVINO's callback thread, with no job worker involved: with
     the only worker held by a blocking callback, a job without callback still completes.
@@ -286,6 +295,7 @@ def _reshape_by_input_model():
     return compile_to_memory(model)
 
 
+@pytest.mark.usefixtures("native_openvino")
 def test_a_failed_native_openvino_run_ends_its_job() -> None:
     """OpenVINO calls no callback when an async run fails: the failure watch ends the job
     with RUNTIME_ERROR (it stayed JOB_PENDING for ever), and the runner goes on."""
