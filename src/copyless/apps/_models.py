@@ -41,6 +41,8 @@ def recorded_preprocessing(name: str) -> dict[str, Any]:
         resize = "letterbox:114" if name == DETECTOR else "stretch"
     return {"mean": tuple(prep.mean), "std": tuple(prep.std), "colour_order": "rgb",
             "resize": resize}  # fmt: skip
+
+
 #: copyless-detect --model NAME -> zoo detector with a folded postprocess
 OBJECT_DETECTORS = {"face": "centerface", "layout": "picodet-layout"}
 
@@ -93,7 +95,7 @@ def builtin_object_detector(
         m = prep.size_multiple
         size = (math.ceil(frame[0] / m) * m, math.ceil(frame[1] / m) * m)
         (first,) = graph_inputs(onnx.load(str(source)).graph)
-        options["input_shapes"] = {first.name: (1, 3, *size)}
+        options["input_shapes"] = {first.name: (extra.get("batch_size", 1), 3, *size)}
     if tuple(frame) != tuple(size):
         options["input_size"] = tuple(frame)
     return builtin_model(name, progress=progress, **options)

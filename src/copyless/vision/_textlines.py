@@ -136,9 +136,9 @@ def _mean_inside(plane: npt.NDArray[np.float32], quad: Floats) -> float:
         (ax, ay), (bx, by) = pts[i], pts[(i + 1) % 4]
         c = (bx - ax) * (ys - ay) - (by - ay) * (xs - ax)
         if sign == 0.0:
-            area = (pts[1, 0] - pts[0, 0]) * (pts[2, 1] - pts[0, 1]) - (
-                pts[1, 1] - pts[0, 1]
-            ) * (pts[2, 0] - pts[0, 0])
+            area = (pts[1, 0] - pts[0, 0]) * (pts[2, 1] - pts[0, 1]) - (pts[1, 1] - pts[0, 1]) * (
+                pts[2, 0] - pts[0, 0]
+            )
             sign = 1.0 if area >= 0 else -1.0
         inside &= c * sign >= 0
     region = plane[y0 : y1 + 1, x0 : x1 + 1]
