@@ -1,6 +1,7 @@
 """copyless-video: classify every frame of a video, the decoder's planes bound to the model.
 
     copyless-video -i clip.mp4 [-m MODEL] [-o annotated.mp4] [--runner openvino] [-n 100]
+                   [--serve [HOST:]PORT]
 
 The pipeline (three stages overlap):
 
@@ -19,6 +20,13 @@ The pipeline (three stages overlap):
    boxes`` and the boxes as copyless-detect prints them (:mod:`._video_tasks`); drawn into
    the ``-o`` video (every frame of a file; a live source's dropped frames are not written).
 
+``--serve HOST:PORT`` (loopback unless a host is named; port 0 picks one, and the URL is
+printed on stderr) serves a live page of the stream while it plays (:mod:`._serve`: the
+latest annotated frame as MJPEG, FPS, p50/p99 decode-to-result latency and drops, and
+``/metrics`` for Prometheus); after the input ends the page keeps showing the final frame
+and figures until SIGINT or SIGTERM. Frames are JPEG-encoded only while a client watches, at
+most ``--serve-fps`` a second, on the board's own thread (:mod:`._board`).
+
 Default model: the built-in EfficientNet-Lite0 compiled for the clip's format, size and
 colour matrix (resize 256 / crop 224 in the graph), cached; ``-m ppocr-det`` the built-in
 PP-OCRv4 text detector, compiled the same way. Exit status: 0 when every frame
@@ -32,6 +40,7 @@ import argparse
 import logging
 import os
 import queue
+import signal
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -51,9 +60,12 @@ from ..types import (
     TensorDirection,
     TensorType,
 )
+from ..vision import Box
 from ..vision._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ..vision._video_writer import VideoWriter
+from ._board import FrameBoard, StreamMeter
 from ._models import CLASSIFIER
+from ._serve import BoardServer, parse_address
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes, task_for
 from .bench.stages import now
@@ -75,7 +87,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--live", action="store_true", help="drop frames the model cannot keep up "
                    "with (default: only for cameras, URLs and pipes)")  # fmt: skip
     p.add_argument("--threads", type=int, default=0, help="decoder threads (0: FFmpeg's choice)")
+    p.add_argument("--serve", metavar="[HOST:]PORT", type=_address, help="serve a live page of "
+                   "the stream here (loopback unless a host is named) until SIGINT/SIGTERM")  # fmt: skip
+    p.add_argument("--serve-fps", type=float, default=5.0, help="JPEGs per second at most for "
+                   "the page, made only while someone watches (default 5)")  # fmt: skip
     return p
+
+
+def _address(text: str) -> tuple[str, int]:
+    try:
+        return parse_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass
@@ -118,6 +141,7 @@ class _Slot:
     frame: VideoFrame | None = None
     handle: JobHandle | None = None
     submitted: float = 0.0
+    decoded: float = 0.0  # when the decoder handed the frame over
     finished: list[float] = field(default_factory=list)
 
 
@@ -128,6 +152,24 @@ def main(argv: list[str] | None = None) -> int:
         value = getattr(args, flag)
         if value is not None and value < 1:
             parser.error(f"--{flag.replace('_', '-')} must be >= 1")
+    if not args.serve_fps > 0:
+        parser.error("--serve-fps must be > 0")
+    try:
+        live = _Live.open(args) if args.serve else None
+    except CopylessError as exc:  # the address cannot be bound: before any other work
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        code = _open_and_run(args, live)
+        if live is not None and code != EXIT_USAGE:
+            live.serve_until_signal()
+        return code
+    finally:
+        if live is not None:
+            live.close()
+
+
+def _open_and_run(args: argparse.Namespace, live: _Live | None) -> int:
     try:
         source = VideoSource(args.input, threads=args.threads, live=args.live or None)
     except VideoError as exc:
@@ -135,10 +177,68 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         with source, _FFmpegErrors() as errors:
-            return _run(source, args, errors)
+            return _run(source, args, errors, live)
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Shown:
+    """A frame's result as the live page shows it (``rgb()`` runs on the board's thread)."""
+
+    stream: int
+    frame: VideoFrame
+    banner: str
+    boxes: tuple[Box, ...]
+
+    def rgb(self) -> Any:
+        """The frame as RGB (libswscale: a conversion and a new array)."""
+        return self.frame.frame.to_ndarray(format="rgb24")
+
+
+class _Live:
+    """``--serve``: the frame board, its meter and the server, bound before any work."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.meter = StreamMeter(0, str(args.input))
+        self.board = FrameBoard([str(args.input)], lambda: [self.meter.figures()],
+                                rate=args.serve_fps)  # fmt: skip
+        try:
+            self.server = BoardServer(self.board, *args.serve)
+        except CopylessError:
+            self.board.close()
+            raise
+
+    @classmethod
+    def open(cls, args: argparse.Namespace) -> _Live:
+        live = cls(args)
+        live.server.start()
+        print(f"serving {live.server.url}", file=sys.stderr, flush=True)
+        return live
+
+    def publish(self, frame: VideoFrame, banner: str, boxes: tuple[Box, ...],
+                decoded: float) -> None:  # fmt: skip
+        self.meter.record(decoded, now())
+        self.board.publish(_Shown(0, frame, banner, boxes))
+
+    def serve_until_signal(self) -> None:
+        """Keep serving the final frame and figures until SIGINT or SIGTERM."""
+        stop = threading.Event()
+        handlers = {sig: signal.signal(sig, lambda *_: stop.set())
+                    for sig in (signal.SIGINT, signal.SIGTERM)}  # fmt: skip
+        try:
+            print(f"inputs done; serving {self.server.url} until SIGINT/SIGTERM",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            while not stop.wait(0.5):
+                pass
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+
+    def close(self) -> None:
+        self.server.close()
+        self.board.close()
 
 
 class _FFmpegErrors(logging.Handler):
@@ -168,7 +268,9 @@ class _FFmpegErrors(logging.Handler):
         self._av.logging.set_level(self._level)
 
 
-def _run(source: VideoSource, args: argparse.Namespace, errors: _FFmpegErrors) -> int:
+def _run(
+    source: VideoSource, args: argparse.Namespace, errors: _FFmpegErrors, live: _Live | None
+) -> int:
     info = source.info
     try:
         name = args.model or CLASSIFIER
@@ -190,7 +292,8 @@ def _run(source: VideoSource, args: argparse.Namespace, errors: _FFmpegErrors) -
             writer = VideoWriter(args.output, info.width, info.height, info.rate) if args.output \
                 else None  # fmt: skip
             try:
-                return _Pipeline(runner, inputs, writer, args, info).run(source, errors.messages)
+                pipeline = _Pipeline(runner, inputs, writer, args, info, live)
+                return pipeline.run(source, errors.messages)
             finally:
                 if writer is not None:
                     writer.close()
@@ -238,8 +341,10 @@ class _Pipeline:
         writer: VideoWriter | None,
         args: argparse.Namespace,
         info: StreamInfo,
+        live: _Live | None = None,
     ) -> None:
         self.runner, self.inputs, self.writer, self.args = runner, inputs, writer, args
+        self.live = live
         outputs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
         if len(outputs) != 1:
             raise VideoError(f"copyless-video needs a model with one output, not {len(outputs)}")
@@ -303,7 +408,7 @@ class _Pipeline:
                 if frame is None:
                     break
                 times.decoded += 1
-                self._put(frames, frame, live, stop)
+                self._put(frames, (frame, now()), live, stop)
         except VideoError as exc:
             self._put(frames, exc, False, stop)
         except Exception as exc:  # noqa: BLE001 - the consumer must hear of any failure
@@ -315,8 +420,10 @@ class _Pipeline:
         while not stop.is_set():
             if live and frames.full():
                 try:
-                    dropped = frames.get_nowait()
-                    self.times.dropped += dropped is not _END and not isinstance(dropped, Exception)
+                    dropped = isinstance(frames.get_nowait(), tuple)
+                    self.times.dropped += dropped
+                    if dropped and self.live is not None:
+                        self.live.meter.drop()
                 except queue.Empty:
                     pass
             try:
@@ -337,11 +444,11 @@ class _Pipeline:
             slot = self.slots[submitted % len(self.slots)]
             if slot.handle is not None and not self._finish(slot):
                 return
-            if not self._submit(slot, item):
+            if not self._submit(slot, *item):
                 return
             submitted += 1
 
-    def _submit(self, slot: _Slot, frame: VideoFrame) -> bool:
+    def _submit(self, slot: _Slot, frame: VideoFrame, decoded: float) -> bool:
         t0 = now()
         tensors = [
             NpuTensor(info, plane, MemoryType.USER_POINTER_CMA)
@@ -356,7 +463,7 @@ class _Pipeline:
         if handle.status is not StatusCode.SUCCESS:
             self.failure = f"frame {frame.index}: execute_async returned {handle.status.name}"
             return False
-        slot.frame, slot.handle = frame, handle
+        slot.frame, slot.handle, slot.decoded = frame, handle, decoded
         return True
 
     def _in_order(self, count: int) -> list[_Slot]:
@@ -379,6 +486,8 @@ class _Pipeline:
         print("\n".join(result.lines))
         if self.writer is not None:
             self.writer.write(frame, result.banner, result.boxes)
+        if self.live is not None:
+            self.live.publish(frame, result.banner, result.boxes, slot.decoded)
         self.times.postprocess += now() - t0
         self.times.done += 1
         return True

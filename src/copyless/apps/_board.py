@@ -1,0 +1,325 @@
+"""The frame board: each stream's latest annotated frame and figures, for a web page.
+
+The inference side calls :meth:`FrameBoard.publish` with each result: it only stores a
+reference to the result (no conversion, no copy, no encoding) and returns. A JPEG of a
+stream's latest frame is made by the board's own encoder thread, and only while a client
+watches that stream (:meth:`FrameBoard.watch`), at most ``rate`` times a second per stream:
+the frame converted to RGB (one conversion and a new array, ``result.rgb()``), its banner and
+boxes drawn, the array shrunk to ``max_width`` when wider, then JPEG-encoded (simplejpeg).
+
+Each stream keeps one JPEG, the latest; a watcher waits for a newer one than it last took
+and gets that one, skipping any made in between. A slow client thus holds at most one JPEG
+and never makes the board queue frames, and a client that never reads holds nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ..vision import Box
+from ..vision._extra import need
+
+logger = logging.getLogger(__name__)
+
+#: Latencies kept per stream by :class:`StreamMeter` for its percentiles.
+LATENCY_WINDOW = 4096
+
+
+class Published(Protocol):
+    """A result the board shows: stream ``stream``'s frame (``rgb()`` converts it, called
+    only off the inference thread), a ``banner`` line and ``boxes`` in frame pixels."""
+
+    @property
+    def stream(self) -> int: ...
+    @property
+    def banner(self) -> str: ...
+    @property
+    def boxes(self) -> tuple[Box, ...]: ...
+    def rgb(self) -> npt.NDArray[np.uint8]: ...
+
+
+class Figures(Protocol):
+    """One stream's figures as the page and ``/metrics`` show them (latencies in seconds,
+    decode to result)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def frames(self) -> int: ...
+    @property
+    def dropped(self) -> int: ...
+    @property
+    def fps(self) -> float: ...
+    @property
+    def latency_p50(self) -> float: ...
+    @property
+    def latency_p99(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFigures:
+    """A snapshot of one stream's figures (see :class:`Figures`)."""
+
+    index: int
+    source: str
+    frames: int
+    dropped: int
+    fps: float
+    latency_p50: float
+    latency_p99: float
+
+
+@dataclass
+class StreamMeter:
+    """Counts one stream's results, drops and decode-to-result latencies (thread-safe)."""
+
+    index: int
+    source: str
+    frames: int = 0
+    dropped: int = 0
+    started: float = 0.0
+    last: float = 0.0
+    latencies: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, decoded: float, done: float) -> None:
+        """One result at ``done`` of a frame decoded at ``decoded`` (``time.perf_counter``)."""
+        with self.lock:
+            if not self.frames:
+                self.started = decoded
+            self.frames += 1
+            self.last = done
+            self.latencies.append(done - decoded)
+
+    def drop(self, count: int = 1) -> None:
+        with self.lock:
+            self.dropped += count
+
+    def figures(self) -> StreamFigures:
+        with self.lock:
+            lat = np.fromiter(self.latencies, np.float64, len(self.latencies))
+            wall = self.last - self.started
+            fps = self.frames / wall if wall > 0 else 0.0
+            p50, p99 = (float(q) for q in np.percentile(lat, (50, 99))) if lat.size else (0, 0)
+            return StreamFigures(self.index, self.source, self.frames, self.dropped, fps,
+                                 p50, p99)  # fmt: skip
+
+
+@dataclass
+class _Tile:
+    """One stream's latest result and latest JPEG (guarded by the board's condition)."""
+
+    name: str
+    latest: Published | None = None
+    published: int = 0  # results published so far
+    jpeg: bytes = b""
+    encoded: int = 0  # the ``published`` count of the result in ``jpeg``
+    jpegs: int = 0  # JPEGs made so far (a watcher waits for this to pass what it took)
+    due: float = 0.0  # the encoder's next allowed time for this stream
+    watchers: int = 0
+
+
+class FrameBoard:
+    """The latest result and JPEG of each of ``names`` streams (indices 0..n-1).
+
+    ``figures``: called (from a server thread, about once a second per page) for each
+    stream's :class:`Figures`; ``rate``: JPEGs per second per watched stream at most;
+    ``max_width``: wider frames are shrunk for the page. ``close()`` stops the encoder
+    thread and wakes every watcher; use ``with``.
+    """
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        figures: Callable[[], Sequence[Figures]],
+        rate: float = 5.0,
+        max_width: int = 640,
+        quality: int = 80,
+    ) -> None:
+        if not names:
+            raise ValueError("a frame board needs at least one stream")
+        if rate <= 0:
+            raise ValueError(f"rate must be > 0, not {rate}")
+        self.names = tuple(names)
+        self.figures = figures
+        self.interval, self.max_width, self.quality = 1.0 / rate, max_width, quality
+        self.encodes = 0  # JPEGs made, all streams (for tests and the benchmark)
+        self._tiles = [_Tile(name) for name in self.names]
+        self._cond = threading.Condition()
+        self._closed = False
+        self._jpeg = need("simplejpeg")
+        self._draw = _Drawing()
+        self._thread = threading.Thread(target=self._encode_loop, name="copyless-board-jpeg",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def __len__(self) -> int:
+        return len(self._tiles)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def publish(self, result: Published) -> None:
+        """Make ``result`` its stream's latest (a reference is kept: no copy, no encoding
+        here); the encoder thread is woken only when someone watches that stream."""
+        with self._cond:
+            tile = self._tiles[result.stream]
+            tile.latest = result
+            tile.published += 1
+            if tile.watchers:
+                self._cond.notify_all()
+
+    @contextmanager
+    def watch(self, stream: int) -> Iterator[Callable[[float], bytes | None]]:
+        """While the block runs, ``stream`` is watched (its frames are encoded); the block
+        gets ``next_jpeg(timeout)``: a JPEG newer than the one it returned last (the first
+        call: the latest there is), or None after ``timeout`` seconds with nothing newer or
+        once the board is closed. IndexError for a stream the board does not have."""
+        tile = self._tiles[stream]
+        taken = -1
+
+        def next_jpeg(timeout: float) -> bytes | None:
+            nonlocal taken
+            deadline = time.monotonic() + timeout
+            with self._cond:
+                while not self._closed and (tile.jpegs <= taken or not tile.jpeg):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    self._cond.wait(left)
+                if self._closed:
+                    return None
+                taken = tile.jpegs
+                return tile.jpeg
+
+        with self._cond:
+            tile.watchers += 1
+            self._cond.notify_all()
+        try:
+            yield next_jpeg
+        finally:
+            with self._cond:
+                tile.watchers -= 1
+
+    def snapshot(self, stream: int, timeout: float) -> bytes | None:
+        """A JPEG of ``stream``'s latest result (encoded for this call when no JPEG of it
+        exists yet, waiting at most ``timeout`` seconds), or None when the stream has no
+        result yet or the board is closed. IndexError for a stream the board does not have."""
+        tile = self._tiles[stream]
+        deadline = time.monotonic() + timeout
+        with self.watch(stream), self._cond:
+            wanted = tile.published
+            while not self._closed and tile.encoded < wanted:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return tile.jpeg or None if not self._closed else None
+
+    def close(self) -> None:
+        """Stop the encoder thread and wake every watcher (idempotent)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def __enter__(self) -> FrameBoard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _encode_loop(self) -> None:
+        while True:
+            with self._cond:
+                job = self._next_job()
+                while job is None:
+                    if self._closed:
+                        return
+                    self._cond.wait(self._wait_time())
+                    job = self._next_job()
+                if self._closed:
+                    return
+            tile, result, count = job
+            try:
+                jpeg = self._encode(result)
+            except Exception:  # a frame the page cannot show must not end the board
+                logger.exception("encoding stream %s's frame for the page failed", tile.name)
+                jpeg = b""
+            with self._cond:
+                tile.encoded = count
+                tile.due = time.monotonic() + self.interval
+                if jpeg:
+                    tile.jpeg, tile.jpegs = jpeg, tile.jpegs + 1
+                    self.encodes += 1
+                self._cond.notify_all()
+
+    def _next_job(self) -> tuple[_Tile, Published, int] | None:
+        """The watched stream with a result not encoded yet whose turn has come (the one
+        waiting longest first), with that result; None when there is none."""
+        clock = time.monotonic()
+        ready = [(t.due, i, t, t.latest) for i, t in enumerate(self._tiles)
+                 if t.watchers and t.published > t.encoded and t.due <= clock]  # fmt: skip
+        for _, _, tile, latest in sorted(ready, key=lambda r: r[:2]):
+            if latest is not None:
+                return tile, latest, tile.published
+        return None
+
+    def _wait_time(self) -> float | None:
+        """Seconds until a pending stream's turn comes, None to wait for a notification."""
+        pending = [t.due for t in self._tiles if t.watchers and t.published > t.encoded]
+        return max(0.0, min(pending) - time.monotonic()) if pending else None
+
+    def _encode(self, result: Published) -> bytes:
+        """``result`` drawn and JPEG-encoded (runs on the encoder thread)."""
+        image = self._draw(result, self.max_width)
+        jpeg: bytes = self._jpeg.encode_jpeg(image, quality=self.quality, colorspace="RGB")
+        return jpeg
+
+
+class _Drawing:
+    """Draws a result's banner and boxes on its RGB frame, shrunk to a width (Pillow)."""
+
+    def __init__(self) -> None:
+        self._image = need("PIL.Image")
+        self._draw = need("PIL.ImageDraw")
+        self._fonts: dict[int, Any] = {}
+
+    def __call__(self, result: Published, max_width: int) -> npt.NDArray[np.uint8]:
+        image = self._image.fromarray(result.rgb())
+        scale = min(1.0, max_width / image.width)
+        if scale < 1.0:
+            size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+            image = image.resize(size, self._image.Resampling.BILINEAR)
+        draw = self._draw.Draw(image)
+        for box in result.boxes:
+            xy = [box.x0 * scale, box.y0 * scale, box.x1 * scale, box.y1 * scale]
+            draw.rectangle(xy, outline=(0, 255, 0), width=2)
+        band = max(14, image.height // 12)
+        draw.rectangle([0, 0, image.width, band], fill=(0, 0, 0))
+        draw.text((4, band // 8), result.banner, fill=(255, 255, 255), font=self._font(band))
+        return np.asarray(image)
+
+    def _font(self, band: int) -> Any:
+        size = max(8, band * 3 // 4)
+        if size not in self._fonts:
+            fonts = need("PIL.ImageFont")
+            try:
+                self._fonts[size] = fonts.load_default(size=size)
+            except (TypeError, OSError):  # Pillow without FreeType: the fixed bitmap font
+                self._fonts[size] = fonts.load_default()
+        return self._fonts[size]
