@@ -26,8 +26,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..types import CopylessError
-from ..vision._extra import need
+from ..types import CopylessError, UnsupportedError
 from ._board import FrameBoard
 
 logger = logging.getLogger(__name__)
@@ -240,10 +239,15 @@ class _Metrics:
 
 def need_prometheus() -> Any:
     """The ``prometheus_client`` package (the ``video`` extra), or UnsupportedError."""
-    client = need("prometheus_client")
-    need("prometheus_client.core")
-    need("prometheus_client.exposition")
-    return client
+    try:
+        import prometheus_client
+        import prometheus_client.core
+        import prometheus_client.exposition
+    except ImportError:
+        raise UnsupportedError(
+            "the live page's /metrics needs prometheus-client: pip install 'copyless[video]'"
+        ) from None
+    return prometheus_client
 
 
 def _page(board: FrameBoard) -> str:

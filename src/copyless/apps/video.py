@@ -87,8 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--live", action="store_true", help="drop frames the model cannot keep up "
                    "with (default: only for cameras, URLs and pipes)")  # fmt: skip
     p.add_argument("--threads", type=int, default=0, help="decoder threads (0: FFmpeg's choice)")
-    p.add_argument("--serve", metavar="[HOST:]PORT", type=_address, help="serve a live page of "
-                   "the stream here (loopback unless a host is named) until SIGINT/SIGTERM")  # fmt: skip
+    p.add_argument("--serve", metavar="[HOST:]PORT", type=_address, help="serve a live "
+                   "page (loopback unless a host is named) until SIGINT/SIGTERM")  # fmt: skip
     p.add_argument("--serve-fps", type=float, default=5.0, help="JPEGs per second at most for "
                    "the page, made only while someone watches (default 5)")  # fmt: skip
     return p
