@@ -137,19 +137,19 @@ def test_stats_and_metrics_give_the_same_figures(served: tuple[Player, str]) -> 
     status, kind, body = _get(url + "metrics")
     assert status == 200 and kind.startswith("text/plain")
     families = {f.name: f for f in text_string_to_metric_families(body.decode())}
-    frames = {s.labels["stream"]: s.value for s in families["copyless_stream_frames"].samples
+    frames = {s.labels["stream"]: s.value for s in families["copyless_video_frames"].samples
               if s.name.endswith("_total")}  # fmt: skip
     assert set(frames) == {"0", "1", "2", "3"}
     for s in stats:  # counted before /metrics was read: never more than there
         assert 0 < s["frames"] <= frames[str(s["index"])]
-    latency = families["copyless_stream_latency_seconds"]
+    latency = families["copyless_video_latency_seconds"]
     p50 = {(s.labels["stream"], s.labels["quantile"]): s.value for s in latency.samples}
     for stream in range(4):  # the player's latencies: 4 ms per stream index, plus publishing
         assert 0.004 * (stream + 1) <= p50[(str(stream), "0.5")] < 0.004 * (stream + 1) + 0.05
         assert p50[(str(stream), "0.99")] >= p50[(str(stream), "0.5")]
-    fps = {s.labels["stream"]: s.value for s in families["copyless_stream_fps"].samples}
+    fps = {s.labels["stream"]: s.value for s in families["copyless_video_fps"].samples}
     assert all(v > 1.0 for v in fps.values())
-    dropped = families["copyless_stream_dropped_frames"].samples
+    dropped = families["copyless_video_dropped"].samples
     assert {s.value for s in dropped if s.name.endswith("_total")} == {0.0}
 
 

@@ -119,13 +119,13 @@ def test_metrics_404_and_a_stuck_client_while_playing_then_sigterm(app: App) -> 
             status, body = app.get("metrics")
             assert status == 200
             families = {f.name: f for f in text_string_to_metric_families(body.decode())}
-            (frames,) = [s for s in families["copyless_stream_frames"].samples
+            (frames,) = [s for s in families["copyless_video_frames"].samples
                          if s.name.endswith("_total")]  # fmt: skip
             assert frames.value == FRAMES and frames.labels["stream"] == "0"
             quantiles = {s.labels["quantile"]: s.value
-                         for s in families["copyless_stream_latency_seconds"].samples}  # fmt: skip
+                         for s in families["copyless_video_latency_seconds"].samples}  # fmt: skip
             assert 0 < quantiles["0.5"] <= quantiles["0.99"] < 10
-            (fps,) = families["copyless_stream_fps"].samples
+            (fps,) = families["copyless_video_fps"].samples
             assert fps.value > 1
             time.sleep(0.5)
         status, body = app.get("stream/0.jpg")

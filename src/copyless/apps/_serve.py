@@ -213,14 +213,14 @@ class _Metrics:
 
     def collect(self) -> Any:
         core, labels = self._core, ["stream", "source"]
-        frames = core.CounterMetricFamily("copyless_stream_frames", "Frames with a result",
+        frames = core.CounterMetricFamily("copyless_video_frames", "Frames with a result",
                                           labels=labels)  # fmt: skip
-        dropped = core.CounterMetricFamily("copyless_stream_dropped_frames",
+        dropped = core.CounterMetricFamily("copyless_video_dropped",
                                            "Frames dropped (the model could not keep up)",
                                            labels=labels)  # fmt: skip
-        fps = core.GaugeMetricFamily("copyless_stream_fps", "Results per second",
+        fps = core.GaugeMetricFamily("copyless_video_fps", "Results per second",
                                      labels=labels)  # fmt: skip
-        latency = core.GaugeMetricFamily("copyless_stream_latency_seconds",
+        latency = core.GaugeMetricFamily("copyless_video_latency_seconds",
                                          "Decode-to-result latency, by quantile",
                                          labels=[*labels, "quantile"])  # fmt: skip
         for f in self.board.figures():
