@@ -14,10 +14,15 @@ coffee, astronaut). Each round runs one process per arrangement, in a rotating o
 Frames/s is the app's own ``throughput (pipeline)`` line (decode to last result, start-up
 and model loading excluded: the page's cost is paid while frames flow). The ratios are the
 medians over rounds of each round's ``watched / plain`` and ``stuck / plain``; peak RSS is
-sampled every 50 ms (psutil). Every arrangement must print the same labels for every frame.
+sampled every 50 ms (psutil). On a loaded machine frames/s swings by tens of percent from
+run to run, so the CPU time the process used (user + system, ``getrusage`` of the waited
+child: start-up included, and for ``--serve`` the serving after the input until SIGTERM) is
+reported per frame too: what serving costs, whatever the load. Every arrangement must print
+the same labels for every frame.
 
 Run: ``copyless-bench serve [--frames 450] [--size 480x640] [--rounds 5] [--serve-fps 5]
-[--quick]``. The last line is ``serve: watched R.RRRx, stuck R.RRRx of plain frames/s``.
+[--quick]``. The last line is ``serve: watched R.RRRx, stuck R.RRRx of plain frames/s; CPU
+per frame watched R.RRRx, stuck R.RRRx of plain``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import argparse
 import contextlib
 import os
 import re
+import resource
 import signal
 import socket
 import statistics
@@ -48,6 +54,7 @@ _FPS = re.compile(r"^throughput \(pipeline\)\s+([\d.]+) FPS$", re.M)
 class Run:
     fps: float
     peak_rss: int
+    cpu: float  # seconds, user + system
     labels: list[str]
     jpegs: int = 0  # JPEGs the watching client received
 
@@ -94,6 +101,7 @@ class _Watcher:
 def _run(command: list[str], arrangement: str) -> Run:
     serve = arrangement != "plain"
     full = [*command, "--serve", "127.0.0.1:0"] if serve else command
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = [0]
     done = threading.Event()
@@ -139,11 +147,13 @@ def _run(command: list[str], arrangement: str) -> Run:
     if proc.returncode != 0:
         raise SystemExit(f"{arrangement}: copyless-video failed ({proc.returncode}):\n"
                          f"{err[-2000:]}")  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # one child at a time: this one's
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     match = _FPS.search(out)
     if match is None:
         raise SystemExit(f"{arrangement}: no throughput line in:\n{out[-2000:]}")
     labels = [line.split(" ", 2)[2] for line in out.splitlines() if line.startswith("frame ")]
-    return Run(float(match.group(1)), peak[0], labels, jpegs)
+    return Run(float(match.group(1)), peak[0], cpu, labels, jpegs)
 
 
 def main() -> None:
@@ -180,20 +190,28 @@ def main() -> None:
             ):
                 raise SystemExit(f"round {r}: the arrangements' labels differ")
             print(f"round {r}: " + ", ".join(
-                f"{name} {run.fps:.1f} frames/s {run.peak_rss / 2**20:.0f} MiB"
+                f"{name} {run.fps:.1f} frames/s {run.cpu / frames * 1000:.1f} CPU-ms/frame "
+                f"{run.peak_rss / 2**20:.0f} MiB"
                 + (f" ({run.jpegs} JPEGs)" if name == "watched" else "")
                 for name, run in got.items()))  # fmt: skip
     plain = [run.fps for run in runs["plain"]]
     print(f"load after: {os.getloadavg()[0]:.2f}")
-    ratios = {}
+    ratios, cpu_ratios = {}, {}
+    plain_cpu = [run.cpu for run in runs["plain"]]
     for name in ARRANGEMENTS:
         fps = statistics.median(run.fps for run in runs[name])
+        cpu = statistics.median(run.cpu for run in runs[name]) / frames * 1000
         rss = statistics.median(run.peak_rss for run in runs[name]) / 2**20
         ratios[name] = statistics.median(r.fps / p for r, p in zip(runs[name], plain, strict=True))
-        print(f"{name:<8} median {fps:.1f} frames/s, peak RSS median {rss:.0f} MiB, "
-              f"{ratios[name]:.3f}x plain (median of the rounds' ratios)")  # fmt: skip
-    print(f"serve: watched {ratios['watched']:.3f}x, stuck {ratios['stuck']:.3f}x "
-          "of plain frames/s")  # fmt: skip
+        cpu_ratios[name] = statistics.median(
+            r.cpu / p for r, p in zip(runs[name], plain_cpu, strict=True)
+        )
+        print(f"{name:<8} median {fps:.1f} frames/s ({ratios[name]:.3f}x plain), "
+              f"{cpu:.2f} CPU-ms/frame ({cpu_ratios[name]:.3f}x plain), peak RSS {rss:.0f} MiB "
+              "(medians; ratios: medians of the rounds' ratios)")  # fmt: skip
+    print(f"serve: watched {ratios['watched']:.3f}x, stuck {ratios['stuck']:.3f}x of plain "
+          f"frames/s; CPU per frame watched {cpu_ratios['watched']:.3f}x, "
+          f"stuck {cpu_ratios['stuck']:.3f}x of plain")  # fmt: skip
 
 
 if __name__ == "__main__":
