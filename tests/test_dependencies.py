@@ -62,3 +62,47 @@ def test_the_core_runs_without_the_extras(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert len(lines) == 2 and all("copyless[vision]" in line for line in lines), lines
     assert lines[0].startswith("decode: simplejpeg") and lines[1].startswith("draw: PIL")
+
+
+def _extra(name: str) -> list[str]:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    extras: dict[str, list[str]] = tomllib.loads(PYPROJECT.read_text())["project"][
+        "optional-dependencies"
+    ]
+    return extras[name]
+
+
+@pytest.mark.parametrize("python", ["3.10", "3.11", "3.12", "3.13"])
+def test_every_extra_resolves_on_each_claimed_python(python: str) -> None:
+    """The packages with no release for some CPython carry a marker that leaves them out
+    there: rapidocr-onnxruntime stops at 3.12, onnxruntime-gpu 1.31 and atheris 3 start at
+    3.11. (.ci/pythons installs `.[all]` on each for real; this keeps the markers honest.)"""
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+
+    env = {**default_environment(), "python_version": python, "python_full_version": python + ".0"}
+    gaps = {  # package -> the Pythons it has no wheel or release for
+        "rapidocr-onnxruntime": {"3.13"},
+        "onnxruntime-gpu": {"3.10"},
+        "cupy-cuda13x": {"3.10"},
+    }
+    for extra in ("models", "cuda", "dev"):
+        for line in _extra(extra):
+            req = Requirement(line)
+            applies = req.marker is None or req.marker.evaluate(env)
+            if python in gaps.get(req.name, set()):
+                assert not applies, f"{req} is asked for on Python {python}"
+            if req.name == "atheris" and applies:
+                assert (python == "3.10") == ("==2.3.0" in str(req.specifier)), str(req)
+    models = {Requirement(line).name for line in _extra("models")}
+    assert {"rapidocr", "rapidocr-onnxruntime"} <= models
+
+
+def test_development_tools_stay_out_of_what_users_install() -> None:
+    """atheris (fuzzing; builds from source where it has no wheel) is in `dev`, which .ci/run
+    installs, never in `test` or `all`."""
+    for extra in ("test", "all"):
+        assert not any(r.startswith("atheris") for r in _extra(extra)), extra
+    assert any(r.startswith("atheris") for r in _extra("dev"))
+    ci = (PYPROJECT.parent / ".ci" / "run").read_text()
+    assert '-e ".[dev]"' in ci and "bash .ci/pythons" in ci
