@@ -40,7 +40,6 @@ import argparse
 import logging
 import os
 import queue
-import signal
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -63,9 +62,10 @@ from ..types import (
 from ..vision import Box
 from ..vision._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ..vision._video_writer import VideoWriter
-from ._board import FrameBoard, StreamMeter
+from ._board import StreamMeter
+from ._live import LivePage
 from ._models import CLASSIFIER
-from ._serve import BoardServer, parse_address
+from ._serve import parse_address
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes, task_for
 from .bench.stages import now
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.serve_fps > 0:
         parser.error("--serve-fps must be > 0")
     try:
-        live = _Live.open(args) if args.serve else None
+        live = _Live(args) if args.serve else None
     except CopylessError as exc:  # the address cannot be bound: before any other work
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -198,47 +198,23 @@ class _Shown:
 
 
 class _Live:
-    """``--serve``: the frame board, its meter and the server, bound before any work."""
+    """``--serve``: the live page and the meter of the stream's figures."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.meter = StreamMeter(0, str(args.input))
-        self.board = FrameBoard([str(args.input)], lambda: [self.meter.figures()],
-                                rate=args.serve_fps)  # fmt: skip
-        try:
-            self.server = BoardServer(self.board, *args.serve)
-        except CopylessError:
-            self.board.close()
-            raise
-
-    @classmethod
-    def open(cls, args: argparse.Namespace) -> _Live:
-        live = cls(args)
-        live.server.start()
-        print(f"serving {live.server.url}", file=sys.stderr, flush=True)
-        return live
+        self.page = LivePage.open([str(args.input)], args.serve, args.serve_fps)
+        self.page.show_figures(lambda: [self.meter.figures()])
 
     def publish(self, frame: VideoFrame, banner: str, boxes: tuple[Box, ...],
                 decoded: float) -> None:  # fmt: skip
         self.meter.record(decoded, now())
-        self.board.publish(_Shown(0, frame, banner, boxes))
+        self.page.publish(_Shown(0, frame, banner, boxes))
 
     def serve_until_signal(self) -> None:
-        """Keep serving the final frame and figures until SIGINT or SIGTERM."""
-        stop = threading.Event()
-        handlers = {sig: signal.signal(sig, lambda *_: stop.set())
-                    for sig in (signal.SIGINT, signal.SIGTERM)}  # fmt: skip
-        try:
-            print(f"inputs done; serving {self.server.url} until SIGINT/SIGTERM",
-                  file=sys.stderr, flush=True)  # fmt: skip
-            while not stop.wait(0.5):
-                pass
-        finally:
-            for sig, handler in handlers.items():
-                signal.signal(sig, handler)
+        self.page.serve_until_signal()
 
     def close(self) -> None:
-        self.server.close()
-        self.board.close()
+        self.page.close()
 
 
 class _FFmpegErrors(logging.Handler):
