@@ -9,10 +9,17 @@ module is private (``_name.py``), or is added here on purpose, with its package'
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 import copyless
+
+SOURCE = Path(copyless.__file__).parent
 
 PUBLIC = {
     "copyless.apps",
@@ -76,3 +83,73 @@ def test_every_package_all_resolves() -> None:
         assert len(exported) == len(set(exported)), name
         missing = [item for item in exported if not hasattr(module, item)]
         assert not missing, f"{name}.__all__ lists {missing}"
+
+
+def _imported(path: Path, package: list[str]) -> Iterator[tuple[int, list[str]]]:
+    """Every copyless module or name ``path`` imports, as dotted parts with relative
+    imports resolved (``from ..memory import cuda`` in runner/_x.py gives
+    ``copyless.memory`` and ``copyless.memory.cuda``), with the line it is on. ``package``:
+    the dotted parts of the package ``path`` belongs to."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = base + (node.module.split(".") if node.module else [])
+            yield node.lineno, target
+            for alias in node.names:
+                yield node.lineno, [*target, alias.name]
+
+
+def _private_owner(target: list[str]) -> list[str] | None:
+    """The package whose private module ``target`` reaches into, or None when it names
+    only public modules (``__init__`` and dunders are not private modules)."""
+    for index, part in enumerate(target):
+        if part.startswith("_") and not part.startswith("__"):
+            return target[:index]
+    return None
+
+
+def cross_package_private_imports(root: Path = SOURCE) -> list[str]:
+    """Imports of a private module (``_name``) from outside the package that holds it.
+
+    A private module is private to its package and that package's subpackages (``model/zoo``
+    may import ``model._graph``); every other importer, a parent included, goes through the
+    package's ``__init__`` (``from ..memory import NpuTensor``, not ``..memory._tensor``)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        package = ["copyless", *path.relative_to(root).parent.parts]
+        for line, target in _imported(path, package):
+            owner = _private_owner(target)
+            if target[0] == "copyless" and owner is not None and package[: len(owner)] != owner:
+                found.append(f"{path.relative_to(root)}:{line} imports {'.'.join(target)}")
+    return sorted(set(found))
+
+
+def test_no_package_imports_another_packages_private_module() -> None:
+    found = cross_package_private_imports()
+    assert not found, "import through the package's __init__ instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("where", "source", "reached"),
+    [
+        ("runner/_x.py", "from ..memory._tensor import NpuTensor\n", True),
+        ("runner/_x.py", "from ..memory import _device\n", True),
+        ("runner/_x.py", "import copyless.backends._base\n", True),
+        ("model/_x.py", "from .postprocess._spec import PostprocessOptions\n", True),
+        ("runner/_x.py", "from ..memory import NpuTensor, cuda\n", False),
+        ("runner/_x.py", "from ._plan import batch_axis\n", False),
+        ("model/zoo/_x.py", "from .._graph import IR_VERSION\n", False),
+        ("runner/_x.py", "from ..types import __all__\n", False),
+    ],
+)
+def test_the_import_walk_sees_what_it_must(
+    tmp_path: Path, where: str, source: str, reached: bool
+) -> None:
+    """The walk itself: each import form above is caught (or let through) as it says."""
+    path = tmp_path / where
+    path.parent.mkdir(parents=True)
+    path.write_text(source)
+    assert bool(cross_package_private_imports(tmp_path)) is reached

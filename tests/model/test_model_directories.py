@@ -143,3 +143,24 @@ def test_a_truncated_map_raises_instead_of_sigbus(tmp_path: Path) -> None:
     assert result.stdout.count("guarded: bus error") == 2, result
     assert result.returncode == -7 and "Bus error" in result.stderr, result  # SIGBUS
     assert "survived" not in result.stdout
+
+
+def test_the_model_records_no_private_module_and_older_records_still_load(
+    compiled_dir: Path, tmp_path: Path
+) -> None:
+    """The metadata names the public compiler (``copyless.compile_model/<version>``); a model
+    written when it named the private module ``copyless.model._compiler`` loads and runs."""
+    recorded = load_model(compiled_dir).metadata["compiler"]
+    assert recorded.startswith("copyless.compile_model/")
+    assert not any(part.startswith("_") for part in recorded.split("/")[0].split("."))
+    old = tmp_path / "old"
+    shutil.copytree(compiled_dir, old)
+    manifest_path = old / "vaiml_par_0" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    text = json.dumps(manifest)
+    assert recorded in text
+    manifest_path.write_text(text.replace(recorded, "copyless.model._compiler/5"))
+    assert load_model(old).metadata["compiler"] == "copyless.model._compiler/5"
+    x = np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    for got, want in zip(_outputs(old, x), _outputs(compiled_dir, x), strict=True):
+        np.testing.assert_array_equal(got, want)

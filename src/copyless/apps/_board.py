@@ -14,6 +14,7 @@ and never makes the board queue frames, and a client that never reads holds noth
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
@@ -26,8 +27,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ..types import UnsupportedError
 from ..vision import Box
-from ..vision._extra import need
 
 logger = logging.getLogger(__name__)
 
@@ -323,3 +324,14 @@ class _Drawing:
             except (TypeError, OSError):  # Pillow without FreeType: the fixed bitmap font
                 self._fonts[size] = fonts.load_default()
         return self._fonts[size]
+
+
+def need(module: str) -> Any:
+    """Import ``module`` (Pillow's or simplejpeg's: the ``vision`` extra), or
+    UnsupportedError saying what to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UnsupportedError(
+            f"the live page needs {module.split('.')[0]}: pip install 'copyless[video]'"
+        ) from None

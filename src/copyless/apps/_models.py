@@ -17,9 +17,7 @@ from typing import Any
 
 import onnx
 
-from ..model import compile_model, zoo
-from ..model._compiler import artifact_key
-from ..model._graph import graph_inputs
+from ..model import artifact_key, compile_model, graph_inputs, zoo
 
 logger = logging.getLogger(__name__)
 

@@ -19,11 +19,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..model._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
+from ..model import InputPreprocessing, ResizePolicy, preprocessing_of
 from ..runner import Runner
 from ..types import LayoutError, MemoryLayout, NpuTensorInfo, UnsupportedError
 from ..vision import (
     ColourFormat,
+    DeviceImage,
+    ImageSource,
     Letterbox,
     classify_preprocess,
     colour_format_for,
@@ -31,8 +33,6 @@ from ..vision import (
     letterbox,
     stretch,
 )
-from ..vision._decode import ImageSource
-from ..vision._gpu import DeviceImage
 
 #: What the app assumes for what the model did not record.
 DEFAULT_POLICY = ResizePolicy("crop")

@@ -16,8 +16,7 @@ from typing import Any, Protocol
 from ..memory import NpuTensor
 from ..model import zoo
 from ..types import CopylessError, NpuTensorInfo, QuantParameters
-from ..vision import Box, Letterbox, softmax_topk, text_boxes
-from ..vision._video import StreamInfo, VideoError
+from ..vision import Box, Letterbox, StreamInfo, VideoError, softmax_topk, text_boxes
 from ._models import CLASSIFIER, DETECTOR, DETECTOR_SIZE, builtin_model
 
 #: The zoo models ``-m`` may name instead of a compiled model path.

@@ -28,10 +28,7 @@ import logging
 import sys
 import time
 
-from ..model import compile_model
-from ..model._config import read_config
-from ..model._input_formats import INPUT_FORMATS
-from ..model._options import parse_shape
+from ..model import INPUT_FORMATS, compile_model, parse_shape, read_config
 from ..types import CopylessError, ModelLoadError
 
 _HELP_EPILOG = """\

@@ -39,12 +39,12 @@ from ..vision import (
     Box,
     Detection,
     detections,
+    download,
     draw_boxes,
     draw_detections,
     stretch,
     text_boxes,
 )
-from ..vision._gpu import download
 from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
 from ._prepare import preparer_for, warning
 from ._setup import image_parser, parse_image_args, run_image_app, tensor_type, timed_runs

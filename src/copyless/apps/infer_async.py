@@ -30,8 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..runner import Runner, RunnerFactory, RunnerOptions
-from ..runner._plan import batch_axis
+from ..runner import Runner, RunnerFactory, RunnerOptions, batch_axis
 from ..types import (
     CopylessError,
     JobHandle,
@@ -40,7 +39,7 @@ from ..types import (
     TensorDirection,
     TensorType,
 )
-from ..vision._gpu import download, upload
+from ..vision import download, upload
 from ._setup import add_runner_argument, runner_options, runner_type
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.

@@ -59,9 +59,15 @@ from ..types import (
     TensorDirection,
     TensorType,
 )
-from ..vision import Box
-from ..vision._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
-from ..vision._video_writer import VideoWriter
+from ..vision import (
+    Box,
+    StreamInfo,
+    VideoError,
+    VideoFrame,
+    VideoSource,
+    VideoWriter,
+    import_av,
+)
 from ._board import StreamMeter
 from ._live import LivePage
 from ._models import CLASSIFIER

@@ -34,8 +34,7 @@ import numpy.typing as npt
 from ..model import zoo
 from ..runner import Runner
 from ..types import CopylessError, TensorDirection
-from ..vision import Box, softmax_topk, text_boxes
-from ..vision._gpu import download
+from ..vision import Box, download, softmax_topk, text_boxes
 from ._models import builtin_model
 from ._prepare import Preparer, preparer_for, warning
 from ._setup import (

@@ -28,8 +28,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..model import Partition
-from ..model._directory import write_atomically
+from ..model import Partition, write_atomically
 from ..types import OptionError
 
 logger = logging.getLogger(__name__)

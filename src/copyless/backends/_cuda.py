@@ -30,11 +30,11 @@ from typing import Any, Protocol
 
 import onnxruntime as ort
 
-from ..memory import _device as cuda_memory
-from ..model import Partition
-from ..model._graph import ELEM_OF
+from ..memory import cuda as cuda_memory
+from ..model import ELEM_OF, Partition
 from ..types import DataType, DeviceUnavailableError, OptionError, TensorError
 from ._base import HOST, Capabilities
+from ._cache import EngineCache
 from ._cuda_options import (
     PROVIDERS,
     CudaOptions,
@@ -47,10 +47,12 @@ from ._onnxruntime import OrtContext, create_session
 logger = logging.getLogger(__name__)
 _LEGACY_STREAM = 1  # cudaStreamLegacy
 
-__all__ = ["CudaBackend", "CudaContext", "CudaEngine", "check_available"]
+__all__ = ["CudaBackend", "CudaContext", "CudaEngine", "check_available", "create_backend"]
 
 
-class BackendOptions(Protocol):
+class CudaSettings(Protocol):
+    """What this backend reads of ``copyless.runner.RunnerOptions`` (a later layer)."""
+
     @property
     def device(self) -> str: ...
 
@@ -63,7 +65,7 @@ class CudaBackend:
 
     name = "onnxruntime"
 
-    def __init__(self, options: BackendOptions) -> None:
+    def __init__(self, options: CudaSettings) -> None:
         if options.device not in PROVIDERS:
             raise OptionError(f"CudaBackend runs 'cuda' or 'tensorrt', not {options.device!r}")
         self._device = options.device
@@ -295,3 +297,12 @@ class CudaContext(OrtContext):
                     runtime.streamWaitEvent(self._lane.handle, event, 0)
                 finally:
                     runtime.eventDestroy(event)  # released by the driver once completed
+
+
+def create_backend(options: CudaSettings, cache: EngineCache | None) -> CudaBackend:
+    """The registry's entry (see :mod:`copyless.backends._registry`). ``cache`` is not used
+    yet: ``create_session(..., cache=cache)`` would keep the optimized graphs, and
+    ``cache.folder(partition, f"tensorrt-{version}")`` is the folder for TensorRT's
+    ``trt_engine_cache_path`` (see :mod:`copyless.backends._cache`)."""
+    del cache
+    return CudaBackend(options)

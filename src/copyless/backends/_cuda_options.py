@@ -47,7 +47,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from ..memory import _device as cuda_memory
+from ..memory import cuda as cuda_memory
 from ..types import DeviceUnavailableError, OptionError, UnsupportedError
 
 CUDA_PROVIDER = "CUDAExecutionProvider"

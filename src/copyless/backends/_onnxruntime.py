@@ -1,4 +1,4 @@
-"""ONNX Runtime backend: CPU execution provider (and CUDA/TensorRT, see cuda.py).
+"""ONNX Runtime backend: CPU execution provider (and CUDA/TensorRT, see _cuda.py).
 
 Binding goes through ``IOBinding`` with raw pointers, so inputs are read from and outputs
 written to the caller's memory in place; a context rebinds only when an address changes.
@@ -27,12 +27,11 @@ import logging
 import math
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import onnxruntime as ort
 
-from ..model import Partition
-from ..model._graph import ELEM_OF
+from ..model import ELEM_OF, Partition
 from ..types import DataType, ModelLoadError, UnsupportedError
 from ._base import Capabilities
 from ._cache import EngineCache, cpu_tag, temporary_path
@@ -69,7 +68,7 @@ class OrtContext:
     """An IOBinding plus the addresses it holds, for one execution slot.
 
     ``device``/``device_id`` name where bound memory lives, as IOBinding takes them ("cpu", 0
-    here; the CUDA context, in cuda.py, binds device memory through the same object).
+    here; the CUDA context, in _cuda.py, binds device memory through the same object).
     """
 
     __slots__ = (
@@ -257,6 +256,18 @@ class OrtCpuBackend:
             cache=self.cache,
         )  # fmt: skip
         return OrtEngine(session, "cpu")
+
+
+class OrtSettings(Protocol):
+    """What this backend reads of ``copyless.runner.RunnerOptions`` (a later layer)."""
+
+    @property
+    def engine_spinning(self) -> bool: ...
+
+
+def create_backend(options: OrtSettings, cache: EngineCache | None) -> OrtCpuBackend:
+    """The registry's entry (see :mod:`copyless.backends._registry`)."""
+    return OrtCpuBackend(options.engine_spinning, cache)
 
 
 def create_session(

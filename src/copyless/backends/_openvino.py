@@ -55,7 +55,7 @@ from ._openvino_tensors import (
     raw_infer_call,
 )
 
-__all__ = ["INSTALL_HINT", "OpenVinoBackend", "OvContext", "OvEngine"]
+__all__ = ["INSTALL_HINT", "OpenVinoBackend", "OvContext", "OvEngine", "create_backend"]
 
 logger = logging.getLogger(__name__)
 _RUN = raw_infer()
@@ -182,7 +182,7 @@ class OvEngine:
         self._compiled = None
 
 
-class BackendOptions(Protocol):
+class OpenVinoSettings(Protocol):
     """What this backend reads of ``copyless.runner.RunnerOptions`` (a later layer)."""
 
     @property
@@ -204,7 +204,7 @@ class OpenVinoBackend:
     name = "openvino"
     capabilities = CAPABILITIES
 
-    def __init__(self, options: BackendOptions, cache: EngineCache | None = None) -> None:
+    def __init__(self, options: OpenVinoSettings, cache: EngineCache | None = None) -> None:
         self._cache = cache
         self._core = ov.Core()
         self._device = device_name(options.device, self._core.available_devices)
@@ -278,3 +278,8 @@ def _port_indices(ports: Any, names: tuple[str, ...], partition: str) -> dict[st
         else:
             raise ModelLoadError(f"{partition}: OpenVINO's graph has no tensor named {name!r}")
     return indices
+
+
+def create_backend(options: OpenVinoSettings, cache: EngineCache | None) -> OpenVinoBackend:
+    """The registry's entry (see :mod:`copyless.backends._registry`)."""
+    return OpenVinoBackend(options, cache)

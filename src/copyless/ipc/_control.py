@@ -1,6 +1,6 @@
 """The per-frame control stream of a slot pool: small fixed binary records.
 
-Once a producer has connected and mapped every slot (JSON messages, :mod:`.wire`), the
+Once a producer has connected and mapped every slot (JSON messages, :mod:`._wire`), the
 connection switches to this stream. Per frame only one record goes each way, so it is
 packed with :mod:`struct` rather than JSON, and both sides read whatever has arrived in
 one ``recv`` and parse every complete record in it: a busy consumer takes a whole burst of

@@ -19,8 +19,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..memory import NpuTensor
-from ..types import CopylessError, MemoryType, MemoryTypeError, NpuTensorInfo
-from ..types._serialize import info_from_dict, info_to_dict
+from ..types import (
+    CopylessError,
+    MemoryType,
+    MemoryTypeError,
+    NpuTensorInfo,
+    info_from_dict,
+    info_to_dict,
+)
 from ._errors import IpcError
 from ._wire import MAX_FDS, close_fds, recv_message, send_message
 

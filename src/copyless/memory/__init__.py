@@ -1,6 +1,14 @@
-"""Memory layer: owned host memory and the NpuTensor view over it."""
+"""Memory layer: owned host memory, device memory wrapped without a copy, and the NpuTensor
+view over either.
 
+``cuda`` is the device-memory module (CuPy imported on first use): siblings call
+``cuda.wrap_device``, ``cuda.copy_to_host``... through it, so a test that replaces one of its
+functions replaces it for every caller.
+"""
+
+from . import _device as cuda
+from ._device import DeviceMemory
 from ._host import PAGE_SIZE, HostMemory
-from ._tensor import NpuTensor
+from ._tensor import NpuTensor, check_bounded
 
-__all__ = ["PAGE_SIZE", "HostMemory", "NpuTensor"]
+__all__ = ["PAGE_SIZE", "DeviceMemory", "HostMemory", "NpuTensor", "check_bounded", "cuda"]

@@ -44,11 +44,11 @@ from ..types import (
     MemoryType,
     MemoryTypeError,
     NpuTensorInfo,
+    ReadOnly,
     TensorDirection,
     TensorError,
     TensorType,
 )
-from ..types._readonly import ReadOnly
 from . import _device as _device
 from . import _dlpack as dlpack
 from . import _dmabuf as dmabuf

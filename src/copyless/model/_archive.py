@@ -13,7 +13,7 @@ Layout (little endian)::
                (zero padding to 64)
     offset 64  blobs (one ONNX graph per partition), each at a 64-byte aligned offset;
                the manifest's ``partitions[i].blob`` holds ``{offset, size, crc32}``
-    last       the manifest (UTF-8 JSON, see :mod:`.manifest`)
+    last       the manifest (UTF-8 JSON, see :mod:`._manifest`)
 
 The loader memory-maps the file (read-only, shared with the page cache), checks every
 length against the real file size before touching the map (a huge declared length fails at

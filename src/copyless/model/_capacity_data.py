@@ -1,4 +1,4 @@
-"""Shape rules of :mod:`.capacity` for ops whose output shape comes from the data (NonZero,
+"""Shape rules of :mod:`._capacity` for ops whose output shape comes from the data (NonZero,
 NonMaxSuppression, TopK, Compress, Unique), from input *values* (Expand, ConstantOfShape,
 Range, OneHot, Tile, Pad, Split), and for the matrix products and reductions in between."""
 

@@ -1,4 +1,4 @@
-"""Shape rules of :mod:`.capacity`: for each ONNX op, the abstract outputs of abstract inputs.
+"""Shape rules of :mod:`._capacity`: for each ONNX op, the abstract outputs of abstract inputs.
 
 A rule gets the node and its inputs (``None`` for an omitted optional input) and returns one
 value per output it can bound; ``None`` for an output leaves it to onnx's shape inference.

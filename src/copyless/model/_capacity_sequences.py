@@ -1,4 +1,4 @@
-"""Shape rules of :mod:`.capacity` for sequence-typed values (SequenceConstruct, SequenceAt,
+"""Shape rules of :mod:`._capacity` for sequence-typed values (SequenceConstruct, SequenceAt,
 ConcatFromSequence, SplitToSequence, ...): exact while the sequence's structure is known
 (which items, in which order), else bounded by its length and a bound of every item."""
 

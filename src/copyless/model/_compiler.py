@@ -14,7 +14,7 @@ parentheses; see ``copyless-compile --help``):
     The input's HW view becomes UINT8 NHWC4 ``[N, H, W, 4]``: packed RGBx pixels as a JPEG
     decoder writes them (the 4th byte is ignored). The graph starts with Transpose to NCHW,
     Slice (drop x), Cast and ``(x - mean) / std``, folded into the first convolution where it
-    can be (see :mod:`.stem`), else one Mul + Add; mean/std are in pixel units (0..255;
+    can be (see :mod:`._stem`), else one Mul + Add; mean/std are in pixel units (0..255;
     default 0 and 1). The CPU view becomes float32 NCHW ``[N, 3, H, W]`` in pixel
     units, *not* normalised, with ``quant = QuantParameters(1.0, 0)``: the runner's CPU->HW
     conversion is then round + saturate to uint8 + pad the 4th channel.
@@ -29,12 +29,12 @@ parentheses; see ``copyless-compile --help``):
     torchvision's ``Resize(256)`` + ``CenterCrop(224)``), then resize.
 ``input_format="rgbx_fp16" | "rgbx_bf16" | "rgbp" | "rgbp_fp16" | "rgbp_float"``
     The same in other pixel formats (packed RGBx FP16/BF16, planar RGB); see
-    :mod:`.input_formats`. Integer HW views carry ``QuantParameters(1.0, 0)``, float ones none.
+    :mod:`._input_formats`. Integer HW views carry ``QuantParameters(1.0, 0)``, float ones none.
 ``input_format="i420" | "nv12"``, ``yuv_matrix="bt601" | "bt709"``, ``yuv_range``,
 ``input_line_sizes=(luma, chroma)``
     The input becomes the video decoder's uint8 planes (one graph input each, lines padded
     as the decoder pads them with ``input_line_sizes``) and the graph converts them to RGB;
-    see :mod:`.yuv`.
+    see :mod:`._yuv`.
 ``input_layout`` / ``input_dtype`` / ``output_layout`` / ``output_dtype`` (``--input-layout`` ...)
     The HW view's layout (``NHWC``, ``NHWC4``, ``NC4HW4``, ``HCWNC4`` ...) and dtype (``bf16``,
     ``fp16``, ``fp32``; ``int8`` with ``quantize``); one value for every tensor or a
@@ -45,19 +45,19 @@ parentheses; see ``copyless-compile --help``):
     ``OrtValue.ortvalue_from_numpy_with_onnx_type(arr.view(np.uint16), TensorProto.BFLOAT16)``.
 ``quantize="int8"``, ``calibration=DIR | [paths]`` (``--quantize int8 --calibration DIR``)
     Static QDQ quantization, U8S8 (uint8 activations per tensor, int8 weights per channel;
-    see :mod:`.quantize`). Float inputs get an INT8 HW view (UINT8 RGBx with
+    see :mod:`._quantize`). Float inputs get an INT8 HW view (UINT8 RGBx with
     ``input_format="rgbx"``) and float outputs an INT8 HW view, each with the graph's own
     QuantParameters. ``quantize_ops=("Conv", ...)`` (``--quantize-ops``) limits which op
     types are quantized.
 ``cpu_ops=("Softmax",)`` | ``cpu_partition_after="name"`` | ``cpu_tail=True``
 (``--cpu-ops Softmax,TopK``, ``--cpu-partition-after NAME``, ``--cpu-tail``)
-    Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`.partition`.
+    Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`._partition`.
 ``resize="crop:0.875" | "letterbox:114" | "stretch"``, ``colour_order="rgb" | "bgr"``
 (``--resize``, ``--colour-order``)
     Recorded, with mean/std, for the applications that feed the model (metadata key
-    ``"preprocessing"``; see :mod:`.preprocessing`); they do not change the graph.
+    ``"preprocessing"``; see :mod:`._preprocessing`); they do not change the graph.
 ``output_capacity={"boxes": (100, 6)}`` (``--output-capacity boxes=100x6``)
-    The capacity of an output whose shape depends on the data (see :mod:`.capacity`): by
+    The capacity of an output whose shape depends on the data (see :mod:`._capacity`): by
     default each such dim reports the bound the compiler derives, or -1 where it knows none.
 ``name="..."`` (``--name``)
     The compiled model's name (default: the file stem or the graph name).
@@ -105,14 +105,17 @@ from ._quantize import Quantized, calibration_batches, quantize_int8
 from ._shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from ._shapes import session as ort_session
 from ._yuv import fold_yuv_input, is_yuv, plane_folds
-from .postprocess._fold import Folded, fold_postprocess
-from .postprocess._spec import PostprocessOptions
+from .postprocess import Folded, PostprocessOptions, fold_postprocess
 
 _log = logging.getLogger(__name__)
 
 # 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: capacities of data-dependent
 # dims; 5: the pixel prefix moves bytes before floats, 3-channel stem fold of any mean
 COMPILER_VERSION = "5"
+#: Who compiled a model, as its metadata records it: the public entry point, never a private
+#: module path (models before this recorded ``copyless.model._compiler/<version>``; nothing
+#: reads the field back to decide anything, so both load the same).
+COMPILER_ID = "copyless.compile_model"
 
 
 def artifact_key(source: str, options: Mapping[str, Any]) -> str:
@@ -125,7 +128,7 @@ def artifact_key(source: str, options: Mapping[str, Any]) -> str:
 def compile_model(model: str | Path | onnx.ModelProto, output: str | Path, **options: Any) -> Path:
     """Compile ``model`` and write it to ``output``: a ``.rai`` file when the name ends in
     ``.rai``, else a directory holding the self-contained ``vaiml_par_0`` partition
-    directory (see :mod:`.directory`)."""
+    directory (see :mod:`._directory`)."""
     compiled = compile_to_memory(model, **options)
     out = Path(output)
     if out.suffix == ".rai":
@@ -205,7 +208,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
         intermediates=intermediates,
         batch_size=fixed.batch_size,
         metadata={
-            "compiler": f"copyless.model._compiler/{COMPILER_VERSION}",
+            "compiler": f"{COMPILER_ID}/{COMPILER_VERSION}",
             "producer": f"{model.producer_name} {model.producer_version}".strip(),
             "options": json.dumps(opts.to_json(), sort_keys=True),
             PREPROCESSING_KEY: _preprocessing(opts, fixed.infos),

@@ -1,6 +1,6 @@
 """The directory form of a compiled model (VART-ML's ``vaiml_par_0`` layout)::
 
-    OUT/vaiml_par_0/manifest.json    the manifest (see :mod:`.manifest`)
+    OUT/vaiml_par_0/manifest.json    the manifest (see :mod:`._manifest`)
     OUT/vaiml_par_0/par_0.onnx       one ONNX graph per partition
     OUT/vaiml_par_0/par_1.onnx       ... (CPU partitions, when the model has them)
 

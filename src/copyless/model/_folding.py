@@ -6,7 +6,7 @@ quantized integer view) and the layout step (``Transpose``/``Reshape`` back to t
 NCHW, ``Slice`` of the channel padding, then for frames of another size a centre ``Slice``,
 ``input_crop``), the layout step first when the HW elements are narrower than the model's
 (bytes move faster than floats); then a linear ``Resize`` to the model's own H x W, and for
-pixel formats (see :mod:`.input_formats`) the normalisation ``(x - mean) / std`` as one
+pixel formats (see :mod:`._input_formats`) the normalisation ``(x - mean) / std`` as one
 ``Mul`` + ``Add``. For an output the graph ends with
 the layout step (``Transpose``, ``Pad`` with zeros, ``Reshape``) then the dtype step (``Cast``
 or ``QuantizeLinear``, which maps the zero padding to the zero point).

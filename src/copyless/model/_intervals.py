@@ -1,4 +1,4 @@
-"""Intervals and abstract tensors: the values :mod:`.capacity` computes with.
+"""Intervals and abstract tensors: the values :mod:`._capacity` computes with.
 
 An :data:`Interval` ``(lo, hi)`` bounds one integer; ``None`` is an open side (``lo=None``:
 no lower bound, ``hi=None``: no upper bound). A dim is an interval with ``lo >= 0``.

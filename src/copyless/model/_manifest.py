@@ -22,8 +22,15 @@ from typing import Any
 
 import onnx
 
-from ..types import ModelLoadError, TensorDirection, TensorType
-from ..types._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
+from ..types import (
+    ModelLoadError,
+    TensorDirection,
+    TensorType,
+    info_from_dict,
+    info_to_dict,
+    quant_from_dict,
+    quant_to_dict,
+)
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._graph import PARSE_ERRORS
 

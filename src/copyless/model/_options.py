@@ -17,8 +17,7 @@ from typing import Any
 from ..types import DataType, MemoryLayout, OptionError
 from ._input_formats import YUV_MATRICES, YUV_RANGES, input_format, yuv_option
 from ._preprocessing import ResizePolicy, parse_colour_order, parse_resize
-from .postprocess import _spec as postprocess
-from .postprocess._spec import PostprocessOptions
+from .postprocess import PostprocessOptions, parse_postprocess
 
 _DTYPE_ALIASES = {
     "bf16": DataType.BF16,
@@ -197,7 +196,7 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         cpu_tail=cpu_tail,
         resize=parse_resize(raw.get("resize")),
         colour_order=parse_colour_order(raw.get("colour_order")),
-        postprocess=postprocess.parse(
+        postprocess=parse_postprocess(
             raw.get("postprocess"),
             raw.get("score_threshold"),
             raw.get("iou_threshold"),

@@ -2,7 +2,7 @@
 
 Shapes are probed with onnxruntime itself (its graph resolution runs shape inference,
 contrib ops included), so whatever onnxruntime can tell statically the compiler records;
-dims it cannot tell are data-dependent: :mod:`.capacity` bounds them (the capacity an info
+dims it cannot tell are data-dependent: :mod:`._capacity` bounds them (the capacity an info
 reports), -1 where no bound is known.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnxruntime as ort
@@ -28,7 +28,9 @@ from ..types import (
 )
 from . import _capacity as capacity
 from ._graph import IR_VERSION, PARSE_ERRORS, cpu_layout_for, dtype_of_elem, graph_inputs
-from ._options import CompileOptions
+
+if TYPE_CHECKING:  # the options import the postprocess package, which imports this module
+    from ._options import CompileOptions
 
 _log = logging.getLogger(__name__)
 

@@ -42,8 +42,7 @@ import ray
 
 from ..memory import NpuTensor
 from ..model import CompiledModel
-from ..runner import Runner, RunnerFactory
-from ..runner._plan import batch_axis, frame_shape
+from ..runner import Runner, RunnerFactory, batch_axis, frame_shape
 from ..types import (
     MemoryType,
     NpuTensorInfo,

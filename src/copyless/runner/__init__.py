@@ -3,6 +3,7 @@
 from ._device_api import DeviceBuffers, DeviceSession
 from ._factory import RunnerFactory
 from ._options import KNOWN_OPTIONS, RunnerOptions, parse_options
+from ._plan import batch_axis, frame_shape
 from ._runner import Runner
 
 __all__ = [
@@ -12,5 +13,7 @@ __all__ = [
     "Runner",
     "RunnerFactory",
     "RunnerOptions",
+    "batch_axis",
+    "frame_shape",
     "parse_options",
 ]

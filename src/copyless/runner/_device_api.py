@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..memory import _device as cuda_memory
+from ..memory import cuda as cuda_memory
 from ..model import CompiledModel, compile_to_memory, load_model
 from ..types import (
     MemoryType,

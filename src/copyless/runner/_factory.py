@@ -8,11 +8,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..backends._base import Backend, Engine
-from ..backends._cache import EngineCache
-from ..backends._onnxruntime import OrtCpuBackend
-from ..model import CompiledModel
-from ..model._config import check_compiled_with, read_config
+from ..backends import Backend, Engine, EngineCache, create_backend
+from ..model import CompiledModel, check_compiled_with, read_config
 from ..types import ModelLoadError, OptionError, RunnerType, UnsupportedError
 from ._options import RunnerOptions, parse_options
 from ._runner import Runner
@@ -58,8 +55,8 @@ class RunnerFactory:
             check_compiled_with(model, read_config(parsed.config_json))
         cache_path = parsed.cache_path or model.cache_path
         cache = EngineCache(cache_path) if cache_path is not None else None
-        backend = _backend_for(runner_type, parsed, cache)
-        cpu_backend: Backend = OrtCpuBackend(parsed.engine_spinning, cache)
+        backend = create_backend(backend_name(runner_type, parsed.device), parsed, cache)
+        cpu_backend = create_backend("onnxruntime", parsed, cache)
         _check_capabilities(model, backend)
         threads = parsed.engine_threads()
 
@@ -100,30 +97,21 @@ class RunnerFactory:
         return runner
 
 
-def _backend_for(
-    runner_type: RunnerType, options: RunnerOptions, cache: EngineCache | None
-) -> Backend:
-    """The backend ``runner_type`` and the ``device`` option name. The optional ones are
-    imported here, on first use: each raises UnsupportedError (with the install hint, or
-    what this machine lacks) rather than falling back to the CPU. ``cache``: the engine
-    cache (``cache_path``) for the backends that keep one (the CUDA backend takes none yet:
-    ``create_session(..., cache=cache)`` would keep its optimized graphs, and
-    ``cache.folder(partition, f"tensorrt-{version}")`` is the folder for TensorRT's
-    ``trt_engine_cache_path``; see backends/_cache.py)."""
+def backend_name(runner_type: RunnerType, device: str) -> str:
+    """The registered backend (see ``copyless.backends.create_backend``) that runs
+    ``runner_type`` on ``device``. The optional backends are imported when created: each
+    raises UnsupportedError (with the install hint, or what this machine lacks) rather than
+    falling back to the CPU."""
     if runner_type is RunnerType.OPENVINO:
-        from ..backends._openvino import OpenVinoBackend
-
-        return OpenVinoBackend(options, cache)
-    if options.device == "cpu":
-        return OrtCpuBackend(options.engine_spinning, cache)
-    if options.device not in ("cuda", "tensorrt"):
+        return "openvino"
+    if device == "cpu":
+        return "onnxruntime"
+    if device not in ("cuda", "tensorrt"):
         raise OptionError(
-            f"option 'device': {options.device!r} is an OpenVINO device; use "
+            f"option 'device': {device!r} is an OpenVINO device; use "
             "runner_type=RunnerType.OPENVINO, or device 'cpu', 'cuda' or 'tensorrt'"
         )
-    from ..backends._cuda import CudaBackend
-
-    return CudaBackend(options)
+    return "cuda"
 
 
 def _check_capabilities(model: CompiledModel, backend: Backend) -> None:

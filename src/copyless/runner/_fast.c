@@ -235,7 +235,7 @@ static int check_shape(PyObject *shape, Py_ssize_t *rows, Py_ssize_t *cols) {
  * or -1 when not installed (a fast call is running, or the path is closed). */
 /* Checked here: the argument types, 1..64 rows and cols, the tensor count, (callable,
  * tuple) call pairs, weak-referenceable tensors. Python (replay.Replays.install) installs
- * only a CallPlan that bound every tensor in place (runner.plan validated the tensors
+ * only a CallPlan that bound every tensor in place (runner/_plan.py validated the tensors
  * against the model's views); the C side never looks inside a tensor beyond `_bytes`. */
 static PyObject *FastPath_install(FastPath *self, PyObject *args) {
     PyObject *tensors, *in_shape, *out_shape, *calls, *ranges;

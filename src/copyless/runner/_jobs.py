@@ -1,23 +1,33 @@
 """Async job bookkeeping: ids, in-flight limits, busy memory, ordered callbacks, wait.
 
-Life of a job: submitted (holds its tensors and slot) -> finished (slot and tensors released,
-status final) -> reported (callback ran, in submission or completion order) -> collected by
+Life of a job: submitted (holds its tensors and slot) -> finished (tensors released, status
+final) -> reported (callback ran, in submission or completion order) -> collected by
 ``wait``. ``wait`` returns only once the callback has run, so a callback's exception can be
 reported by it (as FAILURE; the exception is logged with its traceback and kept on the job).
 
-No head-of-line blocking: a finished job is collectable at once unless it has a callback
-that must wait its turn. With ``callback_order="completion"`` that never happens; with
-``"submission"`` only a job *with* a callback waits for the callbacks of jobs submitted
+Capacity (``max_concurrent_runs``) is handed back in submission order: the jobs in flight
+are a window from the oldest unfinished job to the newest, and a job is admitted only while
+that window is shorter than the limit. So when a job is admitted, every job submitted
+``max_concurrent_runs`` or more before it has finished and released its tensors, whatever
+order the worker threads finished them in: rotating ``K >= max_concurrent_runs`` output
+buffers with submit-and-retry never meets a buffer still bound (a later job finishing
+before a stalled earlier one no longer frees a slot while the earlier job holds memory).
+
+No head-of-line blocking of results: a finished job is collectable at once unless it has a
+callback that must wait its turn. With ``callback_order="completion"`` that never happens;
+with ``"submission"`` only a job *with* a callback waits for the callbacks of jobs submitted
 before it (a job without one has nothing to order and is reported when it finishes).
+
+Sync calls hold memory too: each is a :class:`SyncCall` (a type of its own, not a job id),
+registered for its duration so async jobs cannot write what it reads or reads what it writes.
 """
 
 from __future__ import annotations
 
 import collections
-import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +39,7 @@ from ._plan import overlaps
 logger = logging.getLogger(__name__)
 
 Callback = Callable[[JobHandle], Any]
+Ranges = tuple[tuple[int, int], ...]
 
 #: Finished jobs nobody waits for (callback-only users) are kept this many at most.
 MAX_UNCOLLECTED = 65536
@@ -36,19 +47,49 @@ MAX_UNCOLLECTED = 65536
 
 @dataclass(eq=False, slots=True)
 class Job:
+    """One async job, from admission to collection (``wait``)."""
+
     job_id: int
     callback: Callback | None
-    in_ranges: tuple[tuple[int, int], ...]
-    out_ranges: tuple[tuple[int, int], ...]
+    in_ranges: Ranges
+    out_ranges: Ranges
     payload: Any = None  # what the job holds while in flight (plan, tensors)
     status: StatusCode = StatusCode.JOB_PENDING
     finished: bool = False
     callback_error: BaseException | None = None
     reported: threading.Event = field(default_factory=threading.Event)
 
+    def describe(self) -> str:
+        return f"job {self.job_id}"
+
+
+@dataclass(eq=False, frozen=True, slots=True)
+class SyncCall:
+    """A running ``execute``: the memory it holds until it returns (no job id: not a job)."""
+
+    in_ranges: Ranges
+    out_ranges: Ranges
+
+    def describe(self) -> str:
+        return "a synchronous call"
+
+
+@dataclass(eq=False, frozen=True, slots=True)
+class _FastCall:
+    """The call the C fast path is running (its ranges, as ``FastPath.enter`` reports)."""
+
+    in_ranges: Ranges
+    out_ranges: Ranges
+
+    def describe(self) -> str:
+        return "a synchronous call"
+
+
+Holder = Job | SyncCall | _FastCall
+
 
 class JobTable:
-    """Thread-safe registry of jobs; one per runner."""
+    """Thread-safe registry of jobs and of the memory running work holds; one per runner."""
 
     def __init__(
         self, max_in_flight: int, callback_order: str, fast: FastPath, log: RunnerLog | None = None
@@ -64,72 +105,52 @@ class JobTable:
         self._in_submission_order = callback_order == "submission"
         self._next_id = 1
         self._jobs: dict[int, Job] = {}
-        # Memory held by running work: async jobs by id, sync calls by negative keys.
-        self._active: dict[
-            int, tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]
-        ] = {}
-        self._sync_key = 0
-        self._async_in_flight = 0
+        self._holders: set[Job | SyncCall] = set()  # running work and the memory it holds
+        self._sync_calls = 0
+        # Admitted jobs from the oldest unfinished one on, in submission order: the capacity
+        # in use (see the module docstring).
+        self._window: collections.deque[Job] = collections.deque()
         self._order: collections.deque[Job] = collections.deque()
         self._dispatching = False
         self._uncollected: dict[int, None] = {}  # reported, not yet collected, oldest first
-        self.jobs_run = 0
-        self.callback_errors = 0
+        self._jobs_run = 0
+        self._callback_errors = 0
 
     # -- admission ----------------------------------------------------------------------
-    def _conflict(
-        self, in_ranges: tuple[tuple[int, int], ...], out_ranges: tuple[tuple[int, int], ...]
-    ) -> StatusCode | None:
-        """Why this call must not run now, or None. Call with the lock held, after enter()."""
+    def _conflict(self, in_ranges: Ranges, out_ranges: Ranges) -> StatusCode | None:
+        """Why this call must not run now, or None. Call with the lock held; on None the
+        caller holds one fast-path ``enter`` it must ``leave``."""
         running = self._fast.enter()
-        refused = self._conflict_with(in_ranges, out_ranges, running)
+        holders: list[Holder] = list(self._holders)
+        if running is not None:
+            holders.append(_FastCall(*running))
+        refused = _refusal(self._log, in_ranges, out_ranges, holders)
         if refused is not None:
             self._fast.leave()
         return refused
 
-    def _conflict_with(
-        self,
-        in_ranges: tuple[tuple[int, int], ...],
-        out_ranges: tuple[tuple[int, int], ...],
-        running: Any,
-    ) -> StatusCode | None:
-        holders: Iterable[tuple[int, Any]] = self._active.items()
-        if running is not None:  # the fast path's call (key 0: no job id)
-            holders = itertools.chain(holders, ((0, running),))
-        for key, (other_in, other_out) in holders:
-            if overlaps(out_ranges, other_out) or overlaps(out_ranges, other_in):
-                self._log.error("output memory is bound to job %d still in flight", key)
-                return StatusCode.INVALID_OUTPUT
-            if overlaps(in_ranges, other_out):
-                self._log.error("input memory is an output of job %d still in flight", key)
-                return StatusCode.INVALID_INPUT
-        return None
-
-    def enter_sync(
-        self, in_ranges: tuple[tuple[int, int], ...], out_ranges: tuple[tuple[int, int], ...]
-    ) -> int | StatusCode:
-        """Register a synchronous call's memory; returns its key, or why it must not run
-        (FAILURE once :meth:`close_sync` has begun)."""
+    def enter_sync(self, in_ranges: Ranges, out_ranges: Ranges) -> SyncCall | StatusCode:
+        """Register a synchronous call's memory; returns its token for :meth:`leave_sync`,
+        or why it must not run (FAILURE once :meth:`close_sync` has begun)."""
         with self._lock:
             if self._closing:
                 return StatusCode.FAILURE
             refused = self._conflict(in_ranges, out_ranges)
             if refused is not None:
                 return refused
-            self._sync_key -= 1  # negative keys: sync calls are not jobs
-            self._active[self._sync_key] = (in_ranges, out_ranges)
-            return self._sync_key
+            call = SyncCall(in_ranges, out_ranges)
+            self._holders.add(call)
+            self._sync_calls += 1
+            return call
 
-    def leave_sync(self, key: int) -> None:
+    def leave_sync(self, call: SyncCall) -> None:
         with self._lock:
-            del self._active[key]
-            self.jobs_run += 1
+            self._holders.remove(call)
+            self._sync_calls -= 1
+            self._jobs_run += 1
             self._fast.leave()
-            if self._closing and not self._sync_calls():
+            if self._closing and not self._sync_calls:
                 self._no_sync_calls.notify_all()
-
-    def _sync_calls(self) -> bool:
-        return any(key < 0 for key in self._active)
 
     def close_sync(self, timeout_s: float) -> bool:
         """Refuse new synchronous calls and wait up to ``timeout_s`` for those inside the
@@ -137,27 +158,23 @@ class JobTable:
         call). True when none is left."""
         with self._no_sync_calls:
             self._closing = True
-            return self._no_sync_calls.wait_for(lambda: not self._sync_calls(), timeout_s)
+            return self._no_sync_calls.wait_for(lambda: not self._sync_calls, timeout_s)
 
     def admit(
-        self,
-        in_ranges: tuple[tuple[int, int], ...],
-        out_ranges: tuple[tuple[int, int], ...],
-        callback: Callback | None,
+        self, in_ranges: Ranges, out_ranges: Ranges, callback: Callback | None
     ) -> Job | StatusCode:
         """Register an async job, or say why not: RESOURCE_UNAVAILABLE, INVALID_INPUT/OUTPUT."""
         with self._lock:
-            if self._async_in_flight >= self._max_in_flight:
+            if len(self._window) >= self._max_in_flight:
                 return StatusCode.RESOURCE_UNAVAILABLE
             refused = self._conflict(in_ranges, out_ranges)
             if refused is not None:
                 return refused
-            job_id = self._next_id
+            job = Job(self._next_id, callback, in_ranges, out_ranges)
             self._next_id += 1
-            job = Job(job_id, callback, in_ranges, out_ranges)
-            self._active[job_id] = (in_ranges, out_ranges)
-            self._async_in_flight += 1
-            self._jobs[job_id] = job
+            self._holders.add(job)
+            self._window.append(job)
+            self._jobs[job.job_id] = job
             if self._in_submission_order and callback is not None:
                 self._order.append(job)  # only callbacks are ordered
             return job
@@ -169,9 +186,10 @@ class JobTable:
             job.status = status
             job.finished = True
             job.payload = None
-            self._active.pop(job.job_id, None)
-            self._async_in_flight -= 1
-            self.jobs_run += 1
+            self._holders.discard(job)  # its tensors are free from here on
+            while self._window and self._window[0].finished:
+                self._window.popleft()  # capacity comes back in submission order
+            self._jobs_run += 1
             self._fast.leave()
         if self._in_submission_order and job.callback is not None:
             self._dispatch_in_order()
@@ -199,7 +217,7 @@ class JobTable:
             except BaseException as exc:  # noqa: BLE001 - logged, kept, reported by wait
                 job.callback_error = exc
                 with self._lock:
-                    self.callback_errors += 1
+                    self._callback_errors += 1
                 self._log.error("callback of job %d raised", job.job_id, exc_info=exc)
         with self._lock:
             self._uncollected[job.job_id] = None
@@ -236,7 +254,29 @@ class JobTable:
 
     @property
     def in_flight(self) -> int:
-        return self._async_in_flight
+        """Capacity in use: admitted jobs from the oldest unfinished one on."""
+        return len(self._window)
+
+    @property
+    def jobs_run(self) -> int:
+        return self._jobs_run
+
+    @property
+    def callback_errors(self) -> int:
+        return self._callback_errors
+
+
+def _refusal(
+    log: RunnerLog, in_ranges: Ranges, out_ranges: Ranges, holders: list[Holder]
+) -> StatusCode | None:
+    for holder in holders:
+        if overlaps(out_ranges, holder.out_ranges) or overlaps(out_ranges, holder.in_ranges):
+            log.error("output memory is bound to %s still in flight", holder.describe())
+            return StatusCode.INVALID_OUTPUT
+        if overlaps(in_ranges, holder.out_ranges):
+            log.error("input memory is an output of %s still in flight", holder.describe())
+            return StatusCode.INVALID_INPUT
+    return None
 
 
 def _seconds(timeout_ms: Any) -> float | None:

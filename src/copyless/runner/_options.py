@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..backends._cuda_options import CudaOptions, parse_cuda_options
-from ..model._config import read_config
+from ..backends import CudaOptions, parse_cuda_options
+from ..model import read_config
 from ..types import OptionError
 
 _TENSOR_TYPES = ("HW", "CPU")

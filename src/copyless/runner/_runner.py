@@ -18,11 +18,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backends._base import HOST, Backend, Engine, common_memory
-from ..backends._cache import EngineCache
-from ..memory import HostMemory, NpuTensor
-from ..memory import _device as cuda_memory
-from ..memory._tensor import check_bounded
+from ..backends import HOST, Backend, Engine, EngineCache, common_memory
+from ..memory import HostMemory, NpuTensor, check_bounded
+from ..memory import cuda as cuda_memory
 from ..model import CompiledModel, TensorSpec
 from ..types import (
     JobHandle,
@@ -31,6 +29,7 @@ from ..types import (
     NpuTensorInfo,
     OptionError,
     QuantParameters,
+    ReadOnly,
     RunnerClosedError,
     StatusCode,
     TensorDirection,
@@ -38,7 +37,6 @@ from ..types import (
     TensorType,
     UnknownTensorError,
 )
-from ..types._readonly import ReadOnly
 from ._jobs import Callback, Job, JobTable
 from ._log import RunnerLog
 from ._options import RunnerOptions

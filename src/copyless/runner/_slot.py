@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import layout as _layout
-from ..backends._base import Engine, EngineContext
+from ..backends import Engine, EngineContext
 from ..model import CompiledModel
 from ..types import DataType, MemoryLayout, NpuTensorInfo, TensorType
 from ._plan import CONVERT, DIRECT, DYNAMIC, GATHER, Bind, CallPlan, batch_axis

@@ -24,6 +24,8 @@ from ._errors import (
     UnsupportedError,
 )
 from ._info import JobHandle, NpuTensorInfo, QuantParameters
+from ._readonly import ReadOnly
+from ._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
 
 __all__ = [
     "CopylessError",
@@ -39,6 +41,7 @@ __all__ = [
     "OptionError",
     "OutOfMemoryError",
     "QuantParameters",
+    "ReadOnly",
     "RoundingMode",
     "RunnerClosedError",
     "RunnerType",
@@ -48,4 +51,8 @@ __all__ = [
     "TensorType",
     "UnknownTensorError",
     "UnsupportedError",
+    "info_from_dict",
+    "info_to_dict",
+    "quant_from_dict",
+    "quant_to_dict",
 ]

@@ -11,12 +11,13 @@ decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv1
 
 from __future__ import annotations
 
-from ._decode import decode
+from ._decode import ImageSource, decode
 from ._detections import Detection, detections, draw_detections
 from ._formats import ColourFormat, Destination, colour_format_for
+from ._gpu import DeviceImage, download, upload
 from ._postprocess import Box, draw_boxes, softmax_topk, text_boxes
 from ._preprocess import Letterbox, classify_preprocess, letterbox, stretch
-from ._video import StreamInfo, VideoError, VideoFrame, VideoSource
+from ._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ._video_writer import VideoWriter
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "ColourFormat",
     "Destination",
     "Detection",
+    "DeviceImage",
+    "ImageSource",
     "Letterbox",
     "StreamInfo",
     "VideoError",
@@ -34,10 +37,13 @@ __all__ = [
     "colour_format_for",
     "decode",
     "detections",
+    "download",
     "draw_boxes",
     "draw_detections",
+    "import_av",
     "letterbox",
     "softmax_topk",
     "stretch",
     "text_boxes",
+    "upload",
 ]

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..memory import _device as cuda_memory
+from ..memory import cuda as cuda_memory
 from ..types import TensorError
 from ._formats import ColourFormat, colour_format_for
 from ._preprocess import Letterbox, _source, classify_geometry, letterbox_geometry

