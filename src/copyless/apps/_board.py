@@ -120,7 +120,7 @@ class StreamMeter:
 
 @dataclass
 class _Tile:
-    """One stream's latest result and latest JPEG (guarded by the board's condition)."""
+    """One stream's latest result and latest JPEG (guarded by the board's lock)."""
 
     name: str
     latest: Published | None = None
@@ -158,7 +158,12 @@ class FrameBoard:
         self.interval, self.max_width, self.quality = 1.0 / rate, max_width, quality
         self.encodes = 0  # JPEGs made, all streams (for tests and the benchmark)
         self._tiles = [_Tile(name) for name in self.names]
-        self._cond = threading.Condition()
+        # One lock, two conditions: publishing wakes only the encoder (``_work``), a new
+        # JPEG wakes the watchers (``_fresh``), so a result costs the publisher no wake-ups
+        # of client threads.
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._fresh = threading.Condition(self._lock)
         self._closed = False
         self._jpeg = need("simplejpeg")
         self._draw = _Drawing()
@@ -176,12 +181,12 @@ class FrameBoard:
     def publish(self, result: Published) -> None:
         """Make ``result`` its stream's latest (a reference is kept: no copy, no encoding
         here); the encoder thread is woken only when someone watches that stream."""
-        with self._cond:
+        with self._lock:
             tile = self._tiles[result.stream]
             tile.latest = result
             tile.published += 1
             if tile.watchers:
-                self._cond.notify_all()
+                self._work.notify()
 
     @contextmanager
     def watch(self, stream: int) -> Iterator[Callable[[float], bytes | None]]:
@@ -195,24 +200,24 @@ class FrameBoard:
         def next_jpeg(timeout: float) -> bytes | None:
             nonlocal taken
             deadline = time.monotonic() + timeout
-            with self._cond:
+            with self._lock:
                 while not self._closed and (tile.jpegs <= taken or not tile.jpeg):
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return None
-                    self._cond.wait(left)
+                    self._fresh.wait(left)
                 if self._closed:
                     return None
                 taken = tile.jpegs
                 return tile.jpeg
 
-        with self._cond:
+        with self._lock:
             tile.watchers += 1
-            self._cond.notify_all()
+            self._work.notify()
         try:
             yield next_jpeg
         finally:
-            with self._cond:
+            with self._lock:
                 tile.watchers -= 1
 
     def snapshot(self, stream: int, timeout: float) -> bytes | None:
@@ -221,20 +226,21 @@ class FrameBoard:
         result yet or the board is closed. IndexError for a stream the board does not have."""
         tile = self._tiles[stream]
         deadline = time.monotonic() + timeout
-        with self.watch(stream), self._cond:
+        with self.watch(stream), self._lock:
             wanted = tile.published
             while not self._closed and tile.encoded < wanted:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                self._cond.wait(left)
+                self._fresh.wait(left)
             return tile.jpeg or None if not self._closed else None
 
     def close(self) -> None:
         """Stop the encoder thread and wake every watcher (idempotent)."""
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            self._work.notify_all()
+            self._fresh.notify_all()
         if self._thread is not threading.current_thread():
             self._thread.join()
 
@@ -246,12 +252,12 @@ class FrameBoard:
 
     def _encode_loop(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 job = self._next_job()
                 while job is None:
                     if self._closed:
                         return
-                    self._cond.wait(self._wait_time())
+                    self._work.wait(self._wait_time())
                     job = self._next_job()
                 if self._closed:
                     return
@@ -261,13 +267,13 @@ class FrameBoard:
             except Exception:  # a frame the page cannot show must not end the board
                 logger.exception("encoding stream %s's frame for the page failed", tile.name)
                 jpeg = b""
-            with self._cond:
+            with self._lock:
                 tile.encoded = count
                 tile.due = time.monotonic() + self.interval
                 if jpeg:
                     tile.jpeg, tile.jpegs = jpeg, tile.jpegs + 1
                     self.encodes += 1
-                self._cond.notify_all()
+                self._fresh.notify_all()
 
     def _next_job(self) -> tuple[_Tile, Published, int] | None:
         """The watched stream with a result not encoded yet whose turn has come (the one
