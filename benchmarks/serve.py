@@ -17,8 +17,10 @@ medians over rounds of each round's ``watched / plain`` and ``stuck / plain``; p
 sampled every 50 ms (psutil). On a loaded machine frames/s swings by tens of percent from
 run to run, so the CPU time the process used (user + system, ``getrusage`` of the waited
 child: start-up included, and for ``--serve`` the serving after the input until SIGTERM) is
-reported per frame too: what serving costs, whatever the load. Every arrangement must print
-the same labels for every frame.
+reported per frame too, and the CPU time the board's encoder thread spent on the page's
+JPEGs (its own ``thread_time``, read from ``/stats.json``) as a share of the process's: the
+direct cost of watching, whatever the load. Every arrangement must print the same labels
+for every frame.
 
 Run: ``copyless-bench serve [--frames 450] [--size 480x640] [--rounds 5] [--serve-fps 5]
 [--quick]``. The last line is ``serve: watched R.RRRx, stuck R.RRRx of plain frames/s; CPU
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import resource
@@ -57,6 +60,8 @@ class Run:
     cpu: float  # seconds, user + system
     labels: list[str]
     jpegs: int = 0  # JPEGs the watching client received
+    jpeg_cpu: float = 0.0  # CPU seconds the app's board spent making JPEGs
+    made: int = 0  # JPEGs the app's board made
 
 
 class _Watcher:
@@ -117,7 +122,7 @@ def _run(command: list[str], arrangement: str) -> Run:
     sampler = threading.Thread(target=sample)
     sampler.start()
     client: _Watcher | socket.socket | None = None
-    jpegs = 0
+    jpegs, jpeg_cpu, made = 0, 0.0, 0
     try:
         if serve:
             assert proc.stderr is not None
@@ -132,6 +137,9 @@ def _run(command: list[str], arrangement: str) -> Run:
             while not proc.stderr.readline().startswith("inputs done"):
                 if proc.poll() is not None:
                     break
+            with urllib.request.urlopen(url + "stats.json", timeout=30) as reply:
+                board = json.loads(reply.read())
+            jpeg_cpu, made = float(board["jpeg_cpu_seconds"]), int(board["jpegs"])
             if isinstance(client, _Watcher):  # before the app goes: it is not an error
                 client.close()
             proc.send_signal(signal.SIGTERM)
@@ -153,7 +161,7 @@ def _run(command: list[str], arrangement: str) -> Run:
     if match is None:
         raise SystemExit(f"{arrangement}: no throughput line in:\n{out[-2000:]}")
     labels = [line.split(" ", 2)[2] for line in out.splitlines() if line.startswith("frame ")]
-    return Run(float(match.group(1)), peak[0], cpu, labels, jpegs)
+    return Run(float(match.group(1)), peak[0], cpu, labels, jpegs, jpeg_cpu, made)
 
 
 def main() -> None:
@@ -192,7 +200,8 @@ def main() -> None:
             print(f"round {r}: " + ", ".join(
                 f"{name} {run.fps:.1f} frames/s {run.cpu / frames * 1000:.1f} CPU-ms/frame "
                 f"{run.peak_rss / 2**20:.0f} MiB"
-                + (f" ({run.jpegs} JPEGs)" if name == "watched" else "")
+                + (f" ({run.jpegs} JPEGs, {run.jpeg_cpu * 1000:.0f} CPU-ms making them)"
+                   if name == "watched" else "")
                 for name, run in got.items()))  # fmt: skip
     plain = [run.fps for run in runs["plain"]]
     print(f"load after: {os.getloadavg()[0]:.2f}")
@@ -209,6 +218,10 @@ def main() -> None:
         print(f"{name:<8} median {fps:.1f} frames/s ({ratios[name]:.3f}x plain), "
               f"{cpu:.2f} CPU-ms/frame ({cpu_ratios[name]:.3f}x plain), peak RSS {rss:.0f} MiB "
               "(medians; ratios: medians of the rounds' ratios)")  # fmt: skip
+    share = statistics.median(r.jpeg_cpu / r.cpu for r in runs["watched"])
+    per_jpeg = statistics.median(r.jpeg_cpu / max(1, r.made) for r in runs["watched"]) * 1000
+    print(f"watched: the page's JPEGs took {share:.2%} of the process's CPU time "
+          f"({per_jpeg:.2f} CPU-ms per JPEG; medians)")  # fmt: skip
     print(f"serve: watched {ratios['watched']:.3f}x, stuck {ratios['stuck']:.3f}x of plain "
           f"frames/s; CPU per frame watched {cpu_ratios['watched']:.3f}x, "
           f"stuck {cpu_ratios['stuck']:.3f}x of plain")  # fmt: skip

@@ -157,6 +157,7 @@ class FrameBoard:
         self.figures = figures
         self.interval, self.max_width, self.quality = 1.0 / rate, max_width, quality
         self.encodes = 0  # JPEGs made, all streams (for tests and the benchmark)
+        self.encode_seconds = 0.0  # CPU time the encoder thread spent making them
         self._tiles = [_Tile(name) for name in self.names]
         # One lock, two conditions: publishing wakes only the encoder (``_work``), a new
         # JPEG wakes the watchers (``_fresh``), so a result costs the publisher no wake-ups
@@ -262,12 +263,15 @@ class FrameBoard:
                 if self._closed:
                     return
             tile, result, count = job
+            cpu = time.thread_time()
             try:
                 jpeg = self._encode(result)
             except Exception:  # a frame the page cannot show must not end the board
                 logger.exception("encoding stream %s's frame for the page failed", tile.name)
                 jpeg = b""
+            cpu = time.thread_time() - cpu
             with self._lock:
+                self.encode_seconds += cpu
                 tile.encoded = count
                 tile.due = time.monotonic() + self.interval
                 if jpeg:

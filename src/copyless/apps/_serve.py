@@ -183,7 +183,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _stats(board: FrameBoard) -> dict[str, Any]:
+    """The figures per stream, and the page's own cost: JPEGs made and their CPU seconds."""
     return {
+        "jpegs": board.encodes,
+        "jpeg_cpu_seconds": round(board.encode_seconds, 4),
         "streams": [
             {
                 "index": f.index,
