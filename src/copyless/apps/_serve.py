@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import math
 import re
 import socket
 import threading
@@ -260,17 +261,22 @@ def _page(board: FrameBoard) -> str:
         f'<p class="stats" id="stats{i}">waiting for results</p></figure>'
         for i, name in enumerate(board.names)
     )
-    return _PAGE.replace("{tiles}", tiles)
+    columns = math.ceil(math.sqrt(len(board)))  # 4 streams: 2 x 2; 9: 3 x 3
+    rows = math.ceil(len(board) / columns)
+    return _PAGE.replace("{tiles}", tiles).replace("{columns}", str(columns)) \
+        .replace("{rows}", str(rows))  # fmt: skip
 
 
 _PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>copyless streams</title>
 <style>
 body { font: 14px sans-serif; margin: 8px; background: #111; color: #eee; }
-main { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 8px; }
+main { display: grid; grid-template-columns: repeat({columns}, minmax(0, 1fr)); gap: 8px;
+       max-width: calc({columns} * 660px); }
 figure { margin: 0; background: #222; padding: 4px; }
 figcaption { font-weight: bold; overflow: hidden; white-space: nowrap; }
-img { width: 100%; display: block; background: #000; min-height: 120px; }
+img { width: 100%; height: calc((100vh - 16px) / {rows} - 56px); min-height: 120px;
+      display: block; object-fit: contain; background: #000; }
 .stats { margin: 4px 0 0; font-family: monospace; }
 </style></head>
 <body><main>
