@@ -162,9 +162,12 @@ def test_mjpeg_gives_newer_frames_of_the_right_stream(served: tuple[Player, str]
         assert len(set(parts)) >= 2
         image = np.asarray(Image.open(io.BytesIO(parts[-1])).convert("RGB"))
         assert image.shape == (240, 320, 3)
-        frame = player.frames[stream][0].frame.to_ndarray(format="rgb24")
         below_banner = slice(40, None)
-        assert np.abs(image[below_banner].astype(int) - frame[below_banner]).mean() < 20
+        error = min(  # the frame it shows: the closest of the stream's (they pan)
+            np.abs(image[below_banner].astype(int) - rgb[below_banner]).mean()
+            for rgb in (f.frame.to_ndarray(format="rgb24") for f in player.frames[stream])
+        )
+        assert error < 8
     status, kind, body = _get(url + "stream/1.jpg")
     assert status == 200 and kind == "image/jpeg" and body[:2] == b"\xff\xd8"
 
