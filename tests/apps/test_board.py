@@ -35,8 +35,10 @@ class Result:
         return self.image
 
 
-def _board(streams: int = 1, rate: float = 50.0, **kwargs: int) -> FrameBoard:
+def _board(streams: int = 1, rate: float = 50.0, **kwargs: float) -> FrameBoard:
+    """A board; no CPU budget unless ``cpu_share`` is given (this process is mostly idle)."""
     meters = [StreamMeter(i, f"clip{i}") for i in range(streams)]
+    kwargs.setdefault("cpu_share", 1.0)
     return FrameBoard([m.source for m in meters], lambda: [m.figures() for m in meters],
                       rate=rate, **kwargs)  # fmt: skip
 
@@ -108,6 +110,34 @@ def test_encoding_rate_is_capped_and_watchers_skip_to_the_latest() -> None:
             producer.join()
     assert 0.5 * rate * seconds <= board.encodes <= rate * seconds + 2
     assert len(got) == len(set(got))  # never the same JPEG twice: only newer ones
+
+
+@pytest.mark.parametrize("share", [0.02, 0.10])
+def test_the_encoder_keeps_to_its_cpu_budget_while_results_come(share: float) -> None:
+    """A busy "inference" thread publishing large frames: the JPEGs take at most ``share``
+    of the process's CPU time (plus the one encode that crossed it); after the results
+    stop, the final frame is still encoded."""
+    big = np.asarray(Image.fromarray(CHELSEA).resize((1920, 1080)))
+    with _board(rate=100.0, cpu_share=share) as board:
+        start = time.process_time()
+        with board.watch(0) as next_jpeg:
+            end = time.monotonic() + 2.0
+            n = 0
+            while time.monotonic() < end:
+                board.publish(Result(0, f"{n}: tabby", big))
+                n += 1
+                busy = time.thread_time() + 0.005  # 5 ms of inference per frame
+                while time.thread_time() < busy:
+                    pass
+            cpu = time.process_time() - start
+            made, spent = board.encodes, board.encode_seconds
+            assert 1 <= made < n
+            assert spent <= share * cpu + spent / made * 2, (spent, cpu, made)
+            board.publish(final := Result(0, "final: tabby", CHELSEA))
+            deadline = time.monotonic() + 10
+            while not final.conversions and time.monotonic() < deadline:
+                next_jpeg(1.0)
+            assert final.conversions  # encoded once the results stopped, budget or not
 
 
 def test_encoding_stops_when_the_last_watcher_goes() -> None:

@@ -50,7 +50,8 @@ class Player:
             with VideoSource(clip) as source:
                 self.frames.append(list(source.frames()))
         self.meters = [StreamMeter(i, clip.name) for i, clip in enumerate(clips)]
-        self.board = FrameBoard([c.name for c in clips], self.figures, rate=10.0)
+        # this process is mostly idle: a CPU budget of 2% of it would leave few JPEGs
+        self.board = FrameBoard([c.name for c in clips], self.figures, rate=10.0, cpu_share=1.0)
         self.period, self.published = period, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._play)

@@ -6,6 +6,10 @@ stream's latest frame is made by the board's own encoder thread, and only while 
 watches that stream (:meth:`FrameBoard.watch`), at most ``rate`` times a second per stream:
 the frame converted to RGB (one conversion and a new array, ``result.rgb()``), its banner and
 boxes drawn, the array shrunk to ``max_width`` when wider, then JPEG-encoded (simplejpeg).
+While results keep coming, the encoder also keeps to a CPU budget: its JPEGs take at most
+``cpu_share`` of the CPU time the whole process has used since the board opened (a stream's
+turn is put off by one interval while over it); once a stream's results stop (the input
+ended), its final frame is encoded whenever a watcher needs it.
 
 Each stream keeps one JPEG, the latest; a watcher waits for a newer one than it last took
 and gets that one, skipping any made in between. A slow client thus holds at most one JPEG
@@ -34,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 #: Latencies kept per stream by :class:`StreamMeter` for its percentiles.
 LATENCY_WINDOW = 4096
+#: Seconds without a new result after which a stream counts as idle (its input ended or
+#: paused): its frames are encoded outside the CPU budget, as nothing else is running.
+_IDLE = 1.0
 
 
 class Published(Protocol):
@@ -129,6 +136,7 @@ class _Tile:
     encoded: int = 0  # the ``published`` count of the result in ``jpeg``
     jpegs: int = 0  # JPEGs made so far (a watcher waits for this to pass what it took)
     due: float = 0.0  # the encoder's next allowed time for this stream
+    published_at: float = 0.0  # time.monotonic() of the latest result
     watchers: int = 0
 
 
@@ -137,7 +145,8 @@ class FrameBoard:
 
     ``figures``: called (from a server thread, about once a second per page) for each
     stream's :class:`Figures`; ``rate``: JPEGs per second per watched stream at most;
-    ``max_width``: wider frames are shrunk for the page. ``close()`` stops the encoder
+    ``max_width``: wider frames are shrunk for the page; ``cpu_share``: the encoder's CPU
+    budget while results come (see the module's docstring). ``close()`` stops the encoder
     thread and wakes every watcher; use ``with``.
     """
 
@@ -148,6 +157,7 @@ class FrameBoard:
         rate: float = 5.0,
         max_width: int = 640,
         quality: int = 80,
+        cpu_share: float = 0.02,
     ) -> None:
         if not names:
             raise ValueError("a frame board needs at least one stream")
@@ -156,6 +166,8 @@ class FrameBoard:
         self.names = tuple(names)
         self.figures = figures
         self.interval, self.max_width, self.quality = 1.0 / rate, max_width, quality
+        self.cpu_share = cpu_share
+        self._cpu_start = time.process_time()
         self.encodes = 0  # JPEGs made, all streams (for tests and the benchmark)
         self.encode_seconds = 0.0  # CPU time the encoder thread spent making them
         self._tiles = [_Tile(name) for name in self.names]
@@ -186,6 +198,7 @@ class FrameBoard:
             tile = self._tiles[result.stream]
             tile.latest = result
             tile.published += 1
+            tile.published_at = time.monotonic()
             if tile.watchers:
                 self._work.notify()
 
@@ -285,10 +298,19 @@ class FrameBoard:
         clock = time.monotonic()
         ready = [(t.due, i, t, t.latest) for i, t in enumerate(self._tiles)
                  if t.watchers and t.published > t.encoded and t.due <= clock]  # fmt: skip
+        if ready and self._over_budget():
+            for _, _, tile, _ in ready:
+                if tile.jpegs and clock - tile.published_at < _IDLE:  # results keep coming
+                    tile.due = clock + self.interval
+            ready = [r for r in ready if r[2].due <= clock]
         for _, _, tile, latest in sorted(ready, key=lambda r: r[:2]):
             if latest is not None:
                 return tile, latest, tile.published
         return None
+
+    def _over_budget(self) -> bool:
+        """The JPEGs have taken more than ``cpu_share`` of the process's CPU time."""
+        return self.encode_seconds > self.cpu_share * (time.process_time() - self._cpu_start)
 
     def _wait_time(self) -> float | None:
         """Seconds until a pending stream's turn comes, None to wait for a notification."""
