@@ -27,7 +27,7 @@ import skimage.data
 from PIL import Image
 
 import copyless as cl
-from copyless.vision import classify_preprocess, decode, letterbox
+from copyless.vision import DECODE_HEADROOM, classify_preprocess, decode, letterbox
 
 Array = npt.NDArray[Any]
 
@@ -119,8 +119,9 @@ def main() -> None:
         "fused classify RGBX 224": lambda: classify_preprocess(image, rgbx),
         "fused classify RGBP_FLOAT 224": lambda: classify_preprocess(image, planar),
         "fused letterbox RGBX 640": lambda: letterbox(image, box),
+        # as the apps decode: DCT-reduced only while keeping 2x the resize (DECODE_HEADROOM)
         "fused decode+classify RGBX": lambda: classify_preprocess(
-            decode(data, min_size=(256, 256)), rgbx
+            decode(data, min_size=(256 * DECODE_HEADROOM,) * 2), rgbx
         ),
         "plain decode (Pillow)": lambda: pil_decode(data),
         "plain classify RGBX 224": lambda: plain_rgbx(pil_image, rgbx_np),

@@ -56,6 +56,31 @@ def make_clip(
     return path
 
 
+def reference_labels(clip: Path, model: str = "efficientnet-lite0") -> list[int]:
+    """Top-1 per frame of the reference pipeline: FFmpeg's rgb24 frames, PIL bilinear resize
+    of the short side to 256, centre crop 224, fp32 onnxruntime on the zoo's plain model."""
+    import onnxruntime as ort
+
+    from copyless.model import zoo
+
+    prep = zoo.preprocessing(model)
+    session = ort.InferenceSession(
+        str(zoo.build(model, progress=False)), providers=["CPUExecutionProvider"]
+    )
+    mean, std = np.asarray(prep.mean, np.float32), np.asarray(prep.std, np.float32)
+    labels = []
+    with av.open(str(clip)) as container:
+        for frame in container.decode(video=0):
+            image = Image.fromarray(frame.to_ndarray(format="rgb24"))
+            w, h = image.size
+            size = (256, int(256 * h / w)) if w <= h else (int(256 * w / h), 256)
+            left, top = round((size[0] - 224) / 2), round((size[1] - 224) / 2)
+            crop = image.resize(size, Image.BILINEAR).crop((left, top, left + 224, top + 224))
+            x = ((np.asarray(crop, np.float32) - mean) / std).transpose(2, 0, 1)[None]
+            labels.append(int(session.run(None, {session.get_inputs()[0].name: x})[0].argmax()))
+    return labels
+
+
 def scene_of(index: int, frames_per_scene: int, scenes: Sequence[str]) -> str:
     return scenes[index // frames_per_scene]
 

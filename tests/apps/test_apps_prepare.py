@@ -100,8 +100,8 @@ def test_large_photos_decode_at_a_reduced_scale_with_the_same_label(
     with RunnerFactory.create_runner(builtin_classifier(progress=False)) as runner:
         (info,) = runner.get_tensors_info(cl.TensorDirection.INPUT, cl.TensorType.HW)
         prepare = preparer_for(runner, info)
-    assert prepare.min_decode_size() == (256, 256)
-    assert prepare.decode(path).shape == (300, 451, 3)  # 1/4 of 1200x1804 still covers 256
+    assert prepare.min_decode_size() == (512, 512)  # 256 x DECODE_HEADROOM
+    assert prepare.decode(path).shape == (600, 902, 3)  # 1/2 of 1200x1804; 1/4 is < 512
     assert zerocopy.main(["-i", str(path), "-n", "2"]) == 0
     assert _top1(capsys.readouterr().out) in CAT_CLASSES
 

@@ -13,7 +13,8 @@ import pytest
 import skimage.data
 from PIL import Image
 
-from copyless.apps._board import FrameBoard, StreamFigures, StreamMeter
+from board_helpers import StreamMeter
+from copyless.apps._board import FrameBoard
 from copyless.vision import Box
 
 CHELSEA = skimage.data.chelsea()
@@ -178,16 +179,3 @@ def test_unknown_stream_and_bad_options() -> None:
         FrameBoard(["a"], list, rate=0)
     with pytest.raises(ValueError, match="at least one"):
         FrameBoard([], list)
-
-
-def test_meter_figures() -> None:
-    meter = StreamMeter(3, "cam")
-    assert meter.figures() == StreamFigures(3, "cam", 0, 0, 0.0, 0.0, 0.0)
-    for i in range(100):  # one result every 10 ms, latency i ms
-        meter.record(decoded=i * 0.01 - i * 0.001, done=i * 0.01)
-    meter.drop(4)
-    figures = meter.figures()
-    assert (figures.index, figures.source, figures.frames, figures.dropped) == (3, "cam", 100, 4)
-    assert figures.latency_p50 == pytest.approx(np.percentile(np.arange(100) * 1e-3, 50))
-    assert figures.latency_p99 == pytest.approx(np.percentile(np.arange(100) * 1e-3, 99))
-    assert figures.fps == pytest.approx(100 / (0.99 - 0.0), rel=1e-6)

@@ -20,8 +20,9 @@ import pytest
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
+from board_helpers import StreamMeter
 from browser_helpers import needs_chromium, screenshot, shows_a_frame, tiles
-from copyless.apps._board import FrameBoard, StreamMeter
+from copyless.apps._board import FrameBoard
 from copyless.apps._serve import BoardServer, ServeError, parse_address
 from copyless.vision._video import VideoFrame, VideoSource
 from video_helpers import make_clip

@@ -59,8 +59,10 @@ class App:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
 
-    def frames_done(self) -> int:
-        return int(json.loads(self.get("stats.json")[1])["streams"][0]["frames"])
+    def frames_done(self, stream: int = 0) -> int:
+        """Results of ``stream`` so far (0 before its input is open)."""
+        streams = json.loads(self.get("stats.json")[1])["streams"]
+        return int(streams[stream]["frames"]) if streams else 0
 
     def wait_until_done(self, timeout: float = 300.0) -> None:
         """Until the stderr line saying the input is done (the app serves on)."""

@@ -13,7 +13,14 @@ from compiler_support import conv_net, run_compiled, run_source, to_hw
 from onnx import numpy_helper
 from PIL import Image
 
-from copyless.model import CompiledModel, compile_model, load_model, zoo
+from copyless.model import (
+    CompiledModel,
+    compile_model,
+    load_model,
+    precision_line,
+    precision_of,
+    zoo,
+)
 from copyless.types import DataType, MemoryLayout, OptionError, QuantParameters
 
 PHOTOS = ("chelsea", "coffee", "astronaut")
@@ -175,3 +182,42 @@ def test_activations_are_uint8_and_weights_int8(effnet_int8: CompiledModel) -> N
         if n.op_type == "DequantizeLinear" and n.input[0] in inits and consts[n.input[0]].ndim == 4
     ]
     assert all(size > 1 for size in conv_scales)
+
+
+def test_int8_records_its_agreement_with_fp32(
+    effnet: Path, effnet_int8: CompiledModel, photos: Path
+) -> None:
+    """The compiler runs fp32 and int8 on the calibration images and records the price."""
+    record = precision_of(effnet_int8.metadata)
+    assert record is not None
+    assert (record["precision"], record["reference"], record["images"]) == ("int8", "fp32", 3)
+    # recompute it: the same calibration tensors through the source and the int8 graph
+    names = sorted(p.name for p in photos.iterdir())
+    agree, dps = 0, []
+    for name in names:
+        with Image.open(photos / name) as img:
+            pixels = np.asarray(img.convert("RGB").resize((224, 224))).astype(np.float32)
+        want = run_source(effnet, {"input": ((pixels - 127) / 128).transpose(2, 0, 1)[None]})
+        rgbx = np.concatenate([pixels, np.zeros((224, 224, 1), np.float32)], axis=2)[None]
+        got = run_compiled(effnet_int8, {"input": rgbx.astype(np.uint8)})["logits"]
+        quant = effnet_int8.outputs[0].quant
+        assert quant is not None
+        logits = (got.astype(np.float32) - quant.zero_point) * quant.scale
+        p, q = _softmax(logits[0]), _softmax(want["logits"][0])
+        agree += int(p.argmax() == q.argmax())
+        dps.append(float(np.abs(p - q).max()))
+    assert record["top1"] == pytest.approx(100.0 * agree / len(names), abs=0.1)
+    assert record["dp_median"] == pytest.approx(float(np.median(dps)), abs=0.02)
+    line = precision_line(effnet_int8.metadata)
+    assert line is not None and line.startswith("int8 model: top-1 as fp32 on ")
+    assert "of 3 calibration images" in line
+
+
+def test_fp32_models_record_no_precision(effnet: Path, tmp_path: Path) -> None:
+    compiled = load_model(compile_model(effnet, tmp_path / "f.rai", input_format="rgbx"))
+    assert precision_of(compiled.metadata) is None and precision_line(compiled.metadata) is None
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x.astype(np.float64) - x.max())
+    return e / e.sum()

@@ -49,8 +49,8 @@ def test_colour_matrices_and_ranges(
     assert got.min() >= 0.0 and got.max() <= 255.0  # clipped like swscale
 
 
-def test_an_opset_12_model_gets_resize_11_inputs() -> None:
-    """Resize before opset 13 requires roi and scales (empty tensors with sizes)."""
+def test_an_opset_12_model_resizes_too() -> None:
+    """The resize's ops (Slice, Gather, MatMul, Transpose) exist at every fold opset."""
     model = identity_net(4, 4, opset=12)
     compiled = compile_to_memory(model, input_format="nv12", input_size="8x8")
     got = run_compiled(compiled, _flat(81, 90, 240, "nv12", size=8))["rgb"][0]
@@ -135,7 +135,6 @@ def test_yuv_options_are_checked() -> None:
         compile_to_memory(identity_net(4, 4, channels=1), input_format="nv12")
     with pytest.raises(OptionError, match="input_layout"):
         compile_to_memory(identity_net(4, 4), input_format="i420", input_layout="NHWC")
-
 
 
 @pytest.mark.parametrize(("fmt", "lines"), [("i420", (128, 64)), ("nv12", (128, 128))])

@@ -39,7 +39,7 @@ def test_frames_match_the_fused_preprocessing(photo_folder, tmp_path) -> None:
     assert list(out["id"]) == [0, 1, 2, 3, 4] and out["path"] is batch["path"]
     for i, path in enumerate(paths):
         reference = np.zeros((1, 224, 224, 4), np.uint8)
-        image = decode(path, min_size=(256, 256))
+        image = decode(path, min_size=(512, 512))  # DECODE_HEADROOM x resize_short
         classify_preprocess(image, (reference, spec.info(1)), resize_short=256, crop=224)
         np.testing.assert_array_equal(out["pixels"][i], reference[0])
         assert out["error"][i] == ""

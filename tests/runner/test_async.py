@@ -43,13 +43,14 @@ def test_async_results_equal_sync(tiny, make_runner) -> None:
 def _hold_jobs(runner):
     """Make every job wait inside its engine call until the returned event is set."""
     release = threading.Event()
-    original_run = runner._run
+    execution = runner._execution
+    original_run = execution.run
 
-    def slow_run(plan, job_id):
+    def slow_run(plan, caller):
         release.wait(10)
-        return original_run(plan, job_id)
+        return original_run(plan, caller)
 
-    runner._run = slow_run
+    execution.run = slow_run
     return release
 
 

@@ -67,6 +67,34 @@ def test_async_engines_load_on_first_execute_async_and_compute_the_same(
 
 
 @pytest.mark.usefixtures("four_cores")
+@pytest.mark.parametrize(
+    ("options", "loaded", "async_threads"),
+    [
+        ({"async_engines": "shared"}, 1, 4),  # async jobs on the sync engine, every core
+        ({"async_engines": "own", "num_threads": 2}, 2, 2),  # own set though threads match
+        ({"async_engines": "auto", "num_threads": 2}, 1, 2),  # threads match: shared
+        ({"async_engines": "auto"}, 2, 2),  # 4 cores / 2 runs: own set
+    ],
+)
+def test_the_async_engine_split_is_an_explicit_option(
+    tiny: tuple[onnx.ModelProto, CompiledModel], options: dict, loaded: int, async_threads: int
+) -> None:
+    model, compiled = tiny
+    with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+        assert runner.get_property("async_engines") == options["async_engines"]
+        assert runner.get_property("async_engine_threads") == async_threads
+        x, y = tensors(runner, HW)
+        data = np.random.default_rng(2).standard_normal(x.info.shape).astype(np.float32)
+        x.numpy()[...] = data
+        job = runner.execute_async([[x]], [[y]])
+        assert runner.wait(job, 10_000) is OK
+        assert runner.get_property("engines_loaded") == loaded
+        np.testing.assert_allclose(y.numpy(), reference(model, {"input": data})[0], 1e-4, 1e-5)
+    with pytest.raises(cl.OptionError, match="async_engines"):
+        parse_options({"async_engines": "both"})
+
+
+@pytest.mark.usefixtures("four_cores")
 def test_explicit_threads_and_openvino_share_one_engine(
     tiny: tuple[onnx.ModelProto, CompiledModel],
 ) -> None:
@@ -92,7 +120,7 @@ def _entry(options: object, key: str) -> str:
 
 def _spinning(runner: cl.runner.Runner) -> set[tuple[str, str]]:
     """(allow_spinning, force_spinning_stop) of every onnxruntime session the runner loaded."""
-    sessions = [engine._session for engine in runner._engines]  # type: ignore[attr-defined]
+    sessions = [engine._session for engine in runner._engines.loaded]  # type: ignore[attr-defined]
     keys = ("session.intra_op.allow_spinning", "session.force_spinning_stop")
     return {
         (_entry(s.get_session_options(), keys[0]), _entry(s.get_session_options(), keys[1]))

@@ -22,10 +22,9 @@ import importlib
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -36,8 +35,6 @@ from ..vision import Box
 
 logger = logging.getLogger(__name__)
 
-#: Latencies kept per stream by :class:`StreamMeter` for its percentiles.
-LATENCY_WINDOW = 4096
 #: Seconds without a new result after which a stream counts as idle (its input ended or
 #: paused): its frames are encoded outside the CPU budget, as nothing else is running.
 _IDLE = 1.0
@@ -74,55 +71,6 @@ class Figures(Protocol):
     def latency_p50(self) -> float: ...
     @property
     def latency_p99(self) -> float: ...
-
-
-@dataclass(frozen=True, slots=True)
-class StreamFigures:
-    """A snapshot of one stream's figures (see :class:`Figures`)."""
-
-    index: int
-    source: str
-    frames: int
-    dropped: int
-    fps: float
-    latency_p50: float
-    latency_p99: float
-
-
-@dataclass
-class StreamMeter:
-    """Counts one stream's results, drops and decode-to-result latencies (thread-safe)."""
-
-    index: int
-    source: str
-    frames: int = 0
-    dropped: int = 0
-    started: float = 0.0
-    last: float = 0.0
-    latencies: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def record(self, decoded: float, done: float) -> None:
-        """One result at ``done`` of a frame decoded at ``decoded`` (``time.perf_counter``)."""
-        with self.lock:
-            if not self.frames:
-                self.started = decoded
-            self.frames += 1
-            self.last = done
-            self.latencies.append(done - decoded)
-
-    def drop(self, count: int = 1) -> None:
-        with self.lock:
-            self.dropped += count
-
-    def figures(self) -> StreamFigures:
-        with self.lock:
-            lat = np.fromiter(self.latencies, np.float64, len(self.latencies))
-            wall = self.last - self.started
-            fps = self.frames / wall if wall > 0 else 0.0
-            p50, p99 = (float(q) for q in np.percentile(lat, (50, 99))) if lat.size else (0, 0)
-            return StreamFigures(self.index, self.source, self.frames, self.dropped, fps,
-                                 p50, p99)  # fmt: skip
 
 
 @dataclass

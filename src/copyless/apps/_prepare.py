@@ -23,6 +23,7 @@ from ..model import InputPreprocessing, ResizePolicy, preprocessing_of
 from ..runner import Runner
 from ..types import LayoutError, MemoryLayout, NpuTensorInfo, UnsupportedError
 from ..vision import (
+    DECODE_HEADROOM,
     ColourFormat,
     DeviceImage,
     ImageSource,
@@ -59,22 +60,24 @@ class Preparer:
 
     def decode(self, source: ImageSource) -> npt.NDArray[np.uint8]:
         """Decode ``source`` (path or bytes) no smaller than the resize needs; JPEGs at a
-        reduced DCT scale when the photo is at least twice that size."""
+        reduced DCT scale only while the result keeps ``DECODE_HEADROOM`` (2x) that size, so
+        the resize's filter, not the DCT's, makes the pixels (PIL's answers)."""
         return decode(source, min_size=self.min_decode_size())
 
     def min_decode_size(self) -> tuple[int, int]:
-        """``(min_height, min_width)`` the decoded photo needs for this policy.
+        """``(min_height, min_width)`` the decoded photo needs for this policy, times
+        ``DECODE_HEADROOM``.
 
         crop: a short side of at least the resize's short side; stretch: the frame; letterbox:
         both sides at least the canvas side (conservative: the long side alone would do).
         """
         if self.policy.policy == "crop":
             side = self.policy.short_side(min(self.height, self.width))
-            return side, side
+            return side * DECODE_HEADROOM, side * DECODE_HEADROOM
         if self.policy.policy == "letterbox":
-            side = max(self.height, self.width)
+            side = max(self.height, self.width) * DECODE_HEADROOM
             return side, side
-        return self.height, self.width
+        return self.height * DECODE_HEADROOM, self.width * DECODE_HEADROOM
 
     def __call__(
         self,

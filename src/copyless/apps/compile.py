@@ -28,7 +28,14 @@ import logging
 import sys
 import time
 
-from ..model import INPUT_FORMATS, compile_model, parse_shape, read_config
+from ..model import (
+    INPUT_FORMATS,
+    compile_model,
+    load_model,
+    parse_shape,
+    precision_line,
+    read_config,
+)
 from ..types import CopylessError, ModelLoadError
 
 _HELP_EPILOG = """\
@@ -41,10 +48,10 @@ graph starts with Transpose, Slice (drop x), Cast and (x - mean)/std (folded int
 convolution when it can be, else Mul+Add), with --mean and --std in pixel units (0..255).
 The CPU view is then float32 NCHW pixels (0..255, not normalised) with quant scale 1, zero
 point 0. With --input-size HxW the HW view is the
-decoder's frame [N,H,W,4] of that size, resized in the graph (Resize, linear, antialiased
-when the model's opset allows 18) to the model's own size before the normalisation;
---input-crop F first keeps the centred region of the model's aspect ratio and F of the
-largest such size (0.875 = torchvision's Resize(256) + CenterCrop(224)).
+decoder's frame [N,H,W,4] of that size, resized in the graph to the model's own size before
+the normalisation (PIL's antialiased bilinear as fixed taps: onnxruntime and OpenVINO give
+the same pixels); --input-crop F takes torchvision's Resize(S) + CenterCrop region with
+S = model side / F (0.875 = Resize(256) + CenterCrop(224)).
 
 The other formats work the same way (pixel units, mean/std folded, --input-size):
   rgbx_fp16, rgbx_bf16   FP16 / BF16 NHWC4 [N,H,W,4] packed RGBx (VART RGBx_FP16/_BF16)
@@ -65,7 +72,9 @@ and copyless-detect read them, and warn when they are missing.
 
 --quantize int8 --calibration DIR: static QDQ INT8 (uint8 activations per tensor, int8 weights
 per output channel: onnxruntime's fast U8S8 form) calibrated on the images in
-DIR, resized to the input size and normalised with --mean/--std. Float inputs and outputs get
+DIR, resized to the input size and normalised with --mean/--std. The int8 graph's agreement
+with fp32 on those images (top-1, max|dp|) is printed and recorded in the model (metadata
+"precision"); the apps print it whenever they run the model. Float inputs and outputs get
 INT8 HW views carrying their quantization parameters (RGBx inputs stay UINT8 pixels).
 --quantize-ops Conv,ConvTranspose,Gemm,MatMul limits quantization to those op types (the rest
 stays float between Q/DQ pairs): fewer, larger INT8 regions; OpenVINO compiles some such
@@ -209,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
             "max_detections": args.max_detections,
             "output_capacity": dict(
                 parse_shape(s, "--output-capacity") for s in args.output_capacity
-            ) or None,
+            )
+            or None,
         }
         given = {key: value for key, value in options.items() if value is not None}
         if args.config_json is not None:
@@ -224,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"copyless-compile: error: {exc}", file=sys.stderr)
         return 2
     print(f"compiled {args.model} -> {out} in {time.perf_counter() - start:.2f} s")
+    note = precision_line(load_model(out).metadata)
+    if note is not None:
+        print(note)
     return 0
 
 

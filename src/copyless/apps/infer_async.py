@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..runner import Runner, RunnerFactory, RunnerOptions, batch_axis
+from ..runner import Runner, RunnerFactory, batch_axis
 from ..types import (
     CopylessError,
     JobHandle,
@@ -40,7 +40,7 @@ from ..types import (
     TensorType,
 )
 from ..vision import download, upload
-from ._setup import add_runner_argument, runner_options, runner_type
+from ._setup import add_runner_argument, runner_options, runner_type, say_precision
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
 NUM_CONCURRENT_JOBS = 2
@@ -97,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             # instead of sessions of cores // jobs threads each. Lite0 on 2 idle cores, async
             # pass / sync pass without and with --host-work-ms 5: batch 1 1.05-1.07x /
             # 1.25-1.27x (own sessions: 1.04-1.19x / 1.05-1.11x); batch 8 1.02x (0.87x)
-            options["num_threads"] = RunnerOptions().engine_threads()
+            options["async_engines"] = "shared"
         with RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
+            say_precision(runner)
             return _run(runner, args)
     except CopylessError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -69,10 +69,8 @@ compile fails here, not in the runner. Graphs are written with IR version 10.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +89,8 @@ from ..types import (
     UnsupportedError,
 )
 from ._archive import write_archive
+from ._artifact import COMPILER_VERSION
+from ._artifact import artifact_key as artifact_key  # where callers found it
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._directory import write_directory
 from ._folding import Fold, check_opset, fold_input, fold_output
@@ -99,6 +99,8 @@ from ._input_formats import input_format
 from ._options import CompileOptions, parse_options
 from ._partition import Part, find_cut, forward_boundaries, split
 from ._pixels import normalization, pixel_geometry
+from ._precision import KEY as PRECISION_KEY
+from ._precision import measure, precision_line
 from ._preprocessing import KEY as PREPROCESSING_KEY
 from ._preprocessing import record as record_preprocessing
 from ._quantize import Quantized, calibration_batches, quantize_int8
@@ -109,20 +111,10 @@ from .postprocess import Folded, PostprocessOptions, fold_postprocess
 
 _log = logging.getLogger(__name__)
 
-# 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: capacities of data-dependent
-# dims; 5: the pixel prefix moves bytes before floats, 3-channel stem fold of any mean
-COMPILER_VERSION = "5"
 #: Who compiled a model, as its metadata records it: the public entry point, never a private
 #: module path (models before this recorded ``copyless.model._compiler/<version>``; nothing
 #: reads the field back to decide anything, so both load the same).
 COMPILER_ID = "copyless.compile_model"
-
-
-def artifact_key(source: str, options: Mapping[str, Any]) -> str:
-    """A short key naming the compiled artifact of ``source`` (a file name carrying its own
-    version) with ``options``, for caches: it changes with the compiler's output format."""
-    text = json.dumps([source, COMPILER_VERSION, dict(options)], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def compile_model(model: str | Path | onnx.ModelProto, output: str | Path, **options: Any) -> Path:
@@ -213,6 +205,11 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "options": json.dumps(opts.to_json(), sort_keys=True),
             PREPROCESSING_KEY: _preprocessing(opts, fixed.infos),
             **({"labels": json.dumps(list(folded.labels))} if folded else {}),
+            **(
+                {PRECISION_KEY: json.dumps(quantized.precision)}
+                if quantized and quantized.precision
+                else {}
+            ),
         },
     )
 
@@ -300,7 +297,11 @@ def _quantize(
     if info.data_type is not DataType.FLOAT32:
         raise UnsupportedError(f"quantize='int8' needs a float32 input; {info.describe()}")
     batches = calibration_batches(opts.calibration, info, opts.mean, opts.std)
-    return quantize_int8(model, info.name, batches, opts.quantize_ops, float_nodes)
+    quantized = quantize_int8(model, info.name, batches, opts.quantize_ops, float_nodes)
+    record = measure(model, quantized.model, info.name, batches, len(opts.calibration))
+    if record:
+        _log.info("%s", precision_line({PRECISION_KEY: json.dumps(record)}))
+    return dataclasses.replace(quantized, precision=record)
 
 
 def _hw_view(cpu: NpuTensorInfo, layout: MemoryLayout | None, dtype: DataType) -> NpuTensorInfo:
@@ -339,7 +340,9 @@ def _input_fold(cpu: NpuTensorInfo, opts: CompileOptions, q: Quantized | None) -
             )
         pixels, geometry = pixel_geometry(cpu, opts)
         hw = hw_info_for(pixels, fmt.memory_layout, fmt.data_type)
-        return Fold(pixels, hw, cpu.data_type, None, normalization(opts), *geometry)
+        return Fold(
+            pixels, hw, cpu.data_type, None, normalization(opts), *geometry, opts.input_crop
+        )
     quant = q.inputs.get(cpu.name) if q else None
     dtype, quant = _dtype_and_quant(cpu, wanted, quant, "input_dtype")
     return Fold(cpu, _hw_view(cpu, layout, dtype), cpu.data_type, quant)

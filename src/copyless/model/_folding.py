@@ -3,10 +3,11 @@ the HW view of an output the graph output.
 
 For an input the graph starts with the dtype step (``Cast``, or ``DequantizeLinear`` for a
 quantized integer view) and the layout step (``Transpose``/``Reshape`` back to the model's
-NCHW, ``Slice`` of the channel padding, then for frames of another size a centre ``Slice``,
-``input_crop``), the layout step first when the HW elements are narrower than the model's
-(bytes move faster than floats); then a linear ``Resize`` to the model's own H x W, and for
-pixel formats (see :mod:`._input_formats`) the normalisation ``(x - mean) / std`` as one
+NCHW, ``Slice`` of the channel padding), the layout step first when the HW elements are
+narrower than the model's (bytes move faster than floats); then for frames of another size
+the resize to the model's own H x W (:mod:`._resample`: PIL's bilinear on torchvision's crop
+coordinates, as fixed taps every engine computes the same; ``input_crop`` is part of it),
+and for pixel formats (see :mod:`._input_formats`) the normalisation ``(x - mean) / std`` as one
 ``Mul`` + ``Add``. For an output the graph ends with
 the layout step (``Transpose``, ``Pad`` with zeros, ``Reshape``) then the dtype step (``Cast``
 or ``QuantizeLinear``, which maps the zero padding to the zero point).
@@ -14,10 +15,7 @@ or ``QuantizeLinear``, which maps the zero padding to the zero point).
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import onnx
@@ -25,9 +23,8 @@ import onnx
 from ..layout import GROUP
 from ..types import DataType, MemoryLayout, NpuTensorInfo, QuantParameters, UnsupportedError
 from ._graph import ELEM_OF, NameScope, NodeChain, default_opset, rename_reads
+from ._resample import plane_taps, resample
 from ._stem import find_stem_conv, fold_into_stem
-
-_log = logging.getLogger(__name__)
 
 #: Oldest default-domain opset whose Slice/Pad/QuantizeLinear forms the folding emits.
 MIN_FOLD_OPSET = 11
@@ -51,6 +48,7 @@ class Fold:
     normalize: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     resize: tuple[int, int] | None = None
     crop: tuple[int, int, int, int] | None = None  # (top, left, height, width) of the frame
+    crop_fraction: float | None = None  # the input_crop option that gave ``crop``
 
     @property
     def identity(self) -> bool:
@@ -94,9 +92,11 @@ def fold_input(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
     # Narrow elements (uint8 pixels, int8) are moved before they are widened: the layout
     # step then shuffles bytes, not floats (see .stem for the measurements).
     narrow = hw.data_type.itemsize < fold.model_dtype.itemsize
+    resampled = fold.resize is not None  # the taps do the crop too (see .resample)
     if narrow:
         _to_logical(chain, hw, cpu)
-        _crop(chain, fold)
+        if not resampled:
+            _crop(chain, fold)
     if fold.normalize is not None:
         chain.op("Cast", to=onnx.TensorProto.FLOAT)
     elif fold.quant is not None:
@@ -105,9 +105,11 @@ def fold_input(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
         chain.op("Cast", to=ELEM_OF[fold.model_dtype])
     if not narrow:
         _to_logical(chain, hw, cpu)
-        _crop(chain, fold)
+        if not resampled:
+            _crop(chain, fold)
     if fold.resize is not None:
-        _resize(model, chain, cpu.shape[:2] + fold.resize)
+        frame = (cpu.shape[2], cpu.shape[3])
+        resample(chain, *plane_taps(frame, fold.resize, fold.crop_fraction))
     if fold.normalize is not None:
         scale, bias = fold.normalize
         chain.op("Mul", chain.const(np.reshape(scale, (1, -1, 1, 1)), np.float32, "scale"))
@@ -190,61 +192,6 @@ def fold_output(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
 
 
 #: Default-domain opset whose Resize has ``antialias`` (a CPU resize's low-pass filter).
-ANTIALIAS_OPSET = 18
-
-
-def _resize(model: onnx.ModelProto, chain: NodeChain, sizes: tuple[int, ...]) -> None:
-    """Linear resize of the NCHW float frame to ``sizes``, filtered like PIL's bilinear.
-
-    Antialiasing needs Resize-18: a model of an older opset is moved to 18 when none of its
-    ops changed meaning since its own opset; otherwise the resize is plain linear (which
-    aliases when shrinking by more than 2x) and a warning says so.
-    """
-    antialias = _raise_opset(model, ANTIALIAS_OPSET)
-    if not antialias:
-        _log.warning(
-            "opset %d model: input Resize without antialiasing (needs opset %d)",
-            default_opset(model),
-            ANTIALIAS_OPSET,
-        )
-    attrs: dict[str, Any] = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
-    if antialias:
-        attrs["antialias"] = 1
-    roi = scales = ""
-    if default_opset(model) < 13:  # Resize-11 requires roi and scales: empty tensors
-        roi = chain.const(np.zeros(0, np.float32), np.float32, "roi")
-        scales = chain.const(np.zeros(0, np.float32), np.float32, "scales")
-    chain.op("Resize", roi, scales, _i64(chain, list(sizes), "sizes"), **attrs)
-
-
-def _raise_opset(model: onnx.ModelProto, target: int) -> bool:
-    """Move the default domain to opset ``target`` if no op of the graph changes meaning."""
-    current = default_opset(model)
-    if current >= target:
-        return True
-    for node in _all_nodes(model.graph):
-        if node.domain not in ("", "ai.onnx"):
-            continue
-        try:
-            since = onnx.defs.get_schema(node.op_type, target).since_version
-        except onnx.defs.SchemaError:
-            return False
-        if since > current:
-            return False
-    for opset in model.opset_import:
-        if opset.domain in ("", "ai.onnx"):
-            opset.version = target
-    return True
-
-
-def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
-                yield from _all_nodes(sub)
-
-
 def _retype(vi: onnx.ValueInfoProto, info: NpuTensorInfo) -> None:
     tensor = vi.type.tensor_type
     tensor.elem_type = ELEM_OF[info.data_type]

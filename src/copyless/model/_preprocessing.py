@@ -171,21 +171,19 @@ class InputPreprocessing:
 
 
 def _check_graph_resize(frame: tuple[int, int], model_size: tuple[int, int]) -> None:
-    """Shrinking in the graph by 2x or more: slower than on the host, aliased on OpenVINO.
+    """Shrinking in the graph by 2x or more: slower than on the host.
 
-    Measured (640x640 RGBx frame -> 224x224, one thread, AVX-512 EPYC): onnxruntime's
-    antialiased Resize 2.1 ms, OpenVINO 2026.4's 6.9 ms and *not antialiased* (it ignores
-    the attribute: its result equals the plain linear resize, max error 128 levels against
-    PIL's filter); copyless.vision's fused host kernel 0.6 ms, 0.3 ms from a JPEG decoded
-    at half scale.
+    The graph's resize is PIL's filter as fixed taps (see ._resample), the same on every
+    engine. Measured (640x640 RGBx frame -> 224x224, one thread, CPU time on a loaded 2-core
+    VM): 4.1 ms on onnxruntime and OpenVINO alike (ONNX Resize took 3.2 ms antialiased on
+    onnxruntime and 2.1 ms on OpenVINO, which ignores ``antialias``: max error 128 levels
+    against PIL's filter); copyless.vision's fused host kernel 0.6 ms (AVX-512 EPYC).
     """
     factor = min(frame[0] / model_size[0], frame[1] / model_size[1])
     if factor >= 2.0:
         _log.warning(
-            "the graph shrinks %dx%d frames %.1fx to %dx%d: on OpenVINO that Resize is not "
-            "antialiased (it ignores the attribute) and on every engine it is slower than "
-            "resizing on the host (copyless.vision); give frames of the model's size when "
-            "you can",
+            "the graph shrinks %dx%d frames %.1fx to %dx%d: slower than resizing on the host "
+            "(copyless.vision); give frames of the model's size when you can",
             frame[1], frame[0], factor, model_size[1], model_size[0],
         )  # fmt: skip
 

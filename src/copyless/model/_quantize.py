@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,8 @@ class Quantized:
     model: onnx.ModelProto
     inputs: dict[str, QuantParameters]
     outputs: dict[str, QuantParameters]
+    #: its agreement with the float model on the calibration images (see .precision)
+    precision: dict[str, Any] = field(default_factory=dict)
 
 
 def calibration_batches(

@@ -12,15 +12,15 @@ per plane, named ``x_y``, ``x_u``, ``x_v`` (I420) or ``x_y``, ``x_uv`` (NV12):
   lines); the widths become the line sizes (NV12: half the chroma line, two bytes each) and
   the graph's first ``Slice`` drops the padding, so such planes bind without a copy too.
 
-The graph starts with, per plane, the centre crop (``Slice``, even edges), ``Cast`` and a
-linear ``Resize`` (antialiased like PIL's bilinear when the opset allows) straight to the
-model's ``h x w`` (chroma is upsampled by the same resize); then ``Concat`` to YUV, a 1x1
-``Conv`` holding the colour matrix (``yuv_matrix`` BT.601 or BT.709, ``yuv_range`` limited
-16..235 or full 0..255), ``Clip`` to 0..255 and the normalisation ``(x - mean) / std`` as
-``Mul`` + ``Add``. Converting after resizing is exact up to the clipping of out-of-gamut
-pixels (the conversion is affine) and costs ``h x w`` instead of ``H x W`` per pixel.
-Chroma samples are taken as centred between luma pairs (JPEG siting); MPEG's left siting
-differs by a quarter chroma pixel, far below what a classifier notices.
+The graph starts with, per plane, ``Cast`` and the resize to the model's ``h x w``
+(:mod:`._resample`: PIL's bilinear filter on torchvision's resize + centre-crop coordinates,
+as fixed taps that every engine computes the same; chroma upsampled nearest, as FFmpeg's
+swscale does, by the same taps); then ``Concat`` to YUV, a 1x1 ``Conv`` holding the colour
+matrix (``yuv_matrix`` BT.601 or BT.709, ``yuv_range`` limited 16..235 or full 0..255),
+``Clip`` to 0..255 and the normalisation ``(x - mean) / std`` as ``Mul`` + ``Add``.
+Converting after resizing is exact up to the clipping of out-of-gamut pixels (the
+conversion is affine) and costs ``h x w`` instead of ``H x W`` per pixel. A frame of the
+model's own size is only sliced (line padding) and converted.
 """
 
 from __future__ import annotations
@@ -38,11 +38,12 @@ from ..types import (
     TensorType,
     UnsupportedError,
 )
-from ._folding import Fold, _resize
+from ._folding import Fold
 from ._graph import ELEM_OF, NameScope, NodeChain, cpu_layout_for, tensor_value_info
 from ._input_formats import YUV_MATRICES, input_format
 from ._options import CompileOptions
 from ._pixels import normalization, pixel_geometry
+from ._resample import plane_taps, resample
 
 
 def is_yuv(opts: CompileOptions) -> bool:
@@ -126,15 +127,16 @@ def fold_yuv_input(
     target = (cpu.shape[0], 1, cpu.shape[2], cpu.shape[3])
     height, width = pixels.shape[2], pixels.shape[3]
     valid = ((height, width), ((height + 1) // 2, (width + 1) // 2))  # samples, not padding
+    frame = ((height, width), None if crop is None else opts.input_crop)
     luma = _plane_chain(
-        model, scope, f"{prefix}/y", (names[0], planes[0].shape, valid[0]), crop, target
+        model, scope, f"{prefix}/y", (names[0], planes[0].shape, valid[0]), frame, target
     )
     v = None
     if len(planes) == 3:  # I420: stack U and V as two channels
         v = NodeChain(scope, names[2], f"{prefix}/v")
         v.op("Reshape", v.const(_channel_shape(planes[2].shape), np.int64, "shape"))
     chroma = _plane_chain(
-        model, scope, f"{prefix}/uv", (names[1], planes[1].shape, valid[1]), crop, target, v
+        model, scope, f"{prefix}/uv", (names[1], planes[1].shape, valid[1]), frame, target, v
     )
     chain = NodeChain(scope, luma.current, prefix)
     chain.op("Concat", chroma.current, axis=1)
@@ -159,7 +161,7 @@ def _plane_chain(
     scope: NameScope,
     prefix: str,
     plane: tuple[str, tuple[int, ...], tuple[int, int]],
-    crop: tuple[int, int, int, int] | None,
+    frame: tuple[tuple[int, int], float | None],
     target: tuple[int, int, int, int],
     second: NodeChain | None = None,
 ) -> NodeChain:
@@ -176,16 +178,16 @@ def _plane_chain(
     if second is not None:
         chain.op("Concat", second.current, axis=1)
     channels = 2 if interleaved or second is not None else 1
-    sub = 1 if channels == 1 else 2
-    top, left, height, width = (v // sub for v in crop) if crop else (0, 0, *valid)
-    if crop is not None or tuple(shape[1:3]) != valid:  # the crop, or the line padding
-        chain.op("Slice", chain.const([top, left], np.int64, "starts"),
-                 chain.const([top + height, left + width], np.int64, "ends"),
-                 chain.const([2, 3], np.int64, "axes"))  # fmt: skip
-    region = (height, width)
-    chain.op("Cast", to=onnx.TensorProto.FLOAT)
-    if tuple(region) != target[2:]:
-        _resize(model, chain, (target[0], channels, target[2], target[3]))
+    size, crop = frame
+    if channels == 1 and crop is None and size == target[2:]:  # at most drop line padding
+        if tuple(shape[1:3]) != valid:
+            chain.op("Slice", chain.const([0, 0], np.int64, "starts"),
+                     chain.const(list(valid), np.int64, "ends"),
+                     chain.const([2, 3], np.int64, "axes"))  # fmt: skip
+        chain.op("Cast", to=onnx.TensorProto.FLOAT)
+        return chain
+    rows, cols = plane_taps(size, (target[2], target[3]), crop, 1 if channels == 1 else 2)
+    resample(chain, rows, cols, cast=True)  # slices off the padding, then casts
     return chain
 
 

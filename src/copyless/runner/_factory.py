@@ -74,11 +74,11 @@ class RunnerFactory:
 
         engines = load(threads)
         # onnxruntime's intra-op threads belong to a session: concurrent jobs on one session
-        # would each take every core. Async jobs get sessions sized cores / concurrent runs.
-        async_threads = parsed.async_engine_threads()
+        # would each take every core. Async jobs get sessions sized cores / concurrent runs,
+        # unless the async_engines option says to share the sync ones.
         async_loader = None
-        if backend.capabilities.threads_per_engine and async_threads != threads:
-            async_loader = functools.partial(load, async_threads)
+        if parsed.own_async_engines(backend.capabilities.threads_per_engine):
+            async_loader = functools.partial(load, parsed.async_engine_threads())
         logger.debug(
             "runner for %r on %s/%s: %d partition(s), %d engine thread(s)",
             model.name,

@@ -24,6 +24,7 @@ _DEVICES = ("cpu", "cuda", "tensorrt")
 _OPENVINO_DEVICE = re.compile(r"(CPU|GPU|NPU|AUTO|HETERO|MULTI|BATCH)(\.\d+)?(:[A-Z0-9.,:]+)?")
 _HINTS = ("LATENCY", "THROUGHPUT", "AUTO")
 _PRECISIONS = ("model", "engine", "f32", "bf16", "f16")
+_ASYNC_ENGINES = ("auto", "own", "shared")
 _CUDA_DEFAULTS = CudaOptions()  # frozen: one shared default
 
 
@@ -52,6 +53,17 @@ class RunnerOptions:
     inference_precision: str = "model"
     warm_up: bool = False
     cuda_options: CudaOptions = _CUDA_DEFAULTS
+    #: Where async jobs run on a backend whose threads belong to an engine (onnxruntime):
+    #: "own" engines of :meth:`async_engine_threads` threads each, "shared" with ``execute``
+    #: on the sync engines, "auto" own ones only when their thread count differs.
+    async_engines: str = "auto"
+
+    def own_async_engines(self, threads_per_engine: bool) -> bool:
+        """Whether async jobs load engines of their own, on a backend that declares (or not)
+        ``Capabilities.threads_per_engine``."""
+        if not threads_per_engine or self.async_engines == "shared":
+            return False
+        return self.async_engines == "own" or self.async_engine_threads() != self.engine_threads()
 
     def engine_threads(self) -> int:
         """Engine threads of a synchronous run: explicit, or every core."""
@@ -169,6 +181,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "inference_precision": _choice(_PRECISIONS),
     "warm_up": _bool,
     "cuda_options": lambda _key, value: parse_cuda_options(value),
+    "async_engines": _choice(_ASYNC_ENGINES),
 }
 
 KNOWN_OPTIONS = tuple(f.name for f in fields(RunnerOptions))

@@ -34,6 +34,14 @@ logger = logging.getLogger(__name__)
 
 _JPEG_MAGIC = b"\xff\xd8\xff"
 
+#: How many times the resize's output size a JPEG is decoded at, at least, before the
+#: antialiased resize (:func:`~copyless.vision.classify_preprocess`, ``letterbox``,
+#: ``stretch``): pass ``min_size`` = output size x this. The DCT-domain reduction is not
+#: PIL's filter; with 2x headroom the resize's triangle filter dominates. Measured on 80
+#: seeded photo variants against a full decode + PIL bilinear: mean |diff| 0.81 levels at
+#: 1x (p95 2.99), 0.22 at 2x (p95 0.78), 0.12 at full size (the resize's own rounding).
+DECODE_HEADROOM = 2
+
 ImageSource = str | os.PathLike[str] | bytes | bytearray | memoryview
 
 

@@ -106,8 +106,9 @@ def text_boxes(
         if score < box_threshold or min(w, h) < min_size:
             continue
         grow = w * h * unclip_ratio / (2.0 * (w + h))
-        box = _to_source((x0 - grow) * sx, (y0 - grow) * sy, (x1 + grow) * sx,
-                         (y1 + grow) * sy, letterbox)
+        box = _to_source(
+            (x0 - grow) * sx, (y0 - grow) * sy, (x1 + grow) * sx, (y1 + grow) * sy, letterbox
+        )
         if box is not None:
             boxes.append(Box(*box, score=score))
     boxes.sort(key=lambda b: (b.y0, b.x0))

@@ -1,0 +1,112 @@
+"""The price of a reduced precision, measured when the model is compiled and recorded in it.
+
+An INT8 model answers differently from its fp32 source. ``compile_model(...,
+quantize="int8", calibration=...)`` runs both on the calibration images (as the quantizer
+feeds them: resized to the input, normalised) with onnxruntime and records in the compiled
+model's metadata (key ``"precision"``, JSON)::
+
+    {"precision": "int8", "reference": "fp32", "engine": "onnxruntime", "images": 3,
+     "images_from": "calibration", "top1": 66.7, "dp_median": 0.21, "dp_p95": 0.62}
+
+``top1`` is the percentage of images whose top-1 class is the fp32 model's, ``dp_*`` the
+largest softmax probability difference per image (classifiers: a ``[N, classes]`` first
+output); other models get ``rel_error``, the mean |difference| of the first output over its
+fp32 range. The calibration images are the ones the ranges were fitted on: a held-out set
+(``copyless-bench accuracy``) says more, and usually worse. :func:`precision_line` is the
+one line applications print for such a model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ._shapes import ORT_ERRORS, session
+
+_log = logging.getLogger(__name__)
+
+KEY = "precision"
+#: onnxruntime's, and the shape mismatch of outputs whose size changes (detections)
+_ERRORS: tuple[type[BaseException], ...] = (*ORT_ERRORS, ValueError)
+
+
+def measure(
+    reference: onnx.ModelProto,
+    reduced: onnx.ModelProto,
+    name: str,
+    batches: list[np.ndarray],
+    images: int,
+    precision: str = "int8",
+) -> dict[str, Any]:
+    """Run ``reference`` (fp32) and ``reduced`` on ``batches`` (input ``name``) with
+    onnxruntime; the record of :data:`KEY` (empty when either fails to run: logged)."""
+    try:
+        want = [_first_output(session(reference.SerializeToString()), name, b) for b in batches]
+        got = [_first_output(session(reduced.SerializeToString()), name, b) for b in batches]
+        ref = np.concatenate(want)[:images].astype(np.float64)
+        out = np.concatenate(got)[:images].astype(np.float64)
+        if ref.shape != out.shape:
+            raise ValueError(f"output shapes differ: {ref.shape} vs {out.shape}")
+    except _ERRORS as exc:
+        _log.warning("%s agreement with fp32 not measured: %s", precision, exc)
+        return {}
+    record: dict[str, Any] = {
+        "precision": precision, "reference": "fp32", "engine": "onnxruntime",
+        "images": int(ref.shape[0]), "images_from": "calibration",
+    }  # fmt: skip
+    if ref.ndim == 2 and ref.shape[1] > 1:
+        p, q = _softmax(out), _softmax(ref)
+        dp = np.abs(p - q).max(axis=1)
+        record["top1"] = round(100.0 * float(np.mean(p.argmax(1) == q.argmax(1))), 1)
+        record["dp_median"] = round(float(np.median(dp)), 4)
+        record["dp_p95"] = round(float(np.percentile(dp, 95)), 4)
+    else:
+        span = float(ref.max() - ref.min()) or 1.0
+        record["rel_error"] = round(float(np.abs(out - ref).mean()) / span, 5)
+    return record
+
+
+def precision_of(metadata: Mapping[str, str]) -> dict[str, Any] | None:
+    """The recorded :data:`KEY` of a compiled model's metadata; None when absent or
+    unreadable (never raises)."""
+    text = metadata.get(KEY)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and data.get("precision") else None
+
+
+def precision_line(metadata: Mapping[str, str]) -> str | None:
+    """One line saying what a reduced-precision model costs, e.g. ``int8 model: top-1 as
+    fp32 on 66.7% of 3 calibration images (median max|dp| 0.21)``; None for fp32 models."""
+    data = precision_of(metadata)
+    if data is None:
+        return None
+    where = f"{data.get('images', '?')} {data.get('images_from', '')} images".replace("  ", " ")
+    if "top1" in data:
+        return (
+            f"{data['precision']} model: top-1 as {data.get('reference', 'fp32')} on "
+            f"{data['top1']}% of {where} (median max|dp| {data.get('dp_median', '?')})"
+        )
+    return (
+        f"{data['precision']} model: mean error {data.get('rel_error', '?')} of the "
+        f"{data.get('reference', 'fp32')} output range on {where}"
+    )
+
+
+def _first_output(sess: Any, name: str, batch: np.ndarray) -> np.ndarray:
+    return np.asarray(sess.run([sess.get_outputs()[0].name], {name: batch})[0])
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    result: np.ndarray = e / e.sum(axis=1, keepdims=True)
+    return result

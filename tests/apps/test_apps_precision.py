@@ -1,0 +1,40 @@
+"""A reduced-precision model says what it costs: copyless-compile measures int8 against fp32
+on the calibration images and prints it; the apps print it whenever they run such a model."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from copyless.apps import compile as compile_app
+from copyless.apps import zerocopy
+from copyless.model import load_model, precision_of, zoo
+
+
+def test_compile_prints_and_zerocopy_repeats_the_int8_price(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    photos = tmp_path / "calibration"
+    photos.mkdir()
+    for name in ("chelsea", "coffee", "astronaut"):
+        shutil.copy(zoo.photo_path(f"{name}.jpg"), photos / f"{name}.jpg")
+    out = tmp_path / "lite0_int8.rai"
+    argv = [str(zoo.build("efficientnet-lite0", progress=False)), "-o", str(out),
+            "--input-format", "rgbx", "--mean", "127,127,127", "--std", "128,128,128",
+            "--resize", "crop:0.875", "--colour-order", "rgb",
+            "--quantize", "int8", "--calibration", str(photos)]  # fmt: skip
+    assert compile_app.main(argv) == 0
+    record = precision_of(load_model(out).metadata)
+    assert record is not None
+    line = f"int8 model: top-1 as fp32 on {record['top1']}% of 3 calibration images"
+    assert line in capsys.readouterr().out
+    image = str(zoo.photo_path("chelsea.jpg"))
+    assert zerocopy.main(["-i", image, "-m", str(out), "-n", "1"]) == 0
+    assert line in capsys.readouterr().err
+    fp32 = tmp_path / "lite0.rai"
+    assert compile_app.main([argv[0], "-o", str(fp32), *argv[3:-4]]) == 0
+    capsys.readouterr()
+    assert zerocopy.main(["-i", image, "-m", str(fp32), "-n", "1"]) == 0
+    assert "int8 model" not in capsys.readouterr().err
