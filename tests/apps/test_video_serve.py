@@ -38,11 +38,12 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class App:
-    """``copyless-video -i CLIP --serve 127.0.0.1:0`` as a child process."""
+    """``copyless-video -i CLIP [-i CLIP ...] --serve 127.0.0.1:0`` as a child process."""
 
-    def __init__(self, clip: Path, *extra: str) -> None:
-        command = [sys.executable, "-m", "copyless.apps.video", "-i", str(clip),
-                   "--serve", "127.0.0.1:0", *extra]  # fmt: skip
+    def __init__(self, *clips: Path) -> None:
+        inputs = [arg for clip in clips for arg in ("-i", str(clip))]
+        command = [sys.executable, "-m", "copyless.apps.video", *inputs,
+                   "--serve", "127.0.0.1:0"]  # fmt: skip
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)  # fmt: skip
         assert self.proc.stderr is not None
@@ -157,6 +158,50 @@ def test_the_page_in_a_browser_while_the_clip_plays_then_sigint(app: App, tmp_pa
     _labels_right(out)
     if not playing:  # a very slow machine: the page still showed the final frame
         pytest.fail("the clip ended before the screenshot: the page was not seen while playing")
+
+
+FOUR = ("chelsea", "coffee", "astronaut", "coffee")
+PER_STREAM = 60
+STREAM_LINE = re.compile(r"^stream (\d) frame (\d+): (\d+) ", re.M)
+
+
+@pytest.fixture(scope="module")
+def four_clips(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("four")
+    return [make_clip(folder / f"cam{i}.mp4", *SIZE, PER_STREAM, (name,))
+            for i, name in enumerate(FOUR)]  # fmt: skip
+
+
+@needs_chromium
+def test_four_streams_four_tiles_in_a_browser(four_clips: list[Path], tmp_path: Path) -> None:
+    app = App(*four_clips)
+    try:
+        while min(app.frames_done(s) for s in range(4)) < 1:
+            time.sleep(0.1)
+        shot = screenshot(app.url, tmp_path / "page.png", size=(1400, 1000))
+        playing = min(app.frames_done(s) for s in range(4)) < PER_STREAM
+        found = tiles(shot)
+        assert len(found) == 4, f"{len(found)} tiles in {shot}"
+        blank = [i for i, tile in enumerate(found) if not shows_a_frame(tile)]
+        assert not blank, f"tiles {blank} show no frame in {shot}"
+        assert app.get("stream/4.mjpg")[0] == 404
+        app.wait_until_done()
+        families = {f.name: f for f in text_string_to_metric_families(app.get("metrics")[1]
+                                                                       .decode())}  # fmt: skip
+        frames = {s.labels["stream"]: s.value for s in families["copyless_video_frames"].samples
+                  if s.name.endswith("_total")}  # fmt: skip
+        assert frames == {str(s): PER_STREAM for s in range(4)}
+        code, out, err = app.stop(signal.SIGTERM)
+    finally:
+        app.kill()
+    assert code == 0, err
+    got = {(int(m.group(1)), int(m.group(2))): int(m.group(3)) for m in STREAM_LINE.finditer(out)}
+    assert sorted(got) == [(s, n) for s in range(4) for n in range(PER_STREAM)]
+    for (stream, _), label in got.items():
+        if FOUR[stream] in EXPECTED:
+            assert label in EXPECTED[FOUR[stream]], (stream, label)
+    if not playing:
+        pytest.fail("the clips ended before the screenshot: the page was not seen while playing")
 
 
 def test_addresses_that_cannot_be_served_on(clip: Path, capsys: pytest.CaptureFixture[str]) -> None:
