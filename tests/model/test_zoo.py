@@ -170,9 +170,15 @@ def test_ppocr_models_are_the_shipped_ones(role: str) -> None:
     for generation in installed:
         gen = ppocr.GENERATIONS[generation]
         shipped = sources.package_file(gen.package, gen.file(role)).read_bytes()
-        assert zoo.build(f"ppocr-{generation}-{role}", progress=False).read_bytes() == shipped
+        built = zoo.build(f"ppocr-{generation}-{role}", progress=False).read_bytes()
+        if role == "cls":  # the batch dim, stored as the value -1, becomes a symbol
+            model, original = onnx.load_from_string(built), onnx.load_from_string(shipped)
+            assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "N"
+            assert list(model.graph.node) == list(original.graph.node)
+        else:
+            assert built == shipped
         if generation == installed[0]:
-            assert zoo.build(f"ppocr-{role}", progress=False).read_bytes() == shipped
+            assert zoo.build(f"ppocr-{role}", progress=False).read_bytes() == built
             assert zoo.entry(f"ppocr-{role}").source == gen.package
 
 

@@ -50,7 +50,7 @@ def test_lines_come_in_reading_order_with_boxes_on_the_text(
     for line, drawn in zip(result.lines, page.boxes, strict=True):
         x0, y0, x1, _y1 = line.box
         # the unclipped box holds the drawn glyphs' box, with a margin of at most ~half a line
-        assert x0 <= drawn[0] + 2 and y0 <= drawn[1] + 2 and x1 >= drawn[2] - 2
+        assert x0 <= drawn[0] + 4 and y0 <= drawn[1] + 4 and x1 >= drawn[2] - 4
         assert abs(x0 - drawn[0]) < 20 and abs(x1 - drawn[2]) < 20
         assert 0.5 <= line.score <= 1.0
 
@@ -123,3 +123,34 @@ def test_closed_pipeline_refuses_to_read(pages: list[DrawnPage]) -> None:
     pipeline.close()
     with pytest.raises(OcrError, match="closed"):
         pipeline.read(pages[0].image)
+
+
+def test_batch_reader_gives_one_row_per_line_and_errors_as_rows(
+    tmp_path, pages: list[DrawnPage]
+) -> None:
+    """OcrBatchReader (copyless-batch --task ocr's actor) without a cluster, and the Parquet
+    table copyless-batch writes from its batches."""
+    from PIL import Image
+
+    from copyless.apps.batch import line_table
+    from copyless.ocr import LINE_COLUMNS, OcrBatchReader
+
+    good = tmp_path / "page.png"
+    Image.fromarray(pages[0].image).save(good)
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"no image")
+    blank = tmp_path / "blank.png"
+    Image.new("RGB", (200, 100), "white").save(blank)
+    reader = OcrBatchReader()
+    try:
+        rows = reader({"path": np.array([str(good), str(bad), str(blank)], dtype=object)})
+    finally:
+        reader.close()
+    assert set(rows) == set(LINE_COLUMNS)
+    n = len(pages[0].lines)
+    assert rows["path"].tolist() == [str(good)] * n + [str(bad)]
+    assert rows["line"].tolist() == [*range(n), -1]
+    assert rows["error"][-1].startswith(f"{bad}: not a decodable image")
+    table = line_table([rows])
+    assert table.num_rows == n + 1 and table.column("error").null_count == n
+    assert table.column("text").to_pylist()[:n] == [r for r in rows["text"][:n]]

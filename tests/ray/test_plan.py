@@ -109,3 +109,45 @@ def test_the_readme_recipe_finishes_on_a_two_cpu_head(ray_driver, photo_folder, 
         rows.update(zip(batch["path"], batch["class_id"], strict=True))
     assert sorted(rows) == paths
     assert all(rows[path] in classes for path, classes in expected.items())
+
+
+def test_copyless_batch_refuses_a_cluster_with_no_cpu_left(ray_driver, photo_folder, tmp_path):
+    """Another job holds both CPUs of the head: one line with the numbers, exit 1, no
+    output, and no wait."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import ray
+
+    from ray_helpers import RAY_ENV
+
+    @ray.remote(num_cpus=2)
+    class Hog:
+        def ready(self) -> bool:
+            return True
+
+    folder, _ = photo_folder
+    out = tmp_path / "out.parquet"
+    exe = Path(sys.executable).with_name("copyless-batch")
+    hog = Hog.remote()  # type: ignore[attr-defined]
+    try:
+        ray.get(hog.ready.remote())
+        start = time.monotonic()
+        result = subprocess.run(
+            [str(exe), str(folder), "-o", str(out), "--address", ray_driver.address],
+            capture_output=True, text=True, env={**os.environ, **RAY_ENV}, timeout=300,
+            check=False,
+        )  # fmt: skip
+        elapsed = time.monotonic() - start
+    finally:
+        ray.kill(hog)
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: 1 actor(s) of 0.25 CPU and a decode task of 0.9 CPU do not fit the cluster's "
+        "free CPUs (0: 0 on 1 node(s)); no output written"
+    ], result.stderr
+    assert not out.exists() and elapsed < 120

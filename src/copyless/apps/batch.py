@@ -1,4 +1,5 @@
-"""copyless-batch: classify many images on Ray, one Parquet row per image.
+"""copyless-batch: classify many images on Ray, one Parquet row per image (or, with
+``--task ocr``, read their text: one row per line).
 
 ``copyless-batch (INPUT... | --manifest URI [--path-column NAME]) -o OUT.parquet|DIR/
 [-m MODEL] [--address ADDR] [--actors N] [--batch-size B] [--runner onnxruntime|openvino]
@@ -29,16 +30,24 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tqdm import tqdm
 
 from ..model import CompiledModel, load_model, zoo
 from ..types import CopylessError
+from ._checks import (
+    UsageError,
+    check_model_path,
+    check_output,
+    check_output_directory,
+    model_task,
+    task_mismatch,
+)
 from ._models import CLASSIFIER, builtin_model
 from ._setup import EXIT_USAGE, add_runner_argument, runner_type
 
@@ -82,13 +91,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "its input paths: reruns and retries replace files, never add rows)",
     )
     parser.add_argument(
-        "-m", "--model", help="compiled model with an RGBx input (default: EfficientNet-Lite0)"
+        "-m", "--model", help="a compiled classifier with an RGBx input (.rai or directory) or "
+        f"the built-in name {CLASSIFIER} (the default)"
     )
     parser.add_argument("--address", help="HOST:PORT of a `ray start --head` cluster")
     parser.add_argument("--actors", type=int, default=1, help="inference actors (default 1)")
     parser.add_argument("--batch-size", type=int, default=32, help="images per batch (32)")
     add_runner_argument(parser)  # --runner, --device (cuda/tensorrt: the actors take GPUs)
     parser.add_argument("-k", "--top", type=int, default=5, help="classes per image (5)")
+    parser.add_argument("--task", choices=["classify", "ocr"], default="classify",
+                        help="classify (one row per image) or ocr (PP-OCR: one row per text "
+                        "line: path, line, x0, y0, x1, y1, score, text, error)")  # fmt: skip
     parser.add_argument(
         "--stall-timeout",
         type=float,
@@ -112,21 +125,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.task == "ocr":
+        return _ocr_main(args)
     try:
-        model = load_model(args.model or builtin_batch_classifier())
-        from ..ray import FrameSpec, Manifest  # the ray extra; once the arguments are good
+        if args.output.endswith(("/", os.sep)) or os.path.isdir(args.output):
+            check_output_directory(args.output)
+        else:
+            check_output(args.output, (".parquet", ".pq"), "Parquet")
+        # the ray extra, imported once the arguments are good and before any model is built
+        from ..ray import FrameSpec, Manifest
 
-        FrameSpec.for_model(model)
         if args.manifest:
             manifest = Manifest(args.manifest, args.path_column)
             manifest.check()  # the schema only: the images are listed by Ray's workers
             paths: Sequence[str] | Manifest = manifest
         else:
             paths = expand_inputs(args.inputs)
+        model = load_model(_model_path(args.model))
+        refusal = task_mismatch(args.model or CLASSIFIER, model_task(model), ("classifier",))
+        if refusal is not None:
+            raise UsageError(refusal)
+        FrameSpec.for_model(model)
     except ImportError as exc:
-        print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
+        print(f"error: copyless-batch needs the ray extra (pip install 'copyless[ray]'): {exc}",
+              file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
-    except (InputError, CopylessError) as exc:
+    except (InputError, CopylessError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -243,6 +267,71 @@ def _classify(
     )
 
 
+def _ocr_main(args: argparse.Namespace) -> int:
+    """``--task ocr``: OcrBatchReader actors over the images; the lines to Parquet."""
+    if args.manifest or not args.output.endswith(".parquet"):
+        print("error: --task ocr takes INPUTs and an OUT.parquet", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        paths = expand_inputs(args.inputs)
+        import ray  # the ray extra
+
+        from ..ocr import OcrBatchReader, OcrModels
+
+        OcrModels.load()  # no PP-OCR package, or a broken one: a usage error, before Ray
+    except ImportError as exc:
+        print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    except (InputError, CopylessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _quiet_ray_logging()
+    with _native_stderr() as (terminal, log):
+        try:
+            with _cluster(args.address, args.actors) as cluster:
+                started = time.perf_counter()
+                lines = ray.data.from_items([{"path": p} for p in paths]).map_batches(
+                    OcrBatchReader, fn_constructor_kwargs={"runner_type": runner_type(args)},
+                    concurrency=args.actors, batch_size=args.batch_size, num_cpus=1,
+                )  # fmt: skip
+                batches = list(lines.iter_batches(batch_format="numpy"))
+                seconds = time.perf_counter() - started
+        except Exception as exc:  # noqa: BLE001 - Ray's task errors: reported, no output
+            print(f"error: the run failed, no output written: {_last_line(exc)}", file=terminal)
+            log.keep = True
+            return EXIT_FAILED
+    table = line_table(batches)
+    _write_parquet(table, args.output)
+    where = "local Ray" if cluster.local else f"cluster {cluster.address}"
+    print(f"{len(paths)} images, {table.num_rows} lines in {seconds:.2f} s "
+          f"({args.actors} actor(s) on {where}) -> {args.output}")  # fmt: skip
+    return 0
+
+
+def line_table(batches: Sequence[Mapping[str, Any]]) -> Any:
+    """The Arrow table of OcrBatchReader batches (Ray Data turns a column of None into
+    NaN on the way: text and error keep only strings)."""
+    import pyarrow as pa
+
+    from ..ocr import LINE_COLUMNS
+
+    types = {"path": pa.string(), "score": pa.float32(), "text": pa.string(),
+             "error": pa.string()}  # fmt: skip
+    schema = pa.schema([(k, types.get(k, pa.int32())) for k in LINE_COLUMNS])
+    columns = {k: [v for b in batches for v in list(b[k])] for k in LINE_COLUMNS}
+    for key in ("text", "error"):
+        columns[key] = [v if isinstance(v, str) else None for v in columns[key]]
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def _write_parquet(table: Any, output: str) -> None:
+    import pyarrow.parquet as pq
+
+    tmp = f"{output}.{os.getpid()}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, output)
+
+
 def expand_inputs(items: Sequence[str]) -> list[str]:
     """Absolute paths of the images INPUT names, in order, each once: files as given,
     directories searched recursively for image suffixes, globs expanded (``**`` too).
@@ -271,6 +360,14 @@ def _images_under(directory: str) -> Iterator[str]:
         for name in sorted(files):
             if Path(name).suffix.lower() in IMAGE_SUFFIXES:
                 yield os.path.join(root, name)
+
+
+def _model_path(name: str | None) -> Path:
+    """``-m``: None or the built-in name -> the built-in classifier; else a compiled model's
+    path (checked: it exists, and an ONNX file is refused with the line compiling it)."""
+    if name is None or (name == CLASSIFIER and not Path(name).exists()):
+        return builtin_batch_classifier()
+    return check_model_path(name)
 
 
 def builtin_batch_classifier() -> Path:

@@ -14,13 +14,16 @@ The models come from the zoo (``ppocr-v6-*``: ``rapidocr`` 3.x; ``ppocr-v4-*``:
 
 from __future__ import annotations
 
+from ._batch import LINE_COLUMNS, OcrBatchReader
 from ._models import OcrModels, installed_generations
 from ._pages import DrawnPage, draw_page
 from ._pipeline import OcrError, OcrPipeline
 from ._results import OcrLine, OcrResult, StageTimes
 
 __all__ = [
+    "LINE_COLUMNS",
     "DrawnPage",
+    "OcrBatchReader",
     "OcrError",
     "OcrLine",
     "OcrModels",

@@ -137,7 +137,9 @@ class OcrPipeline:
         self.models = OcrModels.load(generation)
         self.angle = bool(angle)
         self._runner_type = runner_type
-        self._options = dict(options or {})
+        # one job per runner (each page slot has its own detector runner): the async
+        # detection then gets every core's thread, not a share of them
+        self._options = {"max_concurrent_runs": 1, **(options or {})}
         self._det: dict[tuple[int, int], list[_Bound]] = {}
         self._rec: dict[tuple[int, int], _Bound] = {}
         self._cls: _Bound | None = None

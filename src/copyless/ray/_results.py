@@ -33,6 +33,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..types import apply_umask
+
 SCHEMA = pa.schema(
     [
         ("path", pa.string()),
@@ -61,6 +63,7 @@ class ResultWriter:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self._path.name}.", suffix=".tmp")
         self._tmp = Path(tmp)
+        apply_umask(fd)  # mkstemp makes it 0600: readable by its writer only
         self._file = os.fdopen(fd, "wb")
         self._writer = pq.ParquetWriter(self._file, SCHEMA)
         # A writer dropped without commit() or abort() removes its temporary file.

@@ -12,6 +12,8 @@ Two generations, each from the package that ships it:
 ``ppocr-det``, ``ppocr-rec`` and ``ppocr-cls`` are that generation's; ``ppocr-v4-*`` and
 ``ppocr-v6-*`` name one generation explicitly.
 
+The classifier's batch dim, stored as the value -1, is made the symbol ``N``.
+
 Models: detector ``x`` float32 ``[N, 3, H, W]`` RGB NCHW (H, W multiples of 32) -> text
 probability ``[N, 1, H, W]``; recogniser ``x [N, 3, 48, W]`` -> per-step character
 probabilities ``[N, W / 8, C]`` (CTC: class 0 is the blank, the last one a space), its
@@ -121,7 +123,21 @@ def build(generation: str, role: str, tick: Tick | None = None) -> bytes:
     gen = GENERATIONS[generation]
     relative = gen.file(role)
     check = partial(_check_recogniser, where=f"{relative} in {gen.package}")
-    return shipped_model(gen.package, relative, tick, check if role == "rec" else None)
+    raw = shipped_model(gen.package, relative, tick, check if role == "rec" else None)
+    return _symbolic_batch(raw) if role == "cls" else raw
+
+
+def _symbolic_batch(raw: bytes) -> bytes:
+    """The classifier's Paddle export writes its batch dim as the value -1 (not a symbol),
+    which no compiler can fix to a batch size: it becomes the symbol ``N``."""
+    model = onnx.load_from_string(raw)
+    changed = False
+    for value in (*model.graph.input, *model.graph.output):
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.HasField("dim_value") and dim.dim_value < 0:
+                dim.dim_param = "N"
+                changed = True
+    return model.SerializeToString() if changed else raw
 
 
 def builder(generation: str, role: str) -> Callable[[Tick], bytes]:
