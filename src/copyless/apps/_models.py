@@ -17,7 +17,7 @@ from typing import Any
 
 import onnx
 
-from ..model import artifact_key, compile_model, graph_inputs, zoo
+from ..model import artifact_key, graph_inputs, zoo
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,8 @@ def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.rai")
     logger.info("compiling %s for %s input -> %s", name, options["input_format"], target)
+    from ..model import compile_model  # the compiler: loaded only to compile
+
     compile_model(source, tmp, **options)
     os.replace(tmp, target)
     return target

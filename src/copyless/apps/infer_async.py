@@ -40,6 +40,7 @@ from ..types import (
     TensorType,
 )
 from ..vision import download, upload
+from ._checks import UsageError, check_model_path
 from ._setup import add_runner_argument, runner_options, runner_type, say_precision
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
@@ -53,7 +54,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="copyless-infer-async", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--model-path", required=True, help="compiled model (.rai or directory)")
+    parser.add_argument("-m", "--model-path", required=True,
+                        help="compiled model (.rai or directory)")  # fmt: skip
     parser.add_argument("--input-binary", help="raw IFM bytes in the model's HW input layout")
     parser.add_argument(
         "--dry-run", action="store_true", help="random IFM; no file I/O (--input-binary unread)"
@@ -85,8 +87,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if not Path(args.model_path).exists():
-        print(f"error: no model at {args.model_path}", file=sys.stderr)
+    try:
+        check_model_path(args.model_path)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.dry_run and args.input_binary is not None:
         print(f"note: --dry-run: {args.input_binary} is not read", file=sys.stderr)

@@ -76,6 +76,7 @@ from ..vision import (
     VideoWriter,
     import_av,
 )
+from ._checks import UsageError, check_model_path, check_output
 from ._models import CLASSIFIER
 from ._setup import (
     EXIT_USAGE,
@@ -98,6 +99,8 @@ DEFAULT_BATCH = 1
 DEFAULT_BATCH_WAIT_MS = 5.0
 #: With no new frame for this long, the results in flight are delivered anyway.
 _IDLE = 0.05
+#: The containers ``-o`` writes (H.264, else MPEG-4 Part 2, fits each).
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov", ".avi")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -192,6 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     try:
+        if args.output is not None:  # before any work: a late failure would lose it all
+            check_output(args.output, VIDEO_SUFFIXES, "video")
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         streams = StreamSet(args.input, queue=args.queue, threads=args.threads,
                             live=args.live or None, max_frames=args.max_frames)  # fmt: skip
     except VideoError as exc:
@@ -269,8 +278,10 @@ def _run(
             model = builtin_for(name, info, _line_sizes(streams), batch)
         else:
             model = Path(name)
-        if not model.exists():
-            raise VideoError(f"no model at {model} (built-in models: {', '.join(BUILTIN)})")
+        try:
+            check_model_path(model)
+        except UsageError as exc:
+            raise VideoError(f"{exc} (built-in models: {', '.join(BUILTIN)})") from None
         options = runner_options(args, max_concurrent_runs=args.slots)
         if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
             # only async jobs run here: the sync engines, sized for them (cores // slots

@@ -355,9 +355,8 @@ class NpuTensor:
         return _device.cuda_array_interface(memory, self._info.shape, self._info.data_type)
 
     def __repr__(self) -> str:
-        state = " closed" if self.closed else ""
-        where = "" if self.device == HOST else f" on {self.device}"
-        return f"<NpuTensor {self._info.describe()} {self._memory_type.name}{where}{state}>"
+        where = ("" if self.device == HOST else f" on {self.device}") + " closed" * self.closed
+        return f"<NpuTensor {self._info.describe()} {self._memory_type.name}{where}>"
 
     def _live_span(self) -> Span:
         if self._span is None:

@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from ..memory import NpuTensor
 from ..memory import cuda as cuda_memory
-from ..model import CompiledModel, compile_to_memory, load_model
+from ..model import CompiledModel, load_model
 from ..types import (
     MemoryType,
     ModelLoadError,
@@ -358,6 +358,8 @@ def _load(model: Any, compile_options: dict[str, Any]) -> CompiledModel:
     if not path.exists():
         raise ModelLoadError(f"{path}: no such file or directory")
     if path.suffix == ".onnx":
+        from ..model import compile_to_memory  # the compiler: loaded on first use
+
         return compile_to_memory(path, **compile_options)
     if compile_options:
         raise OptionError(f"compile options {sorted(compile_options)} need an .onnx model")

@@ -275,10 +275,12 @@ def _refusal(
 ) -> StatusCode | None:
     for holder in holders:
         if overlaps(out_ranges, holder.out_ranges) or overlaps(out_ranges, holder.in_ranges):
-            log.error("output memory is bound to %s still in flight", holder.describe())
+            log.repeated(logging.ERROR, "busy-output",
+                         "output memory is bound to %s still in flight", holder.describe())
             return StatusCode.INVALID_OUTPUT
         if overlaps(in_ranges, holder.out_ranges):
-            log.error("input memory is an output of %s still in flight", holder.describe())
+            log.repeated(logging.ERROR, "busy-input",
+                         "input memory is an output of %s still in flight", holder.describe())
             return StatusCode.INVALID_INPUT
     return None
 

@@ -272,6 +272,7 @@ class Runner(ModelQueries):
         path = self._trace.write()
         if path:
             self._log.info("profiling trace written to %s", path)
+        self._log.flush()
         self._plans.clear()
         if not (jobs_done and replays_done and syncs_done):
             # A job (or its callback) is still running: releasing the engines and slots it

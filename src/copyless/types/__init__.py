@@ -23,6 +23,7 @@ from ._errors import (
     UnknownTensorError,
     UnsupportedError,
 )
+from ._files import apply_umask, umask
 from ._info import JobHandle, NpuTensorInfo, QuantParameters
 from ._readonly import ReadOnly
 from ._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
@@ -51,6 +52,8 @@ __all__ = [
     "TensorType",
     "UnknownTensorError",
     "UnsupportedError",
+    "apply_umask",
+    "umask",
     "info_from_dict",
     "info_to_dict",
     "quant_from_dict",

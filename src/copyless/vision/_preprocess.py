@@ -151,6 +151,28 @@ def stretch(
     return src_w / width, src_h / height
 
 
+def limit_side(height: int, width: int, max_side: int | None, multiple: int = 1) -> tuple[int, int]:
+    """The frame size ``(height, width)`` a photo is fed at under a side limit: the photo's
+    own size when its longer side is at most ``max_side`` (or ``max_side`` is None), else
+    scaled down, aspect ratio kept, so the longer side is ``max_side`` (RapidOCR's
+    ``limit_side_len`` with ``limit_type="max"``). Either way rounded up to ``multiple``
+    (a model with dynamic spatial dims, e.g. 32 for CenterFace).
+
+    The apps compile detectors for this size and :func:`stretch` the photo into it, which
+    bounds memory on any input (a detector compiled for an 8000x8000 frame needs tens of
+    GB); map the detections back with :func:`~copyless.vision.to_image`.
+    """
+    if height < 1 or width < 1:
+        raise ValueError(f"image size must be positive, got {height}x{width}")
+    if max_side is not None and max_side < 1:
+        raise ValueError(f"max_side must be >= 1, got {max_side}")
+    if max_side is not None and max(height, width) > max_side:
+        scale = max_side / max(height, width)
+        height, width = max(1, round(height * scale)), max(1, round(width * scale))
+    m = max(1, multiple)
+    return -(-height // m) * m, -(-width // m) * m
+
+
 def _format(dst: Destination, colour_format: ColourFormat | None) -> ColourFormat:
     if colour_format is not None:
         if not isinstance(colour_format, ColourFormat):

@@ -30,7 +30,10 @@ class Preprocessing:
     input ``(height, width)``: fixed for a classifier, the recommended size for a model with
     dynamic spatial dimensions (then any multiple of ``size_multiple`` works). ``resize`` is
     the short side to resize to before a centre crop of ``size``; ``None`` means resize
-    straight to ``size`` (no crop).
+    straight to ``size`` (no crop). ``limit_side`` is the size policy of a detector fed
+    photos at their own size: a photo whose longer side exceeds it is scaled down to it
+    first (RapidOCR's ``limit_side_len``; see :func:`copyless.vision.limit_side`), which
+    bounds the memory of the compiled graph; ``None`` for models fed at a fixed size.
     """
 
     mean: tuple[float, float, float]
@@ -38,6 +41,7 @@ class Preprocessing:
     size: tuple[int, int]
     resize: int | None
     size_multiple: int = 1
+    limit_side: int | None = None
 
     @property
     def scale(self) -> tuple[float, float, float]:
@@ -145,7 +149,8 @@ ENTRIES: dict[str, ZooEntry] = {
         source=centerface.PACKAGE,
         steps=centerface.BUILD_STEPS,
         builder=centerface.build,
-        preprocessing=Preprocessing((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (512, 512), None, 32),
+        # 1920: a full-HD frame keeps its size; peak memory grows ~330 B per frame pixel
+        preprocessing=Preprocessing((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (512, 512), None, 32, 1920),
         labels=centerface.LABELS,
         postprocess="centerface",
     ),
@@ -156,7 +161,8 @@ ENTRIES: dict[str, ZooEntry] = {
         source=picodet.PACKAGE,
         steps=picodet.BUILD_STEPS,
         builder=picodet.build,
-        preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (800, 608), None),
+        # 1600: twice the model's side, so the graph's resize to 800x608 keeps its detail
+        preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (800, 608), None, 1, 1600),
         labels=picodet.LABELS,
         postprocess="picodet",
     ),
