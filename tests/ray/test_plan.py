@@ -77,6 +77,7 @@ def test_node_cpus_of_the_session_head(ray_driver) -> None:
             plan_resources(1, node_cpus())
     finally:
         ray.kill(holder)
+        _wait_for_free_cpus(2.0)
 
 
 def test_the_readme_recipe_finishes_on_a_two_cpu_head(ray_driver, photo_folder, batch_model):
@@ -144,6 +145,7 @@ def test_copyless_batch_refuses_a_cluster_with_no_cpu_left(ray_driver, photo_fol
         elapsed = time.monotonic() - start
     finally:
         ray.kill(hog)
+        _wait_for_free_cpus(2.0)
     assert result.returncode == 1, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
@@ -151,3 +153,12 @@ def test_copyless_batch_refuses_a_cluster_with_no_cpu_left(ray_driver, photo_fol
         "free CPUs (0: 0 on 1 node(s)); no output written"
     ], result.stderr
     assert not out.exists() and elapsed < 120
+
+
+def _wait_for_free_cpus(cpus: float) -> None:
+    """A killed actor gives its CPUs back a moment later: wait for them (up to a minute)."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while sum(node_cpus()) < cpus and time.monotonic() < deadline:
+        time.sleep(0.2)

@@ -25,6 +25,8 @@ from copyless.ray._watchdog import ClusterState, Demand
 
 STARVED = ClusterState((Demand({"CPU": 0.9}, 3),), {"CPU": 2.0}, {"CPU": 0.0}, 1)
 BUSY = ClusterState((), {"CPU": 2.0}, {"CPU": 0.0}, 1)
+#: Demands the free CPUs could take: waiting their turn (a slow start), not starved.
+QUEUED = ClusterState((Demand({"CPU": 1.0}, 20),), {"CPU": 2.0}, {"CPU": 1.0}, 1)
 
 
 def _slow(items: list[int], pause_s: float, after: int) -> Iterator[int]:
@@ -48,11 +50,12 @@ def test_a_stall_with_pending_demands_is_interrupted_and_named() -> None:
     assert str(info.value) == stall_message(0.5, STARVED)
 
 
-def test_a_slow_batch_without_demands_is_reported_not_failed(caplog) -> None:
+@pytest.mark.parametrize("state", [BUSY, QUEUED], ids=["nothing-pending", "demands-that-fit"])
+def test_a_slow_batch_is_reported_not_failed(caplog, state) -> None:
     with caplog.at_level(logging.WARNING, logger="copyless.ray._watchdog"):
-        got = list(watch(_slow([1, 2, 3], 2.0, after=1), stall_s=0.5, state=lambda: BUSY))
+        got = list(watch(_slow([1, 2, 3], 2.0, after=1), stall_s=0.5, state=lambda: state))
     assert got == [1, 2, 3]
-    assert any("nothing pending: a batch is still running" in r.message for r in caplog.records)
+    assert any("nothing is starved" in r.message for r in caplog.records)
 
 
 def test_items_and_errors_pass_through_and_the_handler_is_restored() -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +34,12 @@ from ._frames import FrameSpec, decode_frames
 from ._manifest import Manifest
 from ._plan import DECODE_CPUS, ResourcePlan
 from ._predictor import Predictor
-from ._watchdog import STALL_S, watch
+from ._watchdog import STALL_S, StallError, watch
 
 #: Upper bound on the blocks the path list is cut into (each is one decode task).
 MAX_BLOCKS = 4096
+#: How long a stalled run waits for Ray Data's executor to wind down (seconds).
+EXECUTOR_JOIN_S = 60.0
 
 Batch = dict[str, npt.NDArray[Any]]
 
@@ -159,7 +163,20 @@ class ClassificationJob:
         completion order. Raises :class:`~copyless.ray.StallError` when no batch has come
         for ``settings.stall_s`` seconds while Ray has demands it cannot place."""
         batches = self.dataset().iter_batches(batch_size=None, batch_format="numpy")
-        yield from watch(iter(batches), self.settings.stall_s)
+        try:
+            yield from watch(iter(batches), self.settings.stall_s)
+        except StallError:
+            _join_executor_threads()
+            raise
+
+
+def _join_executor_threads(timeout_s: float = EXECUTOR_JOIN_S) -> None:
+    """Wait for Ray Data's executor threads to end: a stalled run's shutdown waits only 2 s
+    for them, and one still running when the driver disconnects dies with a traceback."""
+    deadline = time.monotonic() + timeout_s
+    for thread in threading.enumerate():
+        if thread.name.startswith("StreamingExecutor"):
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _path_blocks(paths: Sequence[str], batch_size: int) -> list[pa.Table]:

@@ -3,14 +3,16 @@
 :func:`watch` yields the items of an iterator of result batches (Ray Data's
 ``iter_batches``, which blocks without a timeout) while a watcher thread times each wait.
 When no item has come for ``stall_s`` seconds it asks the cluster what it is waiting for:
-with resource demands pending (tasks or actors Ray cannot place), the wait is interrupted
-and :class:`StallError` raised, naming the demand and what the cluster has; with none (a
-slow batch is still running), it logs a warning and waits another ``stall_s``.
+with resource demands pending that the free resources cannot take (tasks or actors starved
+by what the job itself holds), the wait is interrupted and :class:`StallError` raised,
+naming the demand and what the cluster has; otherwise (a slow batch still running, demands
+waiting their turn), it logs a warning and waits another ``stall_s``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import signal
 import threading
@@ -190,14 +192,20 @@ def _check(stall_s: float, state: Callable[[], ClusterState]) -> str:
     except Exception as exc:  # noqa: BLE001 - the status query is best effort
         logger.warning("no progress for %g s; no cluster status: %s", stall_s, exc)
         return ""
-    if found.demands:
-        return stall_message(stall_s, found)
+    stuck = [d for d in found.demands if not _fits(d.bundle, found.free)]
+    if stuck:
+        return stall_message(stall_s, dataclasses.replace(found, demands=tuple(stuck)))
     logger.warning(
-        "no progress for %g s; nothing pending: a batch is still running (%s free)",
+        "no progress for %g s; nothing is starved (%s free): a batch is still running",
         stall_s,
         _resources(found.free),
     )
     return ""
+
+
+def _fits(bundle: dict[str, float], free: dict[str, float]) -> bool:
+    """A demand the free resources could take now is waiting its turn, not starved."""
+    return all(free.get(key, 0.0) + 1e-9 >= amount for key, amount in bundle.items())
 
 
 def _resources(values: dict[str, float]) -> str:
