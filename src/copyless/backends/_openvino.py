@@ -337,8 +337,12 @@ def _check_graph(partition: Partition) -> None:
         graph = model.graph
         defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
         defined |= {out for node in graph.node for out in node.output}
+        subgraphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
         for node in graph.node:
-            onnx.checker.check_node(node, context)
+            # A node with subgraphs (If, Loop, Scan) is checked by name only: check_node
+            # checks its bodies as whole graphs, where outer-scope names look undefined.
+            if not any(a.type in subgraphs for a in node.attribute):
+                onnx.checker.check_node(node, context)
             missing = [name for name in node.input if name and name not in defined]
             if missing:
                 raise ValueError(f"node {node.name or node.op_type!r} reads undefined {missing}")
