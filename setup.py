@@ -16,6 +16,7 @@ FLAGS = ["-O3", "-std=c11", "-fno-strict-aliasing", "-Wall", "-Wno-unused-functi
 KERNELS = [
     ("copyless.layout._kernels", "src/copyless/layout/_kernels.c"),
     ("copyless.vision._kernels", "src/copyless/vision/_kernels.c"),
+    ("copyless.vision._text", "src/copyless/vision/_text.c"),
     ("copyless.runner._fast", "src/copyless/runner/_fast.c"),
     ("copyless.model._mapped", "src/copyless/model/_mapped.c"),
 ]

@@ -1,11 +1,13 @@
-"""The bad-input catalogue, run: files, options, tensors and call orders a user can get
-wrong, each with what copyless answers (a status or a clear error, never a crash).
+"""The bad-input catalogue, run: files, options, tensors, call orders and console-script
+arguments a user can get wrong, each with what copyless answers (a status or a clear error,
+never a crash; the scripts: exit status 2, one error line, no traceback).
 
-    copyless-bench bad_inputs [--quiet]
+    copyless-bench bad_inputs [--quiet] [--api-only]
 
 Prints one row per case (area, input, answer, ok) and a summary; exits 1 when a case gives
 anything but its expected status or error. The cases live in tests/reliability/catalogue.py
-(the test suite runs the same list).
+and catalogue_apps.py (the test suite runs the same lists); ``--api-only`` skips the
+scripts' cases (each starts a child process: about a minute for all of them).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "reliability"))
 from catalogue import CATALOGUE, Kit, run_case
+from catalogue_apps import APPS
 from reliability_helpers import small_net
 
 
@@ -27,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quiet", action="store_true", help="only the summary and failures")
     parser.add_argument("--log", action="store_true", help="show copyless's log records too")
+    parser.add_argument("--api-only", action="store_true", help="not the console scripts")
     args = parser.parse_args(argv)
     if not args.log:  # each case's own error record would interleave with the table
         logging.disable(logging.CRITICAL)
@@ -34,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="copyless-bad-inputs-") as scratch:
         kit = Kit(Path(scratch), small_net())
         try:
-            outcomes = [run_case(kit, case) for case in CATALOGUE]
+            cases = CATALOGUE if args.api_only else [*CATALOGUE, *APPS]
+            outcomes = [run_case(kit, case) for case in cases]
         finally:
             kit.close()
             logging.disable(logging.NOTSET)

@@ -37,8 +37,7 @@ from copyless.apps.bench.timing import interleaved, relu_model
 # folder on their path would take a plain ``import openvino`` for this file.
 from copyless.backends import _openvino_tensors
 from copyless.model import CompiledModel, compile_to_memory, zoo
-from copyless.runner import Runner
-from copyless.runner._options import RunnerOptions
+from copyless.runner import Runner, RunnerOptions
 
 ov: Any = _openvino_tensors.ov
 

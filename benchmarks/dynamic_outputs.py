@@ -31,7 +31,7 @@ from onnx import TensorProto, numpy_helper
 
 import copyless as cl
 from copyless.apps.bench.timing import interleaved
-from copyless.backends._onnxruntime import session_options
+from copyless.backends import session_options
 from copyless.model import compile_to_memory
 
 ROWS, COLS = 8400, 6

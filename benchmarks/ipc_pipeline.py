@@ -231,7 +231,7 @@ CATS = {281, 282, 285}
 
 
 def _runner(size: tuple[int, int]) -> Any:
-    from copyless.model._compiler import compile_model
+    from copyless.model import compile_model
     from copyless.model.zoo import build
     from copyless.runner import RunnerFactory
 

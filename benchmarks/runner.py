@@ -29,7 +29,7 @@ from runner_helpers import conv_net
 import copyless as cl
 from copyless.apps.bench.timing import interleaved as interleaved_s
 from copyless.apps.bench.timing import relu_model
-from copyless.backends._onnxruntime import session_options
+from copyless.backends import session_options
 from copyless.model import CompiledModel, compile_to_memory, zoo
 
 HW, CPU = cl.TensorType.HW, cl.TensorType.CPU

@@ -20,8 +20,15 @@ Both compiled/exported models are built and cached before the first round. The p
 labels of both must agree (same top-1 on at least 95% of frames, the scene's label on every
 frame of copyless) or the run fails.
 
-Run: ``copyless-bench video [--frames 300] [--size 480x640] [--rounds 5]
-[--runner openvino] [--slots N] [--quick]``
+With ``--streams N`` (N > 1) copyless is one ``copyless-video -i CLIP`` x N process (one
+runner, frames batched across the streams: ``--batch``, ``--batch-wait``), against the better
+of the two plain arrangements, each timed in the same round: N plain processes side by side
+(wall time until the last ends) and one plain process taking the N streams in turn (frame 0
+of each stream, then frame 1...). frames/s counts every stream's frames; the per-stream
+decode-to-result p50/p99 are copyless's closing lines (medians over the rounds).
+
+Run: ``copyless-bench video [--frames 300] [--size 480x640] [--rounds 5] [--streams N]
+[--batch B] [--batch-wait MS] [--runner openvino] [--slots N] [--quick]``
 The last line is ``video: copyless N frames/s, plain M frames/s, ratio R.RRx``.
 """
 
@@ -30,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -40,9 +48,9 @@ from pathlib import Path
 SCENES = ("chelsea", "coffee")
 
 
-def plain(clip: str, model: str, labels_json: str) -> None:
+def plain(model: str, labels_json: str, *clips: str) -> None:
     """The loop a user writes without copyless (run in its own process, copyless not
-    imported)."""
+    imported); several clips are taken in turn, a frame of each."""
     import av
     import numpy as np
     import onnxruntime as ort
@@ -51,10 +59,20 @@ def plain(clip: str, model: str, labels_json: str) -> None:
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
     labels = json.loads(Path(labels_json).read_text())
-    with av.open(clip) as container:
+    containers = [av.open(clip) for clip in clips]
+    decoders = []
+    for container in containers:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
-        for index, frame in enumerate(container.decode(stream)):
+        decoders.append(container.decode(stream))
+    index, live = 0, list(range(len(decoders)))
+    while live:
+        for s in list(live):
+            frame = next(decoders[s], None)
+            if frame is None:
+                live.remove(s)
+                continue
+            prefix = f"stream {s} " if len(clips) > 1 else ""
             image = Image.fromarray(frame.to_ndarray(format="rgb24"))
             scale = 256 / min(image.size)
             image = image.resize(
@@ -66,36 +84,73 @@ def plain(clip: str, model: str, labels_json: str) -> None:
             logits = session.run(None, {name: np.ascontiguousarray(x)})[0][0]
             top1 = int(logits.argmax())
             prob = float(1.0 / np.exp(logits - logits[top1]).sum())
-            print(f"frame {index}: {top1} {labels[top1]} {prob:.3f}")
+            print(f"{prefix}frame {index}: {top1} {labels[top1]} {prob:.3f}")
+        index += 1
+    for container in containers:
+        container.close()
 
 
-def _timed(command: list[str]) -> tuple[float, list[str]]:
+def _timed(command: list[str]) -> tuple[float, str]:
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{command[:3]} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return wall, [line for line in done.stdout.splitlines() if line.startswith("frame ")]
+    return wall, done.stdout
 
 
-def _labels(lines: list[str]) -> list[int]:
-    return [int(line.split()[2]) for line in lines]
+def _side_by_side(command: list[str], count: int) -> tuple[float, str]:
+    """``count`` copies of ``command`` started together; the wall time until the last ends,
+    their outputs as streams 0.. of one output."""
+    start = time.perf_counter()
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(count)]  # fmt: skip
+    outputs = [proc.communicate() for proc in procs]
+    wall = time.perf_counter() - start
+    lines = []
+    for s, (proc, (out, err)) in enumerate(zip(procs, outputs, strict=True)):
+        if proc.returncode != 0:
+            raise SystemExit(f"{command[:3]} failed ({proc.returncode}):\n{err[-2000:]}")
+        lines += [f"stream {s} {line}" for line in out.splitlines() if line.startswith("frame ")]
+    return wall, "\n".join(lines)
 
 
-def _check(copyless: list[str], plain_lines: list[str], frames: int) -> float:
+def _per_stream(out: str, streams: int) -> list[list[int]]:
+    """Top-1 class ids per stream, in each stream's frame order (checked)."""
+    labels: list[dict[int, int]] = [{} for _ in range(streams)]
+    for line in out.splitlines():
+        words = line.split()
+        if streams > 1 and line.startswith("stream ") and words[2] == "frame":
+            labels[int(words[1])][int(words[3].rstrip(":"))] = int(words[4])
+        elif streams == 1 and line.startswith("frame "):
+            labels[0][int(words[1].rstrip(":"))] = int(words[2])
+    return [[got[i] for i in sorted(got)] for got in labels]
+
+
+def _check(copyless: str, plain_out: str, frames: int, streams: int) -> float:
     from video_helpers import EXPECTED
 
-    ours, theirs = _labels(copyless), _labels(plain_lines)
-    if len(ours) != frames or len(theirs) != frames:
-        raise SystemExit(f"frame lines: copyless {len(ours)}, plain {len(theirs)}, want {frames}")
+    ours, theirs = _per_stream(copyless, streams), _per_stream(plain_out, streams)
+    same = 0
     per_scene = frames // len(SCENES)
-    wrong = [i for i, c in enumerate(ours) if c not in EXPECTED[SCENES[i // per_scene]]]
-    if wrong:
-        raise SystemExit(f"copyless labels wrong on frames {wrong[:10]}")
-    same = sum(a == b for a, b in zip(ours, theirs, strict=True)) / frames
-    if same < 0.95:
-        raise SystemExit(f"copyless and plain agree on only {same:.0%} of frames")
-    return same
+    for s in range(streams):
+        if len(ours[s]) != frames or len(theirs[s]) != frames:
+            raise SystemExit(f"stream {s} frame lines: copyless {len(ours[s])}, "
+                             f"plain {len(theirs[s])}, want {frames}")  # fmt: skip
+        wrong = [i for i, c in enumerate(ours[s]) if c not in EXPECTED[SCENES[i // per_scene]]]
+        if wrong:
+            raise SystemExit(f"copyless labels of stream {s} wrong on frames {wrong[:10]}")
+        same += sum(a == b for a, b in zip(ours[s], theirs[s], strict=True))
+    agree = same / (frames * streams)
+    if agree < 0.95:
+        raise SystemExit(f"copyless and plain agree on only {agree:.0%} of frames")
+    return agree
+
+
+def _latencies(out: str) -> list[tuple[float, float]]:
+    """(p50, p99) ms per stream from copyless-video's closing lines."""
+    found = re.findall(r"^stream \d+: .* latency p50 ([\d.]+) ms p99 ([\d.]+) ms", out, re.M)
+    return [(float(a), float(b)) for a, b in found]
 
 
 def main() -> None:
@@ -103,10 +158,13 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=300)
     parser.add_argument("--size", default="480x640", help="HxW of the clip")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--streams", type=int, default=1, help="streams on one copyless runner")
+    parser.add_argument("--batch", type=int, help="copyless-video --batch")
+    parser.add_argument("--batch-wait", type=float, help="copyless-video --batch-wait (ms)")
     parser.add_argument("--runner", default="onnxruntime", choices=["onnxruntime", "openvino"])
     parser.add_argument("--slots", type=int, default=2, help="copyless-video --slots")
     parser.add_argument("--quick", action="store_true", help="100 frames, 3 rounds")
-    parser.add_argument("--plain", nargs=3, metavar="PATH", help=argparse.SUPPRESS)
+    parser.add_argument("--plain", nargs="+", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain:
         plain(*args.plain)
@@ -121,29 +179,51 @@ def main() -> None:
         args.frames, args.rounds = 100, 3
     height, width = (int(v) for v in args.size.lower().split("x"))
     per_scene = args.frames // len(SCENES)
+    n = args.streams
     with tempfile.TemporaryDirectory() as tmp:
         clip = str(make_clip(Path(tmp) / "clip.mp4", height, width, per_scene, SCENES))
         frames = per_scene * len(SCENES)
-        ours_cmd = [sys.executable, "-m", "copyless.apps.video", "-i", clip,
+        ours_cmd = [sys.executable, "-m", "copyless.apps.video", *(["-i", clip] * n),
                     "--runner", args.runner, "--slots", str(args.slots)]  # fmt: skip
+        if args.batch is not None:
+            ours_cmd += ["--batch", str(args.batch)]
+        if args.batch_wait is not None:
+            ours_cmd += ["--batch-wait", str(args.batch_wait)]
         labels = Path(tmp) / "labels.json"
         labels.write_text(json.dumps(zoo.labels()))
-        plain_cmd = [sys.executable, __file__, "--plain", clip, model, str(labels)]
+        plain_one = [sys.executable, __file__, "--plain", model, str(labels), clip]
+        plain_turns = [*plain_one, *([clip] * (n - 1))]
         _timed([*ours_cmd, "-n", "2"])  # builds and caches the compiled model
-        _timed(plain_cmd)
-        print(f"clip {width}x{height}, {frames} frames, copyless --runner {args.runner} "
-              f"--slots {args.slots}; load {os.getloadavg()[0]:.2f}")  # fmt: skip
+        _timed(plain_one)
+        options = " ".join(ours_cmd[ours_cmd.index("--runner") :])
+        print(f"clip {width}x{height}, {frames} frames x {n} streams, copyless-video {options}; "
+              f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
         ours_fps, plain_fps, ratios = [], [], []
+        latencies: list[list[tuple[float, float]]] = []
         for r in range(args.rounds):
-            pair = [("copyless", ours_cmd), ("plain", plain_cmd)]
+            pair = [("copyless", lambda: _timed(ours_cmd)), ("plain", lambda: _timed(plain_turns))]
+            if n > 1:
+                pair.append(("plain side by side", lambda: _side_by_side(plain_one, n)))
             order = pair if r % 2 == 0 else pair[::-1]
-            results = {name: _timed(cmd) for name, cmd in order}
-            same = _check(results["copyless"][1], results["plain"][1], frames)
-            ours_fps.append(frames / results["copyless"][0])
-            plain_fps.append(frames / results["plain"][0])
+            results = {name: run() for name, run in order}
+            same = _check(results["copyless"][1], results["plain"][1], frames, n)
+            if n > 1:
+                _check(results["copyless"][1], results["plain side by side"][1], frames, n)
+            latencies.append(_latencies(results["copyless"][1]))
+            total = frames * n
+            ours_fps.append(total / results["copyless"][0])
+            plains = {name: total / wall for name, (wall, _) in results.items()
+                      if name != "copyless"}  # fmt: skip
+            best = max(plains, key=lambda k: plains[k])
+            plain_fps.append(plains[best])
             ratios.append(ours_fps[-1] / plain_fps[-1])
-            print(f"round {r}: copyless {ours_fps[-1]:.1f} frames/s, plain {plain_fps[-1]:.1f} "
-                  f"frames/s ({ratios[-1]:.2f}x), same top-1 on {same:.0%}")  # fmt: skip
+            shown = ", ".join(f"{k} {v:.1f} frames/s" for k, v in plains.items())
+            print(f"round {r}: copyless {ours_fps[-1]:.1f} frames/s, {shown} "
+                  f"({ratios[-1]:.2f}x the better), same top-1 on {same:.0%}")  # fmt: skip
+    for s in range(n):
+        p50 = statistics.median(lat[s][0] for lat in latencies)
+        p99 = statistics.median(lat[s][1] for lat in latencies)
+        print(f"stream {s}: latency p50 {p50:.1f} ms, p99 {p99:.1f} ms (medians of the rounds)")
     ours, theirs = statistics.median(ours_fps), statistics.median(plain_fps)
     print(f"load after: {os.getloadavg()[0]:.2f}")
     print(f"video: copyless {ours:.1f} frames/s, plain {theirs:.1f} frames/s, "

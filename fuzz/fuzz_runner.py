@@ -230,10 +230,10 @@ class Reenter:
 
 
 class Tensorish:
-    """What the fast path checks: identity and a ``_bytes`` attribute (None when closed)."""
+    """What the fast path checks: identity and a ``_span`` attribute (None when closed)."""
 
     def __init__(self, closed: bool) -> None:
-        self._bytes = None if closed else b"x"
+        self._span = None if closed else b"x"
 
 
 def check_raw(fdp: Any) -> None:

@@ -1,8 +1,10 @@
-"""Helpers for the Ray tests: a real Ray head in its own process, and a folder of photos.
+"""Helpers for the Ray tests: real Ray nodes in their own processes, and a folder of photos.
 
 The head is ``ray start --head --block`` in a child process, on free ports, with a small
-object store and its session files in a private temporary directory; it is stopped by
-signalling that process (its own id), which takes its Ray processes down with it.
+object store and its session files in a private temporary directory; a worker node is
+``ray start --address HEAD --block`` (its own raylet and object store, on free ports of
+its own, on this machine). Each is stopped by signalling that process (its own id), which
+takes its Ray processes down with it; what is left of its tree is killed.
 """
 
 from __future__ import annotations
@@ -51,6 +53,16 @@ class RayHead:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def raylet(self) -> int:
+        """The process id of this node's raylet."""
+        import psutil
+
+        for proc in psutil.Process(self.process.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if proc.name() == "raylet" or "raylet" in " ".join(proc.cmdline()[:1]):
+                    return int(proc.pid)
+        raise RuntimeError(f"no raylet under process {self.process.pid}")
+
     def stop(self) -> None:
         """SIGTERM to the head's own process id (``--block`` then stops its Ray processes);
         what is still up after a few seconds (Ray Data's detached actors make the raylet
@@ -76,38 +88,60 @@ class RayHead:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
+#: ``ray start`` through this interpreter (the environment may have no ``ray`` script).
+RAY_START = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block"]
+
+
 def start_head(cpus: int = 2, object_store_mb: int = 200) -> RayHead:
     """Start a head on free ports and wait until it accepts connections."""
     temp_dir = Path(tempfile.mkdtemp(prefix="clt-", dir="/tmp"))  # short: Ray's socket paths
-    log = temp_dir / "head.log"
-    ray = Path(sys.executable).with_name("ray")
     port = free_port()
     command = [
-        str(ray), "start", "--head", "--block",
+        *RAY_START, "--head",
         f"--port={port}",
-        f"--num-cpus={cpus}",
-        f"--object-store-memory={object_store_mb * 1024 * 1024}",
         "--include-dashboard=false",
         "--disable-usage-stats",
         f"--temp-dir={temp_dir}",
+    ]  # fmt: skip
+    return _start(command + _node_options(cpus, object_store_mb), port, temp_dir, "head")
+
+
+def start_worker(head: RayHead, cpus: int = 1, object_store_mb: int = 100) -> RayHead:
+    """Start a worker node of ``head`` on this machine (its own raylet, object store and
+    ports) and wait until it has joined."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="clw-", dir="/tmp"))  # its log only
+    command = [*RAY_START, f"--address={head.address}"]
+    return _start(command + _node_options(cpus, object_store_mb), head.port, temp_dir, "worker")
+
+
+def _node_options(cpus: int, object_store_mb: int) -> list[str]:
+    return [
+        f"--num-cpus={cpus}",
+        f"--object-store-memory={object_store_mb * 1024 * 1024}",
+        f"--node-manager-port={free_port()}",
+        f"--object-manager-port={free_port()}",
         f"--dashboard-agent-listen-port={free_port()}",
         f"--dashboard-agent-grpc-port={free_port()}",
         f"--runtime-env-agent-port={free_port()}",
         f"--metrics-export-port={free_port()}",
-    ]  # fmt: skip
+    ]
+
+
+def _start(command: list[str], port: int, temp_dir: Path, what: str) -> RayHead:
+    log = temp_dir / f"{what}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **RAY_ENV}
         )
-    head = RayHead(process, port, temp_dir, log)
+    node = RayHead(process, port, temp_dir, log)
     deadline = time.monotonic() + _STARTUP_S
     while b"Ray runtime started" not in log.read_bytes():
         if process.poll() is not None or time.monotonic() > deadline:
             text = log.read_text(errors="replace")
-            head.stop()
-            raise RuntimeError(f"ray start --head failed:\n{text}")
+            node.stop()
+            raise RuntimeError(f"ray start ({what}) failed:\n{text}")
         time.sleep(0.2)
-    return head
+    return node
 
 
 def write_photos(folder: Path) -> dict[str, frozenset[int]]:

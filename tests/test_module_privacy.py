@@ -46,6 +46,7 @@ PUBLIC = {
     "copyless.apps.infer_async",
     "copyless.apps.zerocopy",
     "copyless.apps.zoo",
+    "copyless.apps.ocr",
     "copyless.backends",
     "copyless.ipc",
     "copyless.layout",
@@ -53,6 +54,7 @@ PUBLIC = {
     "copyless.model",
     "copyless.model.postprocess",
     "copyless.model.zoo",
+    "copyless.ocr",
     "copyless.ray",
     "copyless.runner",
     "copyless.types",
@@ -85,12 +87,24 @@ def test_every_package_all_resolves() -> None:
         assert not missing, f"{name}.__all__ lists {missing}"
 
 
-def _imported(path: Path, package: list[str]) -> Iterator[tuple[int, list[str]]]:
-    """Every copyless module or name ``path`` imports, as dotted parts with relative
-    imports resolved (``from ..memory import cuda`` in runner/_x.py gives
-    ``copyless.memory`` and ``copyless.memory.cuda``), with the line it is on. ``package``:
-    the dotted parts of the package ``path`` belongs to."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def _imported(
+    path: Path, package: list[str], *, typing_too: bool = True
+) -> Iterator[tuple[int, list[str]]]:
+    """Every module or name ``path`` imports, as dotted parts with relative imports resolved
+    (``from ..memory import cuda`` in runner/_x.py gives ``copyless.memory`` and
+    ``copyless.memory.cuda``), with the line it is on. ``package``: the dotted parts of the
+    package ``path`` belongs to. ``typing_too=False`` leaves out ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+    for node in ast.walk(tree):
+        if not typing_too and id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name.split(".")
@@ -153,3 +167,78 @@ def test_the_import_walk_sees_what_it_must(
     path.parent.mkdir(parents=True)
     path.write_text(source)
     assert bool(cross_package_private_imports(tmp_path)) is reached
+
+
+def _module_names(root: Path) -> dict[str, Path]:
+    names = {}
+    for path in root.rglob("*.py"):
+        parts = ["copyless", *path.relative_to(root).with_suffix("").parts]
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def _import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the copyless modules it imports, function-level imports included (they
+    run too), ``if TYPE_CHECKING:`` blocks and a module's own parent packages left out."""
+    names = _module_names(root)
+    graph: dict[str, set[str]] = {name: set() for name in names}
+    for name, path in names.items():
+        package = ["copyless", *path.relative_to(root).parent.parts]
+        for _line, target in _imported(path, package, typing_too=False):
+            dotted = ".".join(target)
+            while dotted not in names and "." in dotted:
+                dotted = dotted.rsplit(".", 1)[0]  # a name imported from a module
+            if dotted in names and dotted != name and not name.startswith(dotted + "."):
+                graph[name].add(dotted)
+    return graph
+
+
+def import_circles(root: Path = SOURCE) -> list[list[str]]:
+    """The groups of modules that import each other, directly or around a circle."""
+    graph = _import_graph(root)
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for other in graph[module]:
+            if other not in order:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], order[other])
+        if low[module] == order[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return circles
+
+
+def test_no_import_circle() -> None:
+    assert import_circles() == []
+
+
+def test_the_circle_walk_sees_a_circle(tmp_path: Path) -> None:
+    """Two modules that import each other, one of them inside a function, are a circle;
+    an import under ``if TYPE_CHECKING:`` is not."""
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "__init__.py").write_text("")
+    (tmp_path / "bench" / "cli.py").write_text("from . import suites\n")
+    (tmp_path / "bench" / "suites.py").write_text("def run():\n    from .cli import main\n")
+    (tmp_path / "bench" / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .other import X\n"
+    )
+    (tmp_path / "bench" / "other.py").write_text("from .typed import Y\n")
+    assert import_circles(tmp_path) == [["copyless.bench.cli", "copyless.bench.suites"]]

@@ -5,13 +5,18 @@
 the ``layout`` and ``ipc`` modules.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from . import ipc, layout
 from .memory import HostMemory, NpuTensor
-from .model import CompiledModel, compile_model, compile_to_memory, load_model
+from .model import CompiledModel, load_model
 from .runner import DeviceSession, Runner, RunnerFactory, RunnerOptions
 from .types import (
     CopylessError,
     DataType,
+    ExecuteAsyncCallback,
     JobHandle,
     LayoutError,
     MemoryLayout,
@@ -33,13 +38,29 @@ from .types import (
     UnsupportedError,
 )
 
+if TYPE_CHECKING:
+    from .model import compile_model, compile_to_memory
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``compile_model`` / ``compile_to_memory``: the compiler loads on first use."""
+    if name in ("compile_model", "compile_to_memory"):
+        from . import model
+
+        value = getattr(model, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CompiledModel",
     "CopylessError",
     "DataType",
     "DeviceSession",
+    "ExecuteAsyncCallback",
     "HostMemory",
     "JobHandle",
     "LayoutError",

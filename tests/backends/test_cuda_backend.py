@@ -211,7 +211,7 @@ def _x(seed: int) -> np.ndarray:
 
 def _bound(runner: cl.Runner) -> dict[str, int]:
     """Addresses the runner's (first) execution slot bound, by tensor name."""
-    slot = runner._all_slots[0]
+    slot = runner._engines.slots_made[0]
     return {name: key[0] for name, key in slot.contexts[0]._bound.items()}
 
 
@@ -396,8 +396,8 @@ def test_async_jobs_run_on_streams_of_their_own_with_correct_results(compiled) -
             assert runner.wait(handle, -1) is cl.StatusCode.SUCCESS
         for x, y in zip(inputs, outputs, strict=True):
             np.testing.assert_allclose(y, _reference(x), rtol=1e-3, atol=1e-3)
-        streams = {s.contexts[0].stream for s in runner._all_slots}
-        assert len(streams) == len(runner._all_slots)  # (overlap: benchmarks/gpu.py)
+        streams = {s.contexts[0].stream for s in runner._engines.slots_made}
+        assert len(streams) == len(runner._engines.slots_made)  # (overlap: benchmarks/gpu.py)
 
 
 @pytest.mark.cuda

@@ -106,7 +106,7 @@ def test_each_slot_gets_a_session_on_a_stream_of_its_own(fake_gpu, compiled) -> 
         jobs = [(_tensors(runner, 10 + i)) for i in range(4)]
         handles = [runner.execute_async([[t_in]], [[t_out]]) for t_in, t_out, _ in jobs[:2]]
         assert all(runner.wait(h, -1) is cl.StatusCode.SUCCESS for h in handles)
-        contexts = [slot.contexts[0] for slot in runner._all_slots]
+        contexts = [slot.contexts[0] for slot in runner._engines.slots_made]
         own = [c.stream for c in contexts]
     for actual, expected in results:
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
@@ -126,7 +126,7 @@ def test_a_given_stream_is_the_one_stream_and_session(fake_gpu, compiled) -> Non
         pairs = [_tensors(runner, i) for i in range(3)]
         handles = [runner.execute_async([[a]], [[b]]) for a, b, _ in pairs]
         assert all(runner.wait(h, -1) is cl.StatusCode.SUCCESS for h in handles)
-        assert {slot.contexts[0].stream for slot in runner._all_slots} == {0xBEEF}
+        assert {slot.contexts[0].stream for slot in runner._engines.slots_made} == {0xBEEF}
     assert streams == [0xBEEF]  # one session for every slot
     assert not [call for call in recorder.calls if call[0] in ("stream", "sync")]  # not ours
 
@@ -136,7 +136,7 @@ def test_producer_streams_are_waited_for_with_events_before_every_run(fake_gpu, 
     with RunnerFactory.from_compiled(compiled, {"device": "cuda"}) as runner:
         t_in, t_out, _ = _tensors(runner, 0)
         assert runner.execute([[t_in]], [[t_out]]) is cl.StatusCode.SUCCESS
-        context = runner._all_slots[0].contexts[0]
+        context = runner._engines.slots_made[0].contexts[0]
         # Its own stream, and the legacy default stream ours blocks on, need no event.
         context.order_after((0x51, context.stream, 1, 0x51))
         for _ in range(2):  # standing until the binding changes: replays wait too
@@ -165,7 +165,7 @@ def test_cuda_graphs_take_device_memory_only(fake_gpu, compiled, caplog) -> None
         assert "memory on cpu, but this runner binds memory on cuda:0 only" in caplog.text
         slot_streams = [call for call in recorder.calls if call[0] == "stream"]
         assert all(non_blocking for _, _, non_blocking in slot_streams)  # capture-safe
-        context = runner._engines[0].new_context()  # the engine-level refusal, too
+        context = runner._engines.loaded[0].new_context()  # the engine-level refusal, too
         assert context._waits == (1,)  # non-blocking: the legacy default stream, explicitly
         x = np.zeros((1, 3, 16, 16), np.float32)
         with pytest.raises(cl.TensorError, match="cuda_graph binds device memory only"):
@@ -178,7 +178,7 @@ def test_warm_up_on_a_cuda_runner(fake_gpu, compiled) -> None:
     its first runs are best effort (here the fake CuPy allocates no device memory)."""
     _recorder, streams = fake_gpu
     with RunnerFactory.from_compiled(compiled, {"device": "cuda", "warm_up": True}) as runner:
-        assert len(runner._all_slots) >= 3  # max_concurrent_runs + 1
+        assert len(runner._engines.slots_made) >= 3  # max_concurrent_runs + 1
         t_in, t_out, y = _tensors(runner, 7)
         handle = runner.execute_async([[t_in]], [[t_out]])
         assert runner.wait(handle, -1) is cl.StatusCode.SUCCESS and y.any()

@@ -52,7 +52,10 @@ def test_compile_to_directory_default(model_file: Path, tmp_path: Path) -> None:
 def test_errors_give_exit_codes(
     model_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main([str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "x.rai")]) == 1
+    assert main([str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "x.rai")]) == 2
+    assert "no model at" in capsys.readouterr().err
+    (tmp_path / "noise.onnx").write_bytes(b"\x01not a protobuf")
+    assert main([str(tmp_path / "noise.onnx"), "-o", str(tmp_path / "x.rai")]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert main([str(model_file), "-o", str(tmp_path / "x.rai"), "--cpu-ops", "TopK"]) == 2
     assert "no node of those types" in capsys.readouterr().err

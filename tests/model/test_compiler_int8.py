@@ -221,3 +221,28 @@ def test_fp32_models_record_no_precision(effnet: Path, tmp_path: Path) -> None:
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x.astype(np.float64) - x.max())
     return e / e.sum()
+
+
+def test_quantizing_configures_no_logging_and_prints_nothing(photos: Path, tmp_path: Path) -> None:
+    # onnxruntime's "Please consider to run pre-processing" went through logging.warning,
+    # which also installs a root handler (basicConfig): it leaked into every app's output
+    import subprocess
+    import sys
+    import textwrap
+
+    code = f"""
+        import logging, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from compiler_support import conv_net
+        from copyless.model import compile_model, load_model
+        out = compile_model(conv_net(size=32), {str(tmp_path / "q.rai")!r}, quantize="int8",
+                            calibration={str(photos)!r})
+        assert logging.root.handlers == [], logging.root.handlers
+        keys = [p.key for p in __import__("onnx").ModelProto.FromString(
+            load_model(out).partitions[0].onnx_bytes).metadata_props]
+        assert "onnx.quant.pre_process" not in keys, keys
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

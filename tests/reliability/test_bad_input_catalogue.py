@@ -10,6 +10,9 @@ from pathlib import Path
 import onnx
 import pytest
 from catalogue import CATALOGUE, Case, Kit, run_case
+from catalogue_apps import APPS
+
+EVERY = [*CATALOGUE, *APPS]
 
 
 @pytest.fixture(scope="module")
@@ -20,12 +23,14 @@ def kit(net: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_the_catalogue_covers_every_area() -> None:
-    areas = collections.Counter(case.area for case in CATALOGUE)
-    assert len(CATALOGUE) >= 30 and set(areas) == {"file", "option", "tensor", "call"}
-    assert min(areas.values()) >= 5
+    areas = collections.Counter(case.area for case in EVERY)
+    assert len(EVERY) >= 60 and set(areas) == {"file", "option", "tensor", "call", "app"}
+    assert min(areas.values()) >= 5 and areas["app"] >= 30
+    scripts = {case.what.split(":")[0] for case in APPS}
+    assert {"detect", "zerocopy", "compile", "video", "batch", "core install"} <= scripts
 
 
-@pytest.mark.parametrize("case", CATALOGUE, ids=lambda c: f"{c.area}:{c.what}")
+@pytest.mark.parametrize("case", EVERY, ids=lambda c: f"{c.area}:{c.what}")
 def test_each_bad_input_gets_its_answer(kit: Kit, case: Case) -> None:
     outcome = run_case(kit, case)
     assert outcome.ok, f"expected {case.expected}, got {outcome.got}"
@@ -40,5 +45,5 @@ def test_the_script_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.main(["--quiet"]) == 0
-    assert f"{len(CATALOGUE)} bad inputs" in capsys.readouterr().out
+    assert module.main(["--quiet", "--api-only"]) == 0
+    assert f"{len(CATALOGUE)} bad inputs" in capsys.readouterr().out  # the API cases

@@ -16,6 +16,7 @@ import copyless as cl
 import copyless.runner._runner as runner_module
 from copyless.model import CompiledModel
 from copyless.runner import Runner, RunnerFactory
+from copyless.runner._execution import Execution
 
 S = cl.StatusCode
 HW = cl.TensorType.HW
@@ -132,14 +133,14 @@ def test_close_waits_for_a_sync_call_inside_the_engines(
     runner = RunnerFactory.from_compiled(compiled, {"log_level": "ERROR"})
     ((x, y),) = _pairs(runner, 1)
     inside = threading.Event()
-    original = Runner._run
+    original = Execution.run
 
-    def slow_run(self: Runner, plan: object, job_id: int) -> S:
+    def slow_run(self: Execution, plan: object, caller: object) -> S:
         inside.set()
         time.sleep(0.3)  # a long engine call
-        return original(self, plan, job_id)  # type: ignore[arg-type]
+        return original(self, plan, caller)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Runner, "_run", slow_run)
+    monkeypatch.setattr(Execution, "run", slow_run)
     returned: list[tuple[S, float]] = []
     caller = threading.Thread(
         target=lambda: returned.append((runner.execute([[x]], [[y]]), time.monotonic()))

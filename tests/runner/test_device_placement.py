@@ -112,7 +112,7 @@ def test_the_fast_path_calls_the_engine_entry_point_the_backend_declares(runner)
     x, y = _allocated(runner)
     for _ in range(3):
         assert runner.execute([[x]], [[y]]) is cl.StatusCode.SUCCESS
-    slot = runner._all_slots[0]
+    slot = runner._engines.slots_made[0]
     (target,) = slot.call_targets()
     assert target[0].__name__ == "run_with_iobinding"  # raw_call: onnxruntime's C++ run
     assert runner.get_property("fast_calls") >= 1

@@ -325,12 +325,12 @@ def test_python_path_calls_do_not_reinstall_a_replayable_plan(
     runner._fast.enter()  # a Python-path holder (as an async job in flight would be)
     try:
         assert runner.execute([[x]], [[y]]) is OK  # needs a slot of its own: the entry's is held
-        slots = len(runner._all_slots)
+        slots = len(runner._engines.slots_made)
         for _ in range(5):
             assert runner.execute([[x]], [[y]]) is OK
     finally:
         runner._fast.leave()
-    assert len(runner._all_slots) == slots
+    assert len(runner._engines.slots_made) == slots
     assert runner.get_property("fast_calls") == replayed
     assert runner.execute([[x]], [[y]]) is OK
     assert runner.get_property("fast_calls") == replayed + 1
@@ -343,7 +343,7 @@ def test_a_fast_path_made_without_init_is_safe_to_call() -> None:
     from copyless.runner._fast import FastPath
 
     class Tensor:
-        _bytes = b"open"
+        _span = b"open"  # what the fast path reads: None once a tensor is closed
 
     x, y = Tensor(), Tensor()
     path = FastPath.__new__(FastPath)

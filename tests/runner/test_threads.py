@@ -38,12 +38,16 @@ def test_auto_threads_split_the_cores_between_concurrent_jobs() -> None:
     assert (explicit.engine_threads(), explicit.async_engine_threads()) == (3, 3)
 
 
+#: onnxruntime forced: the async engines (and the engine spinning) are onnxruntime's.
+ORT = cl.RunnerType.ONNXRUNTIME
+
+
 @pytest.mark.usefixtures("four_cores")
 def test_async_engines_load_on_first_execute_async_and_compute_the_same(
     tiny: tuple[onnx.ModelProto, CompiledModel],
 ) -> None:
     model, compiled = tiny
-    with cl.RunnerFactory.from_compiled(compiled) as runner:
+    with cl.RunnerFactory.from_compiled(compiled, None, ORT) as runner:
         assert runner.get_property("engine_threads") == 4
         assert runner.get_property("async_engine_threads") == 2
         x, y = tensors(runner, HW)
@@ -64,6 +68,34 @@ def test_async_engines_load_on_first_execute_async_and_compute_the_same(
         assert runner.get_property("engines_loaded") == 2
         assert runner.execute([[x]], [[y]]) is OK  # sync still on the full-width engine
         np.testing.assert_allclose(y.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.usefixtures("four_cores")
+@pytest.mark.parametrize(
+    ("options", "loaded", "async_threads"),
+    [
+        ({"async_engines": "shared"}, 1, 4),  # async jobs on the sync engine, every core
+        ({"async_engines": "own", "num_threads": 2}, 2, 2),  # own set though threads match
+        ({"async_engines": "auto", "num_threads": 2}, 1, 2),  # threads match: shared
+        ({"async_engines": "auto"}, 2, 2),  # 4 cores / 2 runs: own set
+    ],
+)
+def test_the_async_engine_split_is_an_explicit_option(
+    tiny: tuple[onnx.ModelProto, CompiledModel], options: dict, loaded: int, async_threads: int
+) -> None:
+    model, compiled = tiny
+    with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+        assert runner.get_property("async_engines") == options["async_engines"]
+        assert runner.get_property("async_engine_threads") == async_threads
+        x, y = tensors(runner, HW)
+        data = np.random.default_rng(2).standard_normal(x.info.shape).astype(np.float32)
+        x.numpy()[...] = data
+        job = runner.execute_async([[x]], [[y]])
+        assert runner.wait(job, 10_000) is OK
+        assert runner.get_property("engines_loaded") == loaded
+        np.testing.assert_allclose(y.numpy(), reference(model, {"input": data})[0], 1e-4, 1e-5)
+    with pytest.raises(cl.OptionError, match="async_engines"):
+        parse_options({"async_engines": "both"})
 
 
 @pytest.mark.usefixtures("four_cores")
@@ -92,7 +124,7 @@ def _entry(options: object, key: str) -> str:
 
 def _spinning(runner: cl.runner.Runner) -> set[tuple[str, str]]:
     """(allow_spinning, force_spinning_stop) of every onnxruntime session the runner loaded."""
-    sessions = [engine._session for engine in runner._engines]  # type: ignore[attr-defined]
+    sessions = [engine._session for engine in runner._engines.loaded]  # type: ignore[attr-defined]
     keys = ("session.intra_op.allow_spinning", "session.force_spinning_stop")
     return {
         (_entry(s.get_session_options(), keys[0]), _entry(s.get_session_options(), keys[1]))
@@ -106,7 +138,7 @@ def test_engine_spinning_is_opt_in_and_stops_with_each_run(
     model, compiled = tiny
     for value, expected in ((None, ("0", "0")), (False, ("0", "0")), (True, ("1", "1"))):
         options = {} if value is None else {"engine_spinning": value}
-        with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+        with cl.RunnerFactory.from_compiled(compiled, options, ORT) as runner:
             assert runner.get_property("engine_spinning") is (value is True)
             x, y = tensors(runner, HW)
             data = np.random.default_rng(1).standard_normal(x.info.shape).astype(np.float32)
@@ -204,7 +236,7 @@ def test_warm_up_loads_engines_and_starts_workers_before_any_job(
     model, compiled = tiny
     before = _job_threads()
     options = {"max_concurrent_runs": 2, "warm_up": how == "option"}
-    with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+    with cl.RunnerFactory.from_compiled(compiled, options, ORT) as runner:
         if how == "method":
             assert runner.get_property("engines_loaded") == 1
             runner.warm_up()
@@ -222,3 +254,49 @@ def test_warm_up_loads_engines_and_starts_workers_before_any_job(
         assert runner.get_property("jobs_run") == 1  # warm-up runs are not jobs
     with pytest.raises(cl.RunnerClosedError):
         runner.warm_up()
+
+
+@pytest.mark.usefixtures("four_cores")
+def test_the_first_execute_async_never_waits_for_engine_start_up(
+    tiny: tuple[onnx.ModelProto, CompiledModel],
+) -> None:
+    """Without warm_up the async engines load on the first job's worker thread: a submit
+    returns at once even while a load is held up (the first job just finishes later), and
+    the job workers are already running when create_runner returns."""
+    model, compiled = tiny
+    before = _job_threads()
+    with cl.RunnerFactory.from_compiled(compiled, {"max_concurrent_runs": 2}, ORT) as runner:
+        assert _job_threads() - before >= 3  # started at creation, not on the first submit
+        x, y = tensors(runner, HW)
+        data = np.random.default_rng(2).standard_normal(x.info.shape).astype(np.float32)
+        x.numpy()[...] = data
+        loading = runner._engines._lock  # held: as if the async engines took long to load
+        loading.acquire()
+        try:
+            started = time.perf_counter()
+            job = runner.execute_async([[x]], [[y]])
+            submitted = time.perf_counter() - started
+            assert job.status is OK and submitted < 1.0  # before: blocked on the load
+            assert runner.wait(job, 0) is cl.StatusCode.JOB_PENDING
+            assert runner.get_property("engines_loaded") == 1
+        finally:
+            loading.release()
+        assert runner.wait(job, 10_000) is OK
+        assert runner.get_property("engines_loaded") == 2  # loaded by the job's worker
+        np.testing.assert_allclose(y.numpy(), reference(model, {"input": data})[0],
+                                   rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+def test_a_failed_async_engine_load_ends_the_job_not_the_submit(
+    tiny: tuple[onnx.ModelProto, CompiledModel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _model, compiled = tiny
+    with cl.RunnerFactory.from_compiled(compiled, {"max_concurrent_runs": 2}, ORT) as runner:
+        def refuse() -> list:
+            raise MemoryError("no memory for the async engines")
+
+        monkeypatch.setattr(runner._engines, "_async_loader", refuse)
+        x, y = tensors(runner, HW)
+        job = runner.execute_async([[x]], [[y]])
+        assert job.status is OK
+        assert runner.wait(job, 10_000) is cl.StatusCode.OUT_OF_MEMORY

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 import copyless as cl
-from copyless.vision import Box, Detection, detections, draw_detections, stretch
+from copyless.vision import Box, Detection, detections, draw_boxes, draw_detections, stretch
 
 
 def _output(name: str, rows: np.ndarray) -> cl.NpuTensor:
@@ -58,3 +58,21 @@ def test_stretch_copies_same_size_and_resizes_otherwise(image_tensor, photo) -> 
     sx, sy = stretch(photo, planar)
     assert (sx, sy) == (640 / 224, 480 / 224)
     assert abs(float(values.mean()) - float(photo.mean())) < 1.0 and values.min() >= 0
+
+
+@pytest.mark.parametrize(("name", "magic"), [("out.jpg", b"\xff\xd8\xff"), ("out.PNG", b"\x89PNG"),
+                                             ("out.webp", b"RIFF")])  # fmt: skip
+def test_drawings_are_written_in_the_format_their_extension_names(tmp_path, name, magic) -> None:
+    image = np.full((40, 60, 3), 90, np.uint8)
+    det = Detection(Box(5, 5, 30, 30, 0.5), 0, "face")
+    assert draw_detections(image, [det], tmp_path / name).read_bytes().startswith(magic)
+    assert draw_boxes(image, [det.box], tmp_path / f"b{name}").read_bytes().startswith(magic)
+
+
+def test_an_unknown_extension_is_refused_before_drawing(tmp_path) -> None:
+    image = np.zeros((8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match=r"out\.gif: unknown image extension '\.gif'"):
+        draw_detections(image, [], tmp_path / "out.gif")
+    with pytest.raises(ValueError, match="unknown image extension"):
+        draw_boxes(image, [], tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []

@@ -17,7 +17,7 @@ from typing import Any
 
 import onnx
 
-from ..model import artifact_key, compile_model, graph_inputs, zoo
+from ..model import artifact_key, graph_inputs, zoo
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,8 @@ def recorded_preprocessing(name: str) -> dict[str, Any]:
         resize = "letterbox:114" if name == DETECTOR else "stretch"
     return {"mean": tuple(prep.mean), "std": tuple(prep.std), "colour_order": "rgb",
             "resize": resize}  # fmt: skip
+
+
 #: copyless-detect --model NAME -> zoo detector with a folded postprocess
 OBJECT_DETECTORS = {"face": "centerface", "layout": "picodet-layout"}
 
@@ -60,6 +62,8 @@ def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.rai")
     logger.info("compiling %s for %s input -> %s", name, options["input_format"], target)
+    from ..model import compile_model  # the compiler: loaded only to compile
+
     compile_model(source, tmp, **options)
     os.replace(tmp, target)
     return target
@@ -91,7 +95,7 @@ def builtin_object_detector(
         m = prep.size_multiple
         size = (math.ceil(frame[0] / m) * m, math.ceil(frame[1] / m) * m)
         (first,) = graph_inputs(onnx.load(str(source)).graph)
-        options["input_shapes"] = {first.name: (1, 3, *size)}
+        options["input_shapes"] = {first.name: (extra.get("batch_size", 1), 3, *size)}
     if tuple(frame) != tuple(size):
         options["input_size"] = tuple(frame)
     return builtin_model(name, progress=progress, **options)

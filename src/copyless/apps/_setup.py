@@ -21,6 +21,7 @@ from ..model import precision_line
 from ..runner import Runner, RunnerFactory
 from ..types import CopylessError, RunnerType, StatusCode, TensorType
 from ..vision import decode
+from ._checks import UsageError, check_model_path
 from .bench.stages import StageTimes, now
 
 EXIT_USAGE = 2
@@ -34,10 +35,14 @@ _Result = TypeVar("_Result")
 
 
 def add_runner_argument(parser: argparse.ArgumentParser) -> None:
-    """``--runner onnxruntime|openvino`` and ``--device cpu|cuda|tensorrt`` (read back with
-    :func:`runner_type` and :func:`runner_options`)."""
+    """``--runner vaiml|onnxruntime|openvino`` and ``--device cpu|cuda|tensorrt`` (read back
+    with :func:`runner_type` and :func:`runner_options`)."""
     parser.add_argument(
-        "--runner", choices=["onnxruntime", "openvino"], default="onnxruntime", help="engine"
+        "--runner",
+        choices=[t.name.lower() for t in RunnerType],
+        default="vaiml",
+        help="engine: vaiml (default) runs the model on the engine measured fastest for it on "
+        "this machine (measured once, cached); onnxruntime or openvino force one",
     )
     parser.add_argument(
         "--device",
@@ -54,8 +59,13 @@ def runner_options(args: argparse.Namespace, **options: Any) -> dict[str, Any]:
 
 
 def runner_type(args: argparse.Namespace) -> RunnerType:
-    """The engine ``--runner`` names."""
-    return RunnerType.OPENVINO if args.runner == "openvino" else RunnerType.ONNXRUNTIME
+    """The runner type ``--runner`` names."""
+    return RunnerType[str(args.runner).upper()]
+
+
+def engine_line(runner: Runner) -> str:
+    """``engine: NAME (why)``: the line the apps print (to stderr) about the engine."""
+    return f"engine: {runner.get_property('engine')} ({runner.get_property('engine_reason')})"
 
 
 def image_parser(prog: str, description: str, model_help: str) -> argparse.ArgumentParser:
@@ -64,7 +74,9 @@ def image_parser(prog: str, description: str, model_help: str) -> argparse.Argum
     ``--no-spin``. The app adds its own and parses with :func:`parse_image_args`."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("-i", "--image", required=True, help="input image (JPEG or PNG)")
-    parser.add_argument("-m", "--model-dir", help=model_help)
+    # -m means one thing in every app: a compiled model path or a built-in name
+    # (--model-dir, its older name here, still works)
+    parser.add_argument("-m", "--model-dir", metavar="MODEL", help=model_help)
     parser.add_argument(
         "-c", "--non-zero-copy", action="store_true", help="CPU tensor type (runner converts)"
     )
@@ -88,6 +100,13 @@ def parse_image_args(parser: argparse.ArgumentParser, argv: list[str] | None) ->
     return args
 
 
+def builtin_name(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """``-m NAME`` where NAME is a built-in model (and no such path exists) means
+    ``--model NAME``, as in copyless-video and copyless-batch."""
+    if args.model_dir in names and not Path(args.model_dir).exists():
+        args.model, args.model_dir = args.model_dir, None
+
+
 def tensor_type(args: argparse.Namespace) -> TensorType:
     """HW (zero-copy), or CPU with ``-c`` (the runner converts inside ``execute``)."""
     return TensorType.CPU if args.non_zero_copy else TensorType.HW
@@ -101,8 +120,11 @@ def run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: Im
     if not Path(args.image).is_file():
         print(f"error: no image at {args.image}", file=sys.stderr)
         return EXIT_USAGE
-    if args.model_dir is not None and not Path(args.model_dir).exists():
-        print(f"error: no model at {args.model_dir}", file=sys.stderr)
+    try:
+        if args.model_dir is not None:
+            check_model_path(args.model_dir)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     view = tensor_type(args).name
     # One synchronous stream, as the VART-ML samples on a dedicated device: the engine's
@@ -113,6 +135,7 @@ def run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: Im
         image = decode(Path(args.image))
         model = Path(args.model_dir) if args.model_dir else builtin()
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
+            print(engine_line(runner), file=sys.stderr)
             say_precision(runner)
             return app(runner, image, args)
     except (CopylessError, ValueError, OSError) as exc:

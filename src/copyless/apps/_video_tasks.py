@@ -1,26 +1,50 @@
-"""What copyless-video does with each frame's output: classify, or find text boxes.
+"""What copyless-video does with each frame's outputs: classify, find text boxes, or
+detect objects.
 
-The task follows from the model's output: one ``[1, classes]`` (or ``[1, classes, 1, 1]``)
-output is a classifier (top-1 line per frame), one ``[1, 1, h, w]`` probability map is a
-DB text detector (one line per frame, then the boxes as ``copyless-detect`` prints them).
-The built-in models (``-m efficientnet-lite0`` (default) or ``-m ppocr-det``) are the zoo's,
-compiled for the clip's planes, size and colours and cached.
+The task follows from the model's outputs: one ``[B, classes]`` (or ``[B, classes, 1, 1]``)
+output is a classifier (top-1 line per frame), one ``[B, 1, h, w]`` probability map is a
+DB text detector (one line per frame, then the boxes as ``copyless-detect`` prints them),
+``boxes``/``scores``/``classes`` outputs (a folded postprocess: decoding and NMS in the
+graph; at batch B a ``batch_index`` output says whose rows) an object detector
+(``frame N: K detections``, then ``box: ...`` lines).
+The built-in models (``-m efficientnet-lite0`` (default), ``-m ppocr-det``, ``-m face``
+(CenterFace), ``-m layout`` (PP-PicoDet layout)) are the zoo's, compiled for the clip's
+planes, size and colours (and a batch of B frames) and cached. A task reads row ``row`` of
+a batched output in place.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..memory import NpuTensor
-from ..model import zoo
+from ..model import load_model, zoo
 from ..types import CopylessError, NpuTensorInfo, QuantParameters
-from ..vision import Box, Letterbox, StreamInfo, VideoError, softmax_topk, text_boxes
-from ._models import CLASSIFIER, DETECTOR, DETECTOR_SIZE, builtin_model
+from ..vision import (
+    Box,
+    Letterbox,
+    StreamInfo,
+    VideoError,
+    detections,
+    softmax_topk,
+    text_boxes,
+)
+from ._models import (
+    CLASSIFIER,
+    DETECTOR,
+    DETECTOR_SIZE,
+    OBJECT_DETECTORS,
+    builtin_model,
+    builtin_object_detector,
+)
 
 #: The zoo models ``-m`` may name instead of a compiled model path.
-BUILTIN = (CLASSIFIER, DETECTOR)
+BUILTIN = (CLASSIFIER, DETECTOR, *OBJECT_DETECTORS)
+_DETECTION_OUTPUTS = {"boxes", "scores", "classes"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +56,12 @@ class Result:
     boxes: tuple[Box, ...] = ()
 
 
-class Task(Protocol):
-    def __call__(self, output: NpuTensor, index: int) -> Result: ...
+class VideoTask(Protocol):
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> Result: ...
 
 
 class Classify:
-    """Top-1 label of ``[1, classes]`` logits."""
+    """Top-1 label of a row of ``[B, classes]`` logits."""
 
     def __init__(self, quant: QuantParameters | None) -> None:
         self.quant = quant
@@ -46,26 +70,27 @@ class Classify:
         except CopylessError:
             self.labels = []
 
-    def __call__(self, output: NpuTensor, index: int) -> Result:
-        ((class_id, score),) = softmax_topk(output, 1, self.quant)
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> Result:
+        ((class_id, score),) = softmax_topk(outputs[0], 1, self.quant, batch_index=row)
         label = self.labels[class_id] if class_id < len(self.labels) else f"class {class_id}"
         return Result([f"frame {index}: {class_id} {label} {score:.3f}"],
                       f"{index}: {label} {score:.2f}")  # fmt: skip
 
 
 class TextBoxes:
-    """Text boxes of a ``[1, 1, h, w]`` probability map over the whole (stretched) frame."""
+    """Text boxes of a row of a ``[B, 1, h, w]`` probability map over the whole (stretched)
+    frame."""
 
     def __init__(self, out: NpuTensorInfo, width: int, height: int) -> None:
         self.size = max(out.shape[2:]) * 4  # canvas: the map scaled as text_boxes does
         self.width, self.height = width, height
 
-    def __call__(self, output: NpuTensor, index: int) -> Result:
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> Result:
         canvas = Letterbox(1.0, 0, 0, self.size, self.size, self.size)
         sx, sy = self.width / self.size, self.height / self.size
         boxes = tuple(
             Box(b.x0 * sx, b.y0 * sy, b.x1 * sx, b.y1 * sy, b.score)
-            for b in text_boxes(output, canvas)
+            for b in text_boxes(outputs[0], canvas, batch_index=row)
         )
         lines = [f"frame {index}: {len(boxes)} text boxes"]
         lines += [f"  box ({b.x0:.0f}, {b.y0:.0f}) - ({b.x1:.0f}, {b.y1:.0f}) {b.score:.2f}"
@@ -73,17 +98,67 @@ class TextBoxes:
         return Result(lines, f"{index}: {len(boxes)} text boxes", boxes)
 
 
-def task_for(out: NpuTensorInfo, quant: QuantParameters | None, info: StreamInfo) -> Task:
-    """The task the model's one output calls for; VideoError for any other output."""
+class Detect:
+    """Objects of a folded postprocess's ``boxes``/``scores``/``classes`` (+ ``landmarks``)
+    outputs, in frame pixels (``produced_shape[0]`` rows, read in place; at batch B > 1 the
+    rows whose ``batch_index`` is the frame's row, a small index copy)."""
+
+    def __init__(self, names: Sequence[str], labels: list[str]) -> None:
+        self.at = {name: i for i, name in enumerate(names)}
+        self.labels = labels
+
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> Result:
+        by_name = {name: outputs[i] for name, i in self.at.items()}
+        shape = by_name["scores"].produced_shape
+        count = shape[0] if shape else 0
+        rows: dict[str, Any] = {name: by_name[name] for name in ("boxes", "scores", "classes")}
+        if "landmarks" in by_name:
+            rows["landmarks"] = by_name["landmarks"]
+        if "batch_index" in by_name:  # batch B: this frame's rows (sorted by image)
+            mine = by_name["batch_index"].numpy()[:count] == row
+            rows = {name: tensor.numpy()[:count][mine] for name, tensor in rows.items()}
+            count = int(mine.sum())
+        found = detections(
+            rows["boxes"], rows["scores"], rows["classes"], self.labels, count=count,
+            landmarks=rows.get("landmarks"),
+        )  # fmt: skip
+        lines = [f"frame {index}: {len(found)} detections"]
+        lines += [f"  {det.line()}" for det in found]
+        boxes = tuple(det.box for det in found)
+        return Result(lines, f"{index}: {len(found)} detections", boxes)
+
+
+def task_for(
+    outs: Sequence[NpuTensorInfo],
+    quant: QuantParameters | None,
+    info: StreamInfo,
+    model: Path | None = None,
+) -> VideoTask:
+    """The task the model's outputs call for (``model``: its file, for the class names it
+    records); VideoError for any other outputs."""
+    names = [o.name for o in outs]
+    if set(names) >= _DETECTION_OUTPUTS:
+        return Detect(names, _labels(model))
+    if len(outs) != 1:
+        raise VideoError(f"copyless-video needs a model with one output, not {len(outs)}")
+    out = outs[0]
     shape = out.shape
-    if shape and shape[0] == 1 and (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))):
+    if shape and (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))):
         return Classify(quant)
-    if len(shape) == 4 and shape[:2] == (1, 1):
+    if len(shape) == 4 and shape[1] == 1:
         return TextBoxes(out, info.width, info.height)
     raise VideoError(
-        "copyless-video needs one output: [1, classes] logits or a [1, 1, h, w] text "
+        "copyless-video needs one output: [B, classes] logits or a [B, 1, h, w] text "
         f"probability map; this model has {out.describe()}"
     )
+
+
+def _labels(model: Path | None) -> list[str]:
+    """The class names a compiled model records (empty when none: ``classN`` is printed)."""
+    if model is None:
+        return []
+    recorded = load_model(model).metadata.get("labels")
+    return [str(name) for name in json.loads(recorded)] if recorded else []
 
 
 def compact_line_sizes(info: StreamInfo) -> tuple[int, int]:
@@ -92,10 +167,12 @@ def compact_line_sizes(info: StreamInfo) -> tuple[int, int]:
     return info.width, 2 * chroma if info.input_format == "nv12" else chroma
 
 
-def builtin_for(name: str, info: StreamInfo, line_sizes: tuple[int, int] | None = None) -> Path:
-    """Zoo model ``name`` compiled for this stream's planes, size and colours (cached);
-    with the decoder's ``line_sizes`` when its lines are padded (planes bound as they are)."""
-    prep = zoo.preprocessing(name)
+def builtin_for(
+    name: str, info: StreamInfo, line_sizes: tuple[int, int] | None = None, batch: int = 1
+) -> Path:
+    """Zoo model ``name`` compiled for this stream's planes, size and colours and ``batch``
+    frames per run (cached); with the decoder's ``line_sizes`` when its lines are padded
+    (planes bound as they are)."""
     options: dict[str, Any] = {
         "input_format": info.input_format,
         "input_size": (info.height, info.width),
@@ -104,10 +181,16 @@ def builtin_for(name: str, info: StreamInfo, line_sizes: tuple[int, int] | None 
     }
     if line_sizes is not None and line_sizes != compact_line_sizes(info):
         options["input_line_sizes"] = line_sizes
+    if batch != 1:
+        options["batch_size"] = batch
+    if name in OBJECT_DETECTORS:  # decoding and NMS folded in, batched (batch_index rows)
+        return builtin_object_detector(OBJECT_DETECTORS[name], (info.height, info.width),
+                                       **options)  # fmt: skip
+    prep = zoo.preprocessing(name)
     if name == DETECTOR:  # any multiple of 32: keep the frame's aspect, long side <= 640
         scale = min(1.0, DETECTOR_SIZE / max(info.height, info.width))
         h, w = (max(32, round(side * scale / 32) * 32) for side in (info.height, info.width))
-        options["input_shapes"] = {"x": (1, 3, h, w)}
+        options["input_shapes"] = {"x": (batch, 3, h, w)}
     elif prep.resize:
         options["input_crop"] = prep.size[0] / prep.resize
     return builtin_model(name, **options)

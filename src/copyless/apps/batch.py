@@ -1,15 +1,23 @@
-"""copyless-batch: classify many images on Ray, one Parquet row per image.
+"""copyless-batch: classify many images on Ray, one Parquet row per image (or, with
+``--task ocr``, read their text: one row per line).
 
-``copyless-batch INPUT... -o OUT.parquet [-m MODEL] [--address ADDR] [--actors N]
-[--batch-size B] [--runner onnxruntime|openvino] [--device cpu|cuda|tensorrt] [-k TOP]``
+``copyless-batch (INPUT... | --manifest URI [--path-column NAME]) -o OUT.parquet|DIR/
+[-m MODEL] [--address ADDR] [--actors N] [--batch-size B] [--runner onnxruntime|openvino]
+[--device cpu|cuda|tensorrt] [-k TOP] [--stall-timeout S]``
 
-INPUT: image files, directories (searched recursively for .jpg/.jpeg/.png) or globs. With
-no ``--address`` a private local Ray is started for the run and stopped at its end (quiet,
-no dashboard, nothing left outside the cache and temporary directories); ``--address
-HOST:PORT`` joins a cluster started with ``ray start --head`` (every node must read the
-INPUT paths; the model travels through the object store). OUT is written atomically.
-Exit status: 0 done (unreadable images are rows with an ``error``), 1 the run failed,
-2 bad arguments or model, 130 interrupted.
+INPUT: image files, directories (searched recursively for .jpg/.jpeg/.png) or globs; or a
+manifest, a Parquet/CSV column of paths or URIs that Ray's workers read (the driver lists
+nothing). With no ``--address`` a private local Ray is started for the run and stopped at
+its end (quiet, no dashboard, nothing left outside the cache and temporary directories);
+``--address HOST:PORT`` joins a cluster started with ``ray start --head`` (every node must
+read the INPUT paths; the model travels through the object store). Before submitting, the
+actors and a decode task are fitted to the cluster's CPUs (shrunk with a ``note:`` line,
+or refused); a job that makes no progress while Ray cannot place its demands fails after
+``--stall-timeout`` with the demand and the cluster's resources. OUT.parquet is written
+atomically; DIR/ gets one Parquet file per batch, named by its input paths. A run that
+fails keeps the rows it finished (DIR/: every finished part; OUT.parquet: the rows so far,
+unless the file itself cannot be finished). Exit status: 0 done (unreadable images are
+rows with an ``error``), 1 the run failed, 2 bad arguments or model, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -22,27 +30,37 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tqdm import tqdm
 
 from ..model import CompiledModel, load_model, zoo
 from ..types import CopylessError
+from ._checks import (
+    UsageError,
+    check_model_path,
+    check_output,
+    check_output_directory,
+    model_task,
+    task_mismatch,
+)
 from ._models import CLASSIFIER, builtin_model
 from ._setup import EXIT_USAGE, add_runner_argument, runner_type
 
 if TYPE_CHECKING:
-    from ..ray import ClusterInfo, JobSettings, ResultWriter
+    from ..ray import ClusterInfo, JobSettings, Manifest, PartitionedWriter, ResultWriter
 
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png"})
 #: The built-in classifier's compiled batch size (frames per engine call).
 BUILTIN_BATCH = 8
+#: --stall-timeout's default (as copyless.ray's watchdog; not imported: the ray extra).
+STALL_S = 120.0
 
 
 class InputError(ValueError):
@@ -55,37 +73,84 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Classify images on Ray (a local one, or a cluster with --address); "
         "one Parquet row per image.",
     )
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, dirs, globs")
-    parser.add_argument("-o", "--output", required=True, help="OUT.parquet (written atomically)")
+    parser.add_argument("inputs", nargs="*", metavar="INPUT", help="image files, dirs, globs")
     parser.add_argument(
-        "-m", "--model", help="compiled model with an RGBx input (default: EfficientNet-Lite0)"
+        "--manifest",
+        metavar="URI",
+        help="a .parquet or .csv file (or directory of them) with a column of image paths or "
+        "URIs, read by Ray's workers through pyarrow's filesystems (instead of INPUTs)",
+    )
+    parser.add_argument(
+        "--path-column", default="path", metavar="NAME", help="the manifest's column (path)"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="OUT.parquet (written atomically), or DIR/ (one Parquet file per batch, named by "
+        "its input paths: reruns and retries replace files, never add rows)",
+    )
+    parser.add_argument(
+        "-m", "--model", help="a compiled classifier with an RGBx input (.rai or directory) or "
+        f"the built-in name {CLASSIFIER} (the default)"
     )
     parser.add_argument("--address", help="HOST:PORT of a `ray start --head` cluster")
     parser.add_argument("--actors", type=int, default=1, help="inference actors (default 1)")
     parser.add_argument("--batch-size", type=int, default=32, help="images per batch (32)")
     add_runner_argument(parser)  # --runner, --device (cuda/tensorrt: the actors take GPUs)
     parser.add_argument("-k", "--top", type=int, default=5, help="classes per image (5)")
+    parser.add_argument("--task", choices=["classify", "ocr"], default="classify",
+                        help="classify (one row per image) or ocr (PP-OCR: one row per text "
+                        "line: path, line, x0, y0, x1, y1, score, text, error)")  # fmt: skip
+    parser.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=STALL_S,
+        metavar="S",
+        help="fail when no batch completes for S seconds while Ray has demands it cannot "
+        f"place ({STALL_S:g})",
+    )
     args = parser.parse_args(argv)
+    if bool(args.inputs) == bool(args.manifest):
+        parser.error("give INPUTs or --manifest (one of them)")
     for flag in ("actors", "batch_size", "top"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be >= 1")
-    if args.device != "cpu" and args.runner != "onnxruntime":
+    if not args.stall_timeout > 0:
+        parser.error("--stall-timeout must be > 0")
+    if args.device != "cpu" and args.runner == "openvino":
         parser.error(f"--device {args.device} runs on --runner onnxruntime")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.task == "ocr":
+        return _ocr_main(args)
     try:
-        paths = expand_inputs(args.inputs)
-        model = load_model(args.model or builtin_batch_classifier())
-        from ..ray import FrameSpec  # the ray extra; imported once the arguments are good
+        if args.output.endswith(("/", os.sep)) or os.path.isdir(args.output):
+            check_output_directory(args.output)
+        else:
+            check_output(args.output, (".parquet", ".pq"), "Parquet")
+        # the ray extra, imported once the arguments are good and before any model is built
+        from ..ray import FrameSpec, Manifest
 
+        if args.manifest:
+            manifest = Manifest(args.manifest, args.path_column)
+            manifest.check()  # the schema only: the images are listed by Ray's workers
+            paths: Sequence[str] | Manifest = manifest
+        else:
+            paths = expand_inputs(args.inputs)
+        model = load_model(_model_path(args.model))
+        refusal = task_mismatch(args.model or CLASSIFIER, model_task(model), ("classifier",))
+        if refusal is not None:
+            raise UsageError(refusal)
         FrameSpec.for_model(model)
     except ImportError as exc:
-        print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
+        print(f"error: copyless-batch needs the ray extra (pip install 'copyless[ray]'): {exc}",
+              file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
-    except (InputError, CopylessError) as exc:
+    except (InputError, CopylessError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -95,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def _run(args: argparse.Namespace, paths: list[str], model: CompiledModel) -> int:
-    from ..ray import ClusterError, JobSettings, ResultWriter
+def _run(args: argparse.Namespace, paths: Sequence[str] | Manifest, model: CompiledModel) -> int:
+    from ..ray import JobSettings
 
     settings = JobSettings(
         actors=args.actors,
@@ -104,45 +169,92 @@ def _run(args: argparse.Namespace, paths: list[str], model: CompiledModel) -> in
         top_k=args.top,
         runner_type=runner_type(args),
         device=args.device,
+        stall_s=args.stall_timeout,
     )
     try:  # before Ray starts: an output that cannot be written fails at once
-        writer = ResultWriter(args.output, _labels(model))
+        writer = _writer(args.output, _labels(model))
     except OSError as exc:
-        print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
+        print(f"error: cannot write {args.output}: {_reason(exc)}", file=sys.stderr)
         return EXIT_USAGE
     _quiet_ray_logging()
-    with _native_stderr() as (terminal, log), writer:
+    with _native_stderr() as (terminal, log):
         try:
             closing = _classify(args, paths, model, settings, writer, terminal)
-        except ClusterError as exc:
-            print(f"error: {exc}", file=terminal)
-            writer.abort()
+            writer.commit()
+        except Exception as exc:  # noqa: BLE001 - reported in one line, the rows kept
+            print(f"error: {_failure(exc, args.output)}; {_keep(writer)}", file=terminal)
+            log.keep = not isinstance(exc, CopylessError | OSError)
             return EXIT_FAILED
-        except Exception as exc:  # noqa: BLE001 - Ray's task errors: reported, no output
-            print(f"error: the run failed, no output written: {_last_line(exc)}", file=terminal)
+        except BaseException:
             writer.abort()
-            log.keep = True
-            return EXIT_FAILED
+            raise
     print(closing)
     return 0
 
 
+def _writer(output: str, labels: list[str]) -> ResultWriter | PartitionedWriter:
+    from ..ray import PartitionedWriter, ResultWriter
+
+    if output.endswith(("/", os.sep)) or os.path.isdir(output):
+        return PartitionedWriter(output, labels)
+    return ResultWriter(output, labels)
+
+
+def _failure(exc: Exception, output: str) -> str:
+    if isinstance(exc, OSError):  # the output: a full disk, a vanished directory
+        return f"cannot write {output}: {_reason(exc)}"
+    if isinstance(exc, CopylessError):
+        return str(exc)
+    return f"the run failed: {_last_line(exc)}"
+
+
+def _keep(writer: ResultWriter | PartitionedWriter) -> str:
+    """Keep the rows a failed run finished, where they can be kept; say what was kept."""
+    from ..ray import PartitionedWriter
+
+    if writer.rows == 0:
+        writer.abort()
+        return "no output written"
+    if isinstance(writer, PartitionedWriter):
+        return f"{writer.rows} rows kept in {writer.parts} part(s) under {writer.commit()}"
+    try:
+        path = writer.commit()
+    except (OSError, ValueError) as exc:  # ValueError: its own commit was what failed
+        reason = _reason(exc) if isinstance(exc, OSError) else "the file could not be finished"
+        return f"no output written ({reason}; -o DIR/ keeps each finished batch)"
+    return f"{writer.rows} rows kept in {path}"
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 def _classify(
     args: argparse.Namespace,
-    paths: list[str],
+    paths: Sequence[str] | Manifest,
     model: CompiledModel,
     settings: JobSettings,
-    writer: ResultWriter,
+    writer: ResultWriter | PartitionedWriter,
     terminal: TextIO,
 ) -> str:
     """Run the job into ``writer`` with a progress bar; return the closing line."""
-    from ..ray import ClassificationJob, gpus_per_actor
+    from ..ray import ClassificationJob, gpus_per_actor, node_cpus, plan_resources
 
     started = time.perf_counter()
     with _cluster(args.address, args.actors) as cluster:
+        plan = plan_resources(
+            settings.actors,
+            node_cpus(),
+            cpus_per_actor=settings.cpus_per_actor,
+            decode_cpus=settings.decode_cpus,
+        )
+        if plan.note:
+            print(f"note: {plan.note}", file=terminal)
+        settings = settings.planned(plan)
         job = ClassificationJob(paths, model, settings, gpus_per_actor(settings, cluster))
         ready = time.perf_counter()
-        bar = tqdm(total=len(paths), unit="img", file=terminal, dynamic_ncols=True, leave=False)
+        total = len(paths) if isinstance(paths, Sequence) else None
+        bar = tqdm(total=total, unit="img", file=terminal, dynamic_ncols=True, leave=False)
         with bar:
             for batch in job.run():
                 bar.update(writer.write(batch))
@@ -151,8 +263,73 @@ def _classify(
     errors = f" ({writer.errors} unreadable)" if writer.errors else ""
     return (
         f"{writer.rows} images{errors} in {seconds:.2f} s, {writer.rows / seconds:.1f} images/s "
-        f"({args.actors} actor(s) on {where}, up in {ready - started:.1f} s) -> {args.output}"
+        f"({settings.actors} actor(s) on {where}, up in {ready - started:.1f} s) -> {args.output}"
     )
+
+
+def _ocr_main(args: argparse.Namespace) -> int:
+    """``--task ocr``: OcrBatchReader actors over the images; the lines to Parquet."""
+    if args.manifest or not args.output.endswith(".parquet"):
+        print("error: --task ocr takes INPUTs and an OUT.parquet", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        paths = expand_inputs(args.inputs)
+        import ray  # the ray extra
+
+        from ..ocr import OcrBatchReader, OcrModels
+
+        OcrModels.load()  # no PP-OCR package, or a broken one: a usage error, before Ray
+    except ImportError as exc:
+        print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    except (InputError, CopylessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _quiet_ray_logging()
+    with _native_stderr() as (terminal, log):
+        try:
+            with _cluster(args.address, args.actors) as cluster:
+                started = time.perf_counter()
+                lines = ray.data.from_items([{"path": p} for p in paths]).map_batches(
+                    OcrBatchReader, fn_constructor_kwargs={"runner_type": runner_type(args)},
+                    concurrency=args.actors, batch_size=args.batch_size, num_cpus=1,
+                )  # fmt: skip
+                batches = list(lines.iter_batches(batch_format="numpy"))
+                seconds = time.perf_counter() - started
+        except Exception as exc:  # noqa: BLE001 - Ray's task errors: reported, no output
+            print(f"error: the run failed, no output written: {_last_line(exc)}", file=terminal)
+            log.keep = True
+            return EXIT_FAILED
+    table = line_table(batches)
+    _write_parquet(table, args.output)
+    where = "local Ray" if cluster.local else f"cluster {cluster.address}"
+    print(f"{len(paths)} images, {table.num_rows} lines in {seconds:.2f} s "
+          f"({args.actors} actor(s) on {where}) -> {args.output}")  # fmt: skip
+    return 0
+
+
+def line_table(batches: Sequence[Mapping[str, Any]]) -> Any:
+    """The Arrow table of OcrBatchReader batches (Ray Data turns a column of None into
+    NaN on the way: text and error keep only strings)."""
+    import pyarrow as pa
+
+    from ..ocr import LINE_COLUMNS
+
+    types = {"path": pa.string(), "score": pa.float32(), "text": pa.string(),
+             "error": pa.string()}  # fmt: skip
+    schema = pa.schema([(k, types.get(k, pa.int32())) for k in LINE_COLUMNS])
+    columns = {k: [v for b in batches for v in list(b[k])] for k in LINE_COLUMNS}
+    for key in ("text", "error"):
+        columns[key] = [v if isinstance(v, str) else None for v in columns[key]]
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def _write_parquet(table: Any, output: str) -> None:
+    import pyarrow.parquet as pq
+
+    tmp = f"{output}.{os.getpid()}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, output)
 
 
 def expand_inputs(items: Sequence[str]) -> list[str]:
@@ -183,6 +360,14 @@ def _images_under(directory: str) -> Iterator[str]:
         for name in sorted(files):
             if Path(name).suffix.lower() in IMAGE_SUFFIXES:
                 yield os.path.join(root, name)
+
+
+def _model_path(name: str | None) -> Path:
+    """``-m``: None or the built-in name -> the built-in classifier; else a compiled model's
+    path (checked: it exists, and an ONNX file is refused with the line compiling it)."""
+    if name is None or (name == CLASSIFIER and not Path(name).exists()):
+        return builtin_batch_classifier()
+    return check_model_path(name)
 
 
 def builtin_batch_classifier() -> Path:

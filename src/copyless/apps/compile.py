@@ -17,8 +17,9 @@ Examples::
         --input-format rgbx --input-size 540x960 --postprocess centerface
     copyless-compile nms.onnx -o nms.rai --output-capacity selected=100x3
 
-Exit status: 0 on success, 2 for bad arguments or an unsupported model, 1 for an
-unreadable model.
+Exit status: 0 on success, 2 for bad arguments, a missing, unreadable or unsupported model
+or an output that cannot be written (checked before compiling), 1 when writing fails part
+way (a full disk).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import argparse
 import logging
 import sys
 import time
+from pathlib import Path
 
 from ..model import (
     INPUT_FORMATS,
@@ -36,7 +38,8 @@ from ..model import (
     precision_line,
     read_config,
 )
-from ..types import CopylessError, ModelLoadError
+from ..types import CopylessError
+from ._checks import UsageError, check_output, check_output_directory
 
 _HELP_EPILOG = """\
 With no view flag the HW view of every tensor equals its CPU view (the model's own dtype
@@ -188,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
     start = time.perf_counter()
     try:
+        _check_paths(args.model, args.output)
+    except UsageError as exc:
+        print(f"copyless-compile: error: {exc}", file=sys.stderr)
+        return 2
+    try:
         options = {
             "name": args.name,
             "batch_size": args.batch_size,
@@ -218,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             "max_detections": args.max_detections,
             "output_capacity": dict(
                 parse_shape(s, "--output-capacity") for s in args.output_capacity
-            ) or None,
+            )
+            or None,
         }
         given = {key: value for key, value in options.items() if value is not None}
         if args.config_json is not None:
@@ -226,17 +235,29 @@ def main(argv: list[str] | None = None) -> int:
         out = compile_model(args.model, args.output, **given)
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
-    except ModelLoadError as exc:
-        print(f"copyless-compile: error: {exc}", file=sys.stderr)
-        return 1
-    except CopylessError as exc:
+    except CopylessError as exc:  # a model it cannot read included: the user's file
         print(f"copyless-compile: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the output went away or filled the disk while compiling
+        print(f"copyless-compile: error: cannot write {args.output}: {exc.strerror or exc}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     print(f"compiled {args.model} -> {out} in {time.perf_counter() - start:.2f} s")
     note = precision_line(load_model(out).metadata)
     if note is not None:
         print(note)
     return 0
+
+
+def _check_paths(model: str, output: str) -> None:
+    """Before compiling: the model exists and the output can be written (``.rai``: a file
+    in an existing, writable directory; else a directory that is not a file)."""
+    if not Path(model).exists():
+        raise UsageError(f"no model at {model}")
+    if Path(output).suffix.lower() == ".rai":
+        check_output(output, (".rai",), "compiled model")
+    else:
+        check_output_directory(output)
 
 
 if __name__ == "__main__":

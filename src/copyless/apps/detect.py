@@ -7,14 +7,19 @@ model given with ``-m`` is prepared as its compiled record says, with a warning 
 lacks), the probability map is read in place and the DB boxes are computed in Python.
 
 ``--model face`` / ``--model layout``: the zoo detector is compiled (once, cached) for RGBx
-frames of the photo's own size with its postprocess folded into the graph (resize to the
-model's size, decoding, NonMaxSuppression, sorting: see ``copyless-compile --postprocess``),
-so the decoded pixels are copied once into the input tensor and the outputs are the final
-boxes, scores and classes; their count is the outputs' ``produced_shape``.
+frames of the photo's own size, or, for a photo larger than the family's limit side
+(``--max-side``: 1920 for faces, 1600 for layout), of that size scaled down with the aspect
+kept (said on stderr; the boxes still come back in the photo's pixels), with its
+postprocess folded into the graph (resize to the model's size, decoding,
+NonMaxSuppression, sorting: see ``copyless-compile --postprocess``), so the decoded pixels
+are copied once into the input tensor and the outputs are the final boxes, scores and
+classes; their count is the outputs' ``produced_shape``.
 
 Every detection prints as ``box: X0 Y0 X1 Y1 CLASS_ID LABEL SCORE`` (image pixels) and is
-drawn with its label into the ``-o`` PNG. ``-n`` prints the same benchmark block as
-copyless-zerocopy; ``-c`` uses the CPU tensor type instead. With ``--device cuda`` (text
+drawn with its label into the ``-o`` image (PNG, JPEG... by its extension; checked before
+any work). A model given with ``-m`` runs the task its record names: a classifier is
+refused, an ONNX file gets the line that compiles it. ``-n`` prints the same benchmark block
+as copyless-zerocopy; ``-c`` uses the CPU tensor type instead. With ``--device cuda`` (text
 only) the photo is uploaded once and letterboxed on the GPU into the device input tensor; the
 probability map is copied to the host for the box search.
 """
@@ -34,23 +39,36 @@ from PIL import Image
 from ..memory import NpuTensor
 from ..model import load_model, zoo
 from ..runner import Runner
-from ..types import TensorDirection
+from ..types import CopylessError, TensorDirection
 from ..vision import (
-    Box,
+    IMAGE_FORMATS,
     Detection,
     detections,
     download,
     draw_boxes,
     draw_detections,
+    limit_side,
     stretch,
     text_boxes,
+    to_image,
 )
+from ._checks import UsageError, check_model_path, check_output, model_task, task_mismatch
 from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
 from ._prepare import preparer_for, warning
-from ._setup import image_parser, parse_image_args, run_image_app, tensor_type, timed_runs
+from ._setup import (
+    EXIT_USAGE,
+    builtin_name,
+    image_parser,
+    parse_image_args,
+    run_image_app,
+    tensor_type,
+    timed_runs,
+)
 from .bench.stages import StageTimes
 
 TEXT_THRESHOLD = 0.3
+#: What ``--model`` (or a built-in name given to ``-m``) detects.
+TASKS = ("text", *OBJECT_DETECTORS)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -58,33 +76,83 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "copyless-detect",
         "Zero-copy detection: text (PP-OCRv4), faces (CenterFace) or document layout "
         "(PP-PicoDet) with decoding and NMS in the graph.",
-        "compiled detector (default: built-in for --model)",
+        "a compiled detector (.rai or directory; its task is read from its record) or a "
+        f"built-in name ({', '.join(TASKS)}); default: the built-in for --model",
     )
-    parser.add_argument("-o", "--output", required=True, help="PNG to write with the boxes")
-    parser.add_argument("--model", choices=["text", *OBJECT_DETECTORS], default="text",
-                        help="what to detect (default text)")  # fmt: skip
+    parser.add_argument("-o", "--output", required=True,
+                        help=f"image to write with the boxes ({', '.join(IMAGE_FORMATS)}; "
+                        "the format follows the extension)")  # fmt: skip
+    parser.add_argument("--model", choices=TASKS,
+                        help="what to detect (default: the task -m's model records, else "
+                        "text)")  # fmt: skip
     parser.add_argument(
         "--threshold",
         type=float,
         help=f"text: pixel probability cut (default {TEXT_THRESHOLD}); face/layout: score "
         "threshold compiled into the built-in model (default: the reference pipeline's)",
     )
-    return parse_image_args(parser, argv)
+    parser.add_argument(
+        "--max-side",
+        type=int,
+        help="face/layout: feed the built-in detector photos of at most this many pixels on "
+        "the longer side, scaled down first, aspect kept (defaults: "
+        + ", ".join(f"{task} {zoo.entry(name).preprocessing.limit_side}"
+                    for task, name in OBJECT_DETECTORS.items())
+        + "; 0: the photo's own size, memory grows ~330 bytes per pixel for face). Text is "
+        "letterboxed to its 640x640 input whatever the size",
+    )
+    args = parse_image_args(parser, argv)
+    if args.max_side is not None and args.max_side < 0:
+        parser.error("--max-side must be >= 0")
+    builtin_name(args, TASKS)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        check_output(args.output, IMAGE_FORMATS, "image")
+        args.model = _task(args)
+    except (UsageError, CopylessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.model == "text":
         return run_image_app(args, builtin_detector, _detect_text)
     return run_image_app(args, functools.partial(_builtin, args), _detect_objects)
 
 
+def _task(args: argparse.Namespace) -> str:
+    """The task to run: ``--model``, checked against what the ``-m`` model records (a
+    classifier is refused, a face model runs as face without ``--model face``)."""
+    if args.model_dir is None:
+        return str(args.model or "text")
+    path = check_model_path(args.model_dir)
+    task = model_task(load_model(path))
+    if task == "unknown":
+        raise UsageError(f"{path} has no boxes/scores/classes outputs nor a text map: compile "
+                         "it with --postprocess")  # fmt: skip
+    refusal = task_mismatch(path, task, TASKS)
+    if refusal is not None:
+        raise UsageError(refusal)
+    if args.model is not None and args.model != task:
+        raise UsageError(f"{path} is a {task} detector, not a {args.model} one (--model)")
+    return task
+
+
 def _builtin(args: argparse.Namespace) -> Path:
-    """The zoo detector compiled for frames of the image's size (read from its header)."""
+    """The zoo detector compiled for frames of the image's size (read from its header), or
+    of the size policy's smaller size when the photo exceeds the model's limit side."""
+    name = OBJECT_DETECTORS[args.model]
     with Image.open(args.image) as header:
         width, height = header.size
+    limit = zoo.entry(name).preprocessing.limit_side if args.max_side is None else args.max_side
+    frame = limit_side(height, width, limit or None)
+    if frame != (height, width):
+        print(f"note: the {width}x{height} photo is fed to the detector at {frame[1]}x"
+              f"{frame[0]} (--max-side {limit}; --max-side 0 keeps its size); boxes are in "
+              "the photo's pixels", file=sys.stderr)  # fmt: skip
     extra = {} if args.threshold is None else {"score_threshold": args.threshold}
-    args.compiled = builtin_object_detector(OBJECT_DETECTORS[args.model], (height, width), **extra)
+    args.compiled = builtin_object_detector(name, frame, **extra)
     return Path(args.compiled)
 
 
@@ -184,14 +252,4 @@ def _read(
         count=count,
         landmarks=outputs.get("landmarks"),
     )
-    sx, sy = scale
-    if sx == 1.0 and sy == 1.0:
-        return found
-    return [_scaled(det, sx, sy) for det in found]
-
-
-def _scaled(det: Detection, sx: float, sy: float) -> Detection:
-    b = det.box
-    box = Box(b.x0 * sx, b.y0 * sy, b.x1 * sx, b.y1 * sy, b.score)
-    points = tuple((x * sx, y * sy) for x, y in det.points)
-    return Detection(box, det.class_id, det.label, points)
+    return to_image(found, scale)

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..runner import Runner, RunnerFactory, RunnerOptions, batch_axis
+from ..runner import Runner, RunnerFactory, batch_axis
 from ..types import (
     CopylessError,
     JobHandle,
@@ -40,7 +40,8 @@ from ..types import (
     TensorType,
 )
 from ..vision import download, upload
-from ._setup import add_runner_argument, runner_options, runner_type, say_precision
+from ._checks import UsageError, check_model_path
+from ._setup import add_runner_argument, engine_line, runner_options, runner_type, say_precision
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
 NUM_CONCURRENT_JOBS = 2
@@ -53,7 +54,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="copyless-infer-async", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--model-path", required=True, help="compiled model (.rai or directory)")
+    parser.add_argument("-m", "--model-path", required=True,
+                        help="compiled model (.rai or directory)")  # fmt: skip
     parser.add_argument("--input-binary", help="raw IFM bytes in the model's HW input layout")
     parser.add_argument(
         "--dry-run", action="store_true", help="random IFM; no file I/O (--input-binary unread)"
@@ -85,20 +87,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if not Path(args.model_path).exists():
-        print(f"error: no model at {args.model_path}", file=sys.stderr)
+    try:
+        check_model_path(args.model_path)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.dry_run and args.input_binary is not None:
         print(f"note: --dry-run: {args.input_binary} is not read", file=sys.stderr)
     try:
         options = runner_options(args, max_concurrent_runs=NUM_CONCURRENT_JOBS, warm_up=True)
-        if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
+        if runner_type(args) is not RunnerType.OPENVINO and args.device == "cpu":
             # async jobs share the sync engine's threads (one session using every core)
             # instead of sessions of cores // jobs threads each. Lite0 on 2 idle cores, async
             # pass / sync pass without and with --host-work-ms 5: batch 1 1.05-1.07x /
             # 1.25-1.27x (own sessions: 1.04-1.19x / 1.05-1.11x); batch 8 1.02x (0.87x)
-            options["num_threads"] = RunnerOptions().engine_threads()
+            options["async_engines"] = "shared"
         with RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
+            print(engine_line(runner), file=sys.stderr)
             say_precision(runner)
             return _run(runner, args)
     except CopylessError as exc:

@@ -35,10 +35,12 @@ from ..model import zoo
 from ..runner import Runner
 from ..types import CopylessError, TensorDirection
 from ..vision import Box, download, softmax_topk, text_boxes
+from ._checks import model_task, task_mismatch
 from ._models import builtin_model
 from ._prepare import Preparer, preparer_for, warning
 from ._setup import (
     EXIT_USAGE,
+    builtin_name,
     image_parser,
     parse_image_args,
     run_image_app,
@@ -54,13 +56,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = image_parser(
         "copyless-zerocopy",
         "Zero-copy inference on one image (classification or text detection).",
-        "compiled model (default: the built-in --model)",
+        "a compiled classifier or text detector (.rai or directory) or a built-in name "
+        f"({', '.join(MODELS)}); default: the built-in --model",
     )
     parser.add_argument("--model", choices=MODELS, default=MODELS[0],
                         help="built-in zoo model, compiled RGBx on first use (default "
                         "efficientnet-lite0); ignored with -m")  # fmt: skip
     parser.add_argument("-k", "--top", type=int, default=5, help="labels to print (default 5)")
-    return parse_image_args(parser, argv)
+    args = parse_image_args(parser, argv)
+    builtin_name(args, MODELS)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _infer(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespace) -> int:
     view = tensor_type(args)
+    refusal = task_mismatch(args.model_dir or args.model, model_task(runner.model),
+                            ("classifier", "text"))  # fmt: skip
+    if refusal is not None:
+        print(f"error: {refusal}", file=sys.stderr)
+        return EXIT_USAGE
     in_infos = runner.get_tensors_info(TensorDirection.INPUT, view)
     out_infos = runner.get_tensors_info(TensorDirection.OUTPUT, view)
     if len(in_infos) != 1 or len(out_infos) != 1 or runner.get_batch_size() != 1:

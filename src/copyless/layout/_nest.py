@@ -27,7 +27,7 @@ _SHORT_INNER = 16
 _TILE_MAX_OUTER = 64
 
 
-class Part(enum.Enum):
+class AxisPart(enum.Enum):
     FULL = 0
     BLOCK = 1
     INNER = 2
@@ -44,7 +44,7 @@ class PadMode(enum.IntEnum):
 @dataclass(frozen=True, slots=True)
 class Axis:
     logical: int  # -1 for a size-1 dim with no logical axis
-    part: Part = Part.FULL
+    part: AxisPart = AxisPart.FULL
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +74,8 @@ _IMAGE = {
     MemoryLayout.NHW: (Axis(0), Axis(2), Axis(3)),
 }
 _NHWC_G = (Axis(0), Axis(2), Axis(3), Axis(1))
-_NCHW_G = (Axis(0), Axis(1, Part.BLOCK), Axis(2), Axis(3), Axis(1, Part.INNER))
-_HCWN_G = (Axis(2), Axis(1, Part.BLOCK), Axis(3), Axis(0), Axis(1, Part.INNER))
+_NCHW_G = (Axis(0), Axis(1, AxisPart.BLOCK), Axis(2), Axis(3), Axis(1, AxisPart.INNER))
+_HCWN_G = (Axis(2), Axis(1, AxisPart.BLOCK), Axis(3), Axis(0), Axis(1, AxisPart.INNER))
 _NON_IMAGE = frozenset({MemoryLayout.NC, MemoryLayout.NCH})
 
 
@@ -210,9 +210,9 @@ def _dst_order_nest(
 ) -> Nest:
     s_strides, d_strides = byte_strides(src), byte_strides(dst)
     full: dict[int, int] = {}
-    split: dict[Part, int] = {}
+    split: dict[AxisPart, int] = {}
     for axis, stride in zip(src_axes, s_strides, strict=True):
-        if axis.part is Part.FULL:
+        if axis.part is AxisPart.FULL:
             full[axis.logical] = stride
         else:
             split[axis.part] = stride
@@ -221,9 +221,9 @@ def _dst_order_nest(
     pad_mode = PadMode.NONE
     dims: list[Dim] = []
     for axis, extent, d_stride in zip(dst_axes, dst.shape, d_strides, strict=True):
-        if axis.part is Part.BLOCK:
+        if axis.part is AxisPart.BLOCK:
             dims.append(Dim(extent, group * full.get(1, 0), d_stride, "block"))
-        elif axis.part is Part.INNER:
+        elif axis.part is AxisPart.INNER:
             dims.append(Dim(extent, full.get(1, 0), d_stride, "pad"))
             pad_mode = PadMode.FILL
         elif axis.logical in full or not split or axis.logical != 1:
@@ -233,8 +233,8 @@ def _dst_order_nest(
             dims.append(Dim(extent, full.get(axis.logical, 0), d_stride, role))
         else:  # a whole channel axis facing a split source: split it the same way
             blocks = -(-extent // group)
-            dims.append(Dim(blocks, split[Part.BLOCK], group * d_stride, "block"))
-            dims.append(Dim(group, split[Part.INNER], d_stride, "pad"))
+            dims.append(Dim(blocks, split[AxisPart.BLOCK], group * d_stride, "block"))
+            dims.append(Dim(group, split[AxisPart.INNER], d_stride, "pad"))
             pad_mode = PadMode.SKIP
     return Nest(tuple(dims), pad_mode, group, channels)
 

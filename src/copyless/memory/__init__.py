@@ -1,5 +1,5 @@
 """Memory layer: owned host memory, device memory wrapped without a copy, and the NpuTensor
-view over either.
+view over either (an info over a :class:`Span`: owner, offset, size, device).
 
 ``cuda`` is the device-memory module (CuPy imported on first use): siblings call
 ``cuda.wrap_device``, ``cuda.copy_to_host``... through it, so a test that replaces one of its
@@ -9,6 +9,15 @@ functions replaces it for every caller.
 from . import _device as cuda
 from ._device import DeviceMemory
 from ._host import PAGE_SIZE, HostMemory
+from ._span import Span
 from ._tensor import NpuTensor, check_bounded
 
-__all__ = ["PAGE_SIZE", "DeviceMemory", "HostMemory", "NpuTensor", "check_bounded", "cuda"]
+__all__ = [
+    "PAGE_SIZE",
+    "DeviceMemory",
+    "HostMemory",
+    "NpuTensor",
+    "Span",
+    "check_bounded",
+    "cuda",
+]

@@ -24,14 +24,19 @@ see :mod:`copyless.memory._device`). :attr:`NpuTensor.device` then says ``"cuda:
 host memory) and ``__dlpack__`` / ``__cuda_array_interface__`` hand the memory to CuPy or
 PyTorch without a copy. A runner binds it in place where its backend declares that device.
 
-Lifetimes: a tensor keeps its producer (buffer, mapping) alive; a sub-tensor keeps its
-parent alive; numpy views and DLPack capsules keep the bytes alive even after
-:meth:`NpuTensor.close`. No constructor or accessor here copies tensor bytes.
+Memory model (CuPy's): a tensor is an info over a :class:`~copyless.memory._span.Span`
+(owner, offset, size, device), host and device memory alike, so no accessor branches on
+"am I on a device" beyond what a span says. A sub-tensor is a span's ``sub`` (one path for
+both). Closing drops the span: ``_span is None`` is what "closed" means, and what the
+runner's C fast path checks.
+
+Lifetimes: a tensor keeps its producer (buffer, mapping) alive through its span's owner; a
+sub-tensor keeps its parent alive; numpy views and DLPack capsules keep the bytes alive
+even after :meth:`NpuTensor.close`. No constructor or accessor here copies tensor bytes.
 """
 
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any
 
@@ -39,10 +44,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..types import (
-    DataType,
     MemoryLayout,
     MemoryType,
-    MemoryTypeError,
     NpuTensorInfo,
     ReadOnly,
     TensorDirection,
@@ -51,9 +54,22 @@ from ..types import (
 )
 from . import _device as _device
 from . import _dlpack as dlpack
-from . import _dmabuf as dmabuf
 from ._device import DeviceMemory
 from ._host import HostMemory
+from ._span import (
+    HOST,
+    Span,
+    check_bounded,
+    check_header,
+    check_sub_span,
+    export_fd,
+    fd_memory,
+    info_of_array,
+    span_of,
+    sync_dmabuf,
+)
+
+__all__ = ["NpuTensor", "check_bounded"]
 
 
 class NpuTensor:
@@ -72,16 +88,13 @@ class NpuTensor:
     __slots__ = (
         "__weakref__",
         "_buffer",
-        "_bytes",
-        "_device",
-        "_export_fd",
         "_finalizer",
         "_info",
-        "_memory",
         "_memory_type",
         "_offset",
         "_parent",
         "_produced_shape",
+        "_span",
     )
 
     def __init__(self, info: NpuTensorInfo, buffer: Any, memory_type: MemoryType) -> None:
@@ -90,45 +103,14 @@ class NpuTensor:
     def _setup(
         self, info: NpuTensorInfo, buffer: Any, memory_type: MemoryType, *, own_fd: bool
     ) -> None:
-        _check_header(info, buffer, memory_type)
-        self._info = info
-        self._memory_type = memory_type
-        self._buffer = buffer
+        check_header(info, buffer, memory_type)
+        self._info, self._memory_type, self._buffer, self._offset = info, memory_type, buffer, 0
         self._parent: NpuTensor | None = None
-        self._offset = 0
-        self._memory: HostMemory | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
-        self._export_fd = -1
-        self._bytes: npt.NDArray[np.uint8] | None = None
         self._produced_shape: tuple[int, ...] | None = None
-        self._device: DeviceMemory | None = None
-        if memory_type is not MemoryType.DMA_FD and _device.is_device_producer(buffer):
-            self._device = _device_memory(info, buffer, memory_type)
-            return
-        if memory_type is MemoryType.DMA_FD:
-            try:
-                # Private mapping plus a private dup (or the fd itself when owned).
-                memory = HostMemory.from_fd(
-                    buffer, info.size_in_bytes, own_fd=own_fd, dup=not own_fd
-                )
-            except TensorError as exc:
-                raise TensorError(f"tensor {info.name!r}: {exc}") from exc
-            self._memory = memory
-            self._finalizer = weakref.finalize(self, memory.close)
-            self._export_fd = memory.fd
-            data = memory.array
-        elif memory_type is MemoryType.XRT_BO:
-            if not isinstance(buffer, HostMemory) or buffer.fd < 0:
-                raise MemoryTypeError(
-                    f"tensor {info.name!r}: XRT_BO tensors come from Runner.allocate_npu_tensor "
-                    "or wrap fd-backed HostMemory.shared(); use DMA_FD for other fds"
-                )
-            self._memory = buffer
-            data = _host_bytes(info, buffer)
-        else:
-            data = _host_bytes(info, buffer)
-        _check_size(info, data.nbytes)
-        self._bytes = data
+        self._span: Span | None = span_of(info, buffer, memory_type, own_fd=own_fd)
+        if memory_type is MemoryType.DMA_FD:  # the mapping (and its fd) is the tensor's
+            self._finalizer = weakref.finalize(self, self._span.owner.close)
 
     # -- alternate constructors ---------------------------------------------------------
     @classmethod
@@ -145,16 +127,7 @@ class NpuTensor:
         """Wrap a C-contiguous numpy array (no copy), info from its shape/dtype.
 
         A read-only array is accepted for an INPUT tensor only."""
-        if not isinstance(array, np.ndarray):
-            raise TensorError(
-                f"tensor {name!r}: expected a numpy array, got {type(array).__name__}"
-            )
-        try:
-            data_type = DataType.from_numpy(array.dtype)
-        except ValueError as exc:
-            raise TensorError(f"tensor {name!r}: {exc}") from None
-        layout = memory_layout or _default_layout(array.ndim)
-        info = NpuTensorInfo(name, data_type, direction, tensor_type, layout, tuple(array.shape))
+        info = info_of_array(array, name, direction, tensor_type, memory_layout)
         return cls(info, array, memory_type)
 
     @classmethod
@@ -212,70 +185,21 @@ class NpuTensor:
         """A view of ``info`` at byte ``offset`` of this tensor; keeps this tensor alive.
 
         One nesting level; ``offset`` must be a multiple of the element size and the view
-        must lie inside this tensor's bytes (no copy).
+        must lie inside this tensor's bytes (no copy). Host and device memory alike.
         """
-        if self._device is not None:
-            return self._device_sub_tensor(self._device, info, offset)
-        parent_bytes = self._live_bytes()
-        _check_header(info, self._buffer, self._memory_type)
+        span = self._live_span()
+        check_header(info, self._buffer, self._memory_type)
         if self._parent is not None:
             raise TensorError(
                 f"sub-tensor {info.name!r}: {self._info.name!r} is itself a sub-tensor "
                 "(one nesting level)"
             )
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise TensorError(
-                f"sub-tensor {info.name!r}: offset must be an int >= 0, got {offset!r}"
-            )
-        itemsize = info.data_type.itemsize
-        if offset % itemsize:
-            raise TensorError(
-                f"sub-tensor {info.name!r}: offset {offset} is not a multiple of the "
-                f"{itemsize}-byte {info.data_type.name} element"
-            )
-        end = offset + info.size_in_bytes
-        if info.direction is TensorDirection.OUTPUT and not parent_bytes.flags.writeable:
-            raise TensorError(
-                f"sub-tensor {info.name!r}: an OUTPUT tensor needs writable memory, and "
-                f"{self._info.name!r} wraps a read-only buffer"
-            )
-        if end > parent_bytes.nbytes:
-            raise TensorError(
-                f"sub-tensor {info.name!r}: bytes [{offset}, {end}) exceed the parent "
-                f"{self._info.name!r} of {parent_bytes.nbytes} bytes"
-            )
+        check_sub_span(self._info, span, info, offset)
         sub = object.__new__(NpuTensor)
-        sub._info = info
-        sub._memory_type = self._memory_type
-        sub._buffer = self._buffer
-        sub._bytes = parent_bytes[offset:end]
-        sub._device = None
-        sub._parent = self  # the parent (and the memory it owns) lives while sub does
-        sub._offset = offset
-        sub._memory = self._memory
-        sub._finalizer = None
-        sub._export_fd = self._export_fd
-        sub._produced_shape = None
-        return sub
-
-    def _device_sub_tensor(
-        self, parent: DeviceMemory, info: NpuTensorInfo, offset: int
-    ) -> NpuTensor:
-        """A sub-tensor of device memory: the same checks, the pointer moved (no copy)."""
-        _check_header(info, self._buffer, self._memory_type)
-        if self._parent is not None:
-            raise TensorError(f"sub-tensor {info.name!r}: one nesting level")
-        itemsize = info.data_type.itemsize
-        bad = isinstance(offset, bool) or not isinstance(offset, int) or offset < 0
-        if bad or offset % itemsize or offset + info.size_in_bytes > parent.nbytes:
-            raise TensorError(
-                f"sub-tensor {info.name!r}: offset {offset!r} is not an element-aligned "
-                f"offset with {info.size_in_bytes} bytes inside the {parent.nbytes} bytes "
-                f"of {self._info.name!r}"
-            )
-        sub = NpuTensor(info, parent.view(offset, info.size_in_bytes), self._memory_type)
-        sub._parent = self
-        sub._offset = offset
+        sub._info, sub._memory_type, sub._buffer = info, self._memory_type, self._buffer
+        sub._span = span.sub(offset, info.size_in_bytes)
+        sub._parent, sub._offset = self, offset  # the parent (and what it owns) lives on
+        sub._finalizer, sub._produced_shape = None, None
         return sub
 
     # -- the VART-ML accessors ----------------------------------------------------------
@@ -283,6 +207,7 @@ class NpuTensor:
     memory_type = ReadOnly[MemoryType]("Where the bytes live (see :class:`MemoryType`).")
     parent = ReadOnly["NpuTensor | None"]("The tensor this is a sub-tensor of, or None.")
     offset = ReadOnly[int]("Byte offset into the parent's buffer (0 for no sub-tensor).")
+    span = ReadOnly["Span | None"]("The memory this tensor covers (None once closed).")
 
     @property
     def produced_shape(self) -> tuple[int, ...] | None:
@@ -294,33 +219,30 @@ class NpuTensor:
 
     @property
     def closed(self) -> bool:
-        return self._bytes is None and self._device is None
+        return self._span is None
 
     @property
     def device(self) -> str:
         """Where the bytes are: ``"cpu"`` (host memory) or ``"cuda:N"``."""
-        return "cpu" if self._device is None else self._device.device
+        return HOST if self._span is None else self._span.device
 
     @property
     def device_memory(self) -> DeviceMemory | None:
         """The device memory this tensor wraps (pointer, producer stream...); None on host."""
-        return self._device
+        span = self._span
+        return span.owner if span is not None and span.host is None else None
 
     @property
     def nbytes(self) -> int:
         """Bytes of the buffer this tensor covers (at least ``info.size_in_bytes``); 0 closed."""
-        if self._device is not None:
-            return self._device.nbytes
-        return 0 if self._bytes is None else int(self._bytes.nbytes)
+        return 0 if self._span is None else self._span.size
 
     @property
     def address(self) -> int:
         """Address of the first byte, for every memory type (the engine binds this): a
         device pointer for device memory. Raises :class:`TensorError` after :meth:`close`.
         """
-        if self._device is not None:
-            return self._device.ptr
-        return int(self._live_bytes().__array_interface__["data"][0])
+        return self._live_span().ptr
 
     def get_info(self) -> NpuTensorInfo:
         return self._info
@@ -333,13 +255,12 @@ class NpuTensor:
         return None if self.closed else self._buffer
 
     def get_virtual_address(self) -> int:
-        """The address of the data (the device pointer for device memory); 0 for DMA_FD or
-        a closed tensor (never raises)."""
-        if self._device is not None:
-            return self._device.ptr
-        if self._memory_type is MemoryType.DMA_FD or self._bytes is None:
+        """The address of the data (the device pointer for device memory); 0 for DMA_FD on
+        the host or a closed tensor (never raises)."""
+        span = self._span
+        if span is None or (span.host is not None and self._memory_type is MemoryType.DMA_FD):
             return 0
-        return int(self._bytes.__array_interface__["data"][0])
+        return span.ptr
 
     def numpy(self) -> npt.NDArray[Any]:
         """A numpy array of ``info.shape``/``info.data_type`` sharing this tensor's memory.
@@ -347,7 +268,7 @@ class NpuTensor:
         No copy; the array keeps the memory alive on its own. Raises after :meth:`close`.
         """
         info = self._info
-        raw = self._live_bytes()[: info.size_in_bytes]
+        raw = self._host_bytes()[: info.size_in_bytes]
         if info.strides is None:
             packed: npt.NDArray[Any] = raw.view(info.numpy_dtype).reshape(info.shape)
             return packed
@@ -358,14 +279,14 @@ class NpuTensor:
 
     def bytes_view(self) -> npt.NDArray[np.uint8]:
         """Flat uint8 view of the bytes this tensor covers (no copy). Raises after close."""
-        return self._live_bytes()
+        return self._host_bytes()
 
     @property
     def needs_sync(self) -> bool:
         """Whether :meth:`sync_buffer` does work: a DMA_FD tensor over a dma-buf, whose
         exporter may need the CPU caches flushed or invalidated (see :mod:`._dmabuf`)."""
-        memory = self._memory
-        return memory is not None and memory.is_dmabuf and self._bytes is not None
+        memory = fd_memory(self._span, self._memory_type)
+        return memory is not None and memory.is_dmabuf
 
     def sync_buffer(self) -> None:
         """Flush (INPUT) / invalidate (OUTPUT) for device access.
@@ -376,13 +297,7 @@ class NpuTensor:
         copyless drives on the CPU, so it is a no-op there; it is always safe to call.
         Raises TensorError when the kernel refuses the sync.
         """
-        memory = self._memory
-        if memory is None or not memory.is_dmabuf or self._bytes is None:
-            return
-        try:
-            dmabuf.sync(memory.fd, device_reads=self._info.direction is TensorDirection.INPUT)
-        except OSError as exc:
-            raise TensorError(f"tensor {self._info.name!r}: dma-buf sync failed: {exc}") from exc
+        sync_dmabuf(fd_memory(self._span, self._memory_type), self._info)
 
     def export_buffer(self) -> int:
         """A NEW fd of this tensor's memory that the caller owns (XRT_BO, DMA_FD); else -1.
@@ -390,16 +305,7 @@ class NpuTensor:
         For a sub-tensor the fd is the parent's whole buffer; :attr:`offset` says where the
         sub-tensor starts. -1 too after :meth:`close` or when ``dup`` fails (never raises).
         """
-        if self._bytes is None:
-            return -1
-        try:
-            if self._memory_type is MemoryType.XRT_BO and self._memory is not None:
-                return self._memory.export_fd()
-            if self._memory_type is MemoryType.DMA_FD and self._export_fd >= 0:
-                return os.dup(self._export_fd)
-        except OSError:
-            return -1
-        return -1
+        return export_fd(fd_memory(self._span, self._memory_type), self._memory_type)
 
     def close(self) -> None:
         """Drop this tensor's hold on its memory now (idempotent).
@@ -409,12 +315,9 @@ class NpuTensor:
         sub-tensor only lets go of its parent. Accessors then return their sentinels and
         ``numpy()`` raises.
         """
-        self._bytes = None
-        self._device = None
+        self._span = None
         self._buffer = None
         self._parent = None
-        self._memory = None
-        self._export_fd = -1
         if self._finalizer is not None:
             self._finalizer()
 
@@ -432,143 +335,39 @@ class NpuTensor:
         The capsule keeps the memory alive. Host BF16 raises ``BufferError``: numpy's
         DLPack has no bfloat16 (use :meth:`numpy`).
         """
-        if self._device is not None:
-            array = _device.as_cupy(self._device, self._info.shape, self._info.data_type)
+        memory = self.device_memory
+        if memory is not None:
+            array = _device.as_cupy(memory, self._info.shape, self._info.data_type)
             return array.__dlpack__(stream=stream, **kwargs)
         return dlpack.to_dlpack(self.numpy(), self, stream=stream, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        if self._device is not None:
-            return (_device.DLPACK_CUDA, self._device.device_id)
-        return (dlpack.DEVICE_CPU, 0)
+        memory = self.device_memory
+        return (dlpack.DEVICE_CPU, 0) if memory is None else (_device.DLPACK_CUDA, memory.device_id)
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """The interface CuPy, PyTorch and Numba read (device memory only: host tensors
         raise ``AttributeError``, so ``hasattr`` tells them apart)."""
-        if self._device is None:
+        memory = self.device_memory
+        if memory is None:
             raise AttributeError("a host-memory NpuTensor has no __cuda_array_interface__")
-        return _device.cuda_array_interface(self._device, self._info.shape, self._info.data_type)
+        return _device.cuda_array_interface(memory, self._info.shape, self._info.data_type)
 
     def __repr__(self) -> str:
-        state = " closed" if self.closed else ""
-        where = "" if self._device is None else f" on {self._device.device}"
-        return f"<NpuTensor {self._info.describe()} {self._memory_type.name}{where}{state}>"
+        where = ("" if self.device == HOST else f" on {self.device}") + " closed" * self.closed
+        return f"<NpuTensor {self._info.describe()} {self._memory_type.name}{where}>"
 
-    def _live_bytes(self) -> npt.NDArray[np.uint8]:
-        if self._bytes is None:
-            if self._device is not None:
-                raise TensorError(
-                    f"tensor {self._info.name!r} is device memory ({self._device.device}): "
-                    "read it on the GPU (cupy.from_dlpack(tensor), torch.from_dlpack(tensor))"
-                )
+    def _live_span(self) -> Span:
+        if self._span is None:
             raise TensorError(f"tensor {self._info.name!r} is closed")
-        return self._bytes
+        return self._span
 
-
-def _check_header(info: Any, buffer: Any, memory_type: Any) -> None:
-    if not isinstance(info, NpuTensorInfo):
-        raise TensorError(f"info must be an NpuTensorInfo, got {type(info).__name__}")
-    if not isinstance(memory_type, MemoryType) or memory_type is MemoryType.UNKNOWN:
-        raise MemoryTypeError(
-            f"tensor {info.name!r}: memory type must be a known MemoryType, got {memory_type!r}"
-        )
-    if info.data_type is DataType.UNKNOWN:
-        raise TensorError(f"tensor {info.name!r}: data type UNKNOWN has no element size")
-    check_bounded(info)
-    if buffer is None:
-        raise TensorError(f"tensor {info.name!r}: no buffer given (None)")
-    if info.tensor_type is TensorType.HW and memory_type is MemoryType.USER_POINTER_NON_CMA:
-        raise MemoryTypeError(
-            f"tensor {info.name!r}: a HW-view tensor needs device-visible memory "
-            "(XRT_BO, DMA_FD or USER_POINTER_CMA), not USER_POINTER_NON_CMA"
-        )
-    not_fd = isinstance(buffer, bool) or not isinstance(buffer, int)
-    if memory_type is MemoryType.DMA_FD and not_fd:
-        raise TensorError(
-            f"tensor {info.name!r}: a DMA_FD tensor wraps an int file descriptor, "
-            f"got {type(buffer).__name__}"
-        )
-    if memory_type is not MemoryType.DMA_FD and not not_fd:
-        raise TensorError(
-            f"tensor {info.name!r}: an int ({buffer}) is only a buffer for DMA_FD, "
-            f"not {memory_type.name}"
-        )
-
-
-def check_bounded(info: NpuTensorInfo) -> None:
-    """TensorError for an info with -1 dims (data-dependent, no bound known)."""
-    if not info.bounded:
-        raise TensorError(
-            f"tensor {info.name!r}: shape {list(info.shape)} has data-dependent dims with no "
-            "known bound (-1); replace them with the capacity you want, e.g. "
-            "dataclasses.replace(info, shape=(...))"
-        )
-
-
-def _device_memory(info: NpuTensorInfo, buffer: Any, memory_type: MemoryType) -> DeviceMemory:
-    """``buffer``'s device memory checked for ``info`` (no copy)."""
-    if memory_type is MemoryType.USER_POINTER_NON_CMA:
-        raise MemoryTypeError(
-            f"tensor {info.name!r}: device memory is USER_POINTER_CMA (the device reads it "
-            "directly), not USER_POINTER_NON_CMA"
-        )
-    memory = _device.wrap_device(buffer, info.name)
-    if memory.readonly and info.direction is TensorDirection.OUTPUT:
-        raise TensorError(
-            f"tensor {info.name!r}: the device buffer is read-only, and an OUTPUT tensor is "
-            "written by the engine"
-        )
-    _check_size(info, memory.nbytes)
-    return memory
-
-
-def _host_bytes(info: NpuTensorInfo, buffer: Any) -> npt.NDArray[np.uint8]:
-    """A flat uint8 view of a user buffer (no copy): read-only buffers for INPUT only."""
-    readonly_ok = info.direction is TensorDirection.INPUT
-    if isinstance(buffer, HostMemory):
-        if buffer.closed:
-            raise TensorError(f"tensor {info.name!r}: {buffer!r} is closed")
-        return buffer.array
-    if isinstance(buffer, np.ndarray):
-        array = buffer
-    else:
-        try:
-            view = memoryview(buffer)
-        except TypeError:
+    def _host_bytes(self) -> npt.NDArray[np.uint8]:
+        span = self._live_span()
+        if span.host is None:
             raise TensorError(
-                f"tensor {info.name!r}: {type(buffer).__name__} does not expose a buffer"
-            ) from None
-        if view.readonly and not readonly_ok:
-            raise TensorError(
-                f"tensor {info.name!r}: {type(buffer).__name__} buffer is read-only, and an "
-                "OUTPUT tensor is written by the engine (INPUT tensors may be read-only)"
+                f"tensor {self._info.name!r} is device memory ({span.device}): "
+                "read it on the GPU (cupy.from_dlpack(tensor), torch.from_dlpack(tensor))"
             )
-        if not view.c_contiguous:
-            raise TensorError(f"tensor {info.name!r}: buffer is not C-contiguous")
-        flat = view if view.ndim == 1 and view.format == "B" else view.cast("B")
-        return np.frombuffer(flat, np.uint8)
-    if not array.flags.writeable and not readonly_ok:
-        raise TensorError(
-            f"tensor {info.name!r}: numpy buffer is read-only, and an OUTPUT tensor is "
-            "written by the engine (INPUT tensors may be read-only)"
-        )
-    if not array.flags.c_contiguous:
-        raise TensorError(
-            f"tensor {info.name!r}: numpy buffer is not C-contiguous (strides {array.strides})"
-        )
-    return array.reshape(-1).view(np.uint8)
-
-
-def _check_size(info: NpuTensorInfo, nbytes: int) -> None:
-    if nbytes < info.size_in_bytes:
-        raise TensorError(
-            f"tensor {info.name!r}: buffer of {nbytes} bytes is smaller than the "
-            f"{info.size_in_bytes} bytes of {info.describe()}"
-        )
-
-
-def _default_layout(ndim: int) -> MemoryLayout:
-    return {2: MemoryLayout.NC, 3: MemoryLayout.NHW, 4: MemoryLayout.NCHW}.get(
-        ndim, MemoryLayout.GENERIC
-    )
+        return span.host

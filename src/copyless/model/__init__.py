@@ -3,10 +3,18 @@
 ``compile_model`` / ``compile_to_memory`` turn an ONNX model into a :class:`CompiledModel`
 (see :mod:`._compiler` for the options); ``load_model`` reads one back from a ``.rai`` file or
 a ``vaiml_par_0`` directory.
+
+The compiler (onnx, onnxruntime's quantization tools: about a second of imports) loads on
+first use of ``compile_model`` / ``compile_to_memory``: a process that only loads and runs
+compiled models (a Ray worker, an app on a cached model) never imports it.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._artifact import artifact_key
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
-from ._compiler import artifact_key, compile_model, compile_to_memory
 from ._config import ConfigFile, check_compiled_with, read_config
 from ._directory import write_atomically
 from ._graph import ELEM_OF, graph_inputs
@@ -15,6 +23,22 @@ from ._loader import load_model
 from ._options import CompileOptions, parse_shape
 from ._precision import precision_line, precision_of
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
+
+if TYPE_CHECKING:
+    from ._compiler import compile_model, compile_to_memory
+
+_LAZY = frozenset({"compile_model", "compile_to_memory"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import _compiler
+
+        value = getattr(_compiler, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ELEM_OF",

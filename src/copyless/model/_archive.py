@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..types import ModelLoadError
+from ..types import ModelLoadError, apply_umask
 from . import _mapped
 from ._compiled import CompiledModel
 from ._manifest import manifest_of, model_from_manifest
@@ -73,6 +73,7 @@ def write_archive(model: CompiledModel, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        apply_umask(fd)  # mkstemp makes it 0600: readable by its writer only
         with os.fdopen(fd, "wb") as f:
             f.write(head.ljust(HEADER_SIZE, b"\0"))
             for start, data in chunks:

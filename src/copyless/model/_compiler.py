@@ -69,10 +69,8 @@ compile fails here, not in the runner. Graphs are written with IR version 10.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +89,8 @@ from ..types import (
     UnsupportedError,
 )
 from ._archive import write_archive
+from ._artifact import COMPILER_VERSION
+from ._artifact import artifact_key as artifact_key  # where callers found it
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._directory import write_directory
 from ._folding import Fold, check_opset, fold_input, fold_output
@@ -111,22 +111,10 @@ from .postprocess import Folded, PostprocessOptions, fold_postprocess
 
 _log = logging.getLogger(__name__)
 
-# 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: capacities of data-dependent
-# dims; 5: the pixel prefix moves bytes before floats, 3-channel stem fold of any mean;
-# 6: in-graph frame resize as fixed taps (PIL's filter, torchvision's crop coordinates);
-# 7: YUV offsets as swscale's; 8: resized frames rounded to whole levels
-COMPILER_VERSION = "8"
 #: Who compiled a model, as its metadata records it: the public entry point, never a private
 #: module path (models before this recorded ``copyless.model._compiler/<version>``; nothing
 #: reads the field back to decide anything, so both load the same).
 COMPILER_ID = "copyless.compile_model"
-
-
-def artifact_key(source: str, options: Mapping[str, Any]) -> str:
-    """A short key naming the compiled artifact of ``source`` (a file name carrying its own
-    version) with ``options``, for caches: it changes with the compiler's output format."""
-    text = json.dumps([source, COMPILER_VERSION, dict(options)], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def compile_model(model: str | Path | onnx.ModelProto, output: str | Path, **options: Any) -> Path:

@@ -23,7 +23,7 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..types import ModelLoadError
+from ..types import ModelLoadError, apply_umask
 from ._compiled import CompiledModel
 from ._manifest import manifest_of, model_from_manifest
 
@@ -38,6 +38,7 @@ def write_atomically(path: Path, data: bytes) -> None:
     old file or the new one, never half of one."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        apply_umask(fd)  # mkstemp makes it 0600: readable by its writer only
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)

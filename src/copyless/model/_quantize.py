@@ -100,6 +100,35 @@ class _Reader(ortq.CalibrationDataReader):  # type: ignore[misc]
         self._iter = iter(self._batches)
 
 
+_PRE_PROCESSED = "onnx.quant.pre_process"
+
+
+def _marked_pre_processed(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` carrying the mark of onnxruntime's quantization pre-processing.
+
+    The compiler hands over a graph with every shape fixed and inferred (what the
+    pre-processing's shape inference is for), so onnxruntime's "Please consider to run
+    pre-processing" hint does not apply; left unmarked, it goes through ``logging.warning``,
+    which also configures the root logger (basicConfig) from inside copyless and leaks into
+    the apps' output.
+    """
+    marked = onnx.ModelProto()
+    marked.CopyFrom(model)
+    props = {prop.key: prop.value for prop in model.metadata_props}
+    props[_PRE_PROCESSED] = "onnxruntime.quant"
+    onnx.helper.set_model_props(marked, props)
+    return marked
+
+
+def _drop_pre_processed_mark(model: onnx.ModelProto) -> None:
+    """Remove the mark :func:`_marked_pre_processed` added (the compiled graph keeps the
+    source model's own metadata only)."""
+    kept = [(p.key, p.value) for p in model.metadata_props if p.key != _PRE_PROCESSED]
+    del model.metadata_props[:]
+    for key, value in kept:
+        model.metadata_props.add(key=key, value=value)
+
+
 def quantize_int8(
     model: onnx.ModelProto,
     name: str,
@@ -117,7 +146,7 @@ def quantize_int8(
     with tempfile.TemporaryDirectory(prefix="copyless-quant-") as tmp:
         out, src = Path(tmp) / "quantized.onnx", Path(tmp) / "float.onnx"
         # A path, not the proto: quantize_static moves a proto's weights to external data.
-        onnx.save(model, str(src))
+        onnx.save(_marked_pre_processed(model), str(src))
         try:
             ortq.quantize_static(
                 src,
@@ -136,6 +165,7 @@ def quantize_int8(
         except _QUANT_ERRORS as exc:
             raise UnsupportedError(f"INT8 quantization failed: {exc}") from exc
         quantized = onnx.load(str(out))
+    _drop_pre_processed_mark(quantized)
     quantized.ir_version = min(quantized.ir_version, IR_VERSION)
     ranges = _float_ranges(model, name, batches)
     graph = quantized.graph

@@ -13,6 +13,9 @@ Needs the ``ray`` extra (``pip install "copyless[ray]"``). Layer: above ``runner
   its Parquet.
 * :func:`local_ray` / :func:`join_cluster`: a quiet private Ray for one job, or a running
   cluster (failing fast when it is unreachable).
+* :func:`plan_resources` / :func:`node_cpus`: actors and decode tasks fitted to the cluster
+  before submitting (shrunk, or refused with :class:`PlanError`); :func:`watch` and
+  :class:`StallError`: the watchdog that never lets a starved job wait in silence.
 """
 
 from __future__ import annotations
@@ -20,23 +23,40 @@ from __future__ import annotations
 from ._cluster import ClusterError, ClusterInfo, check_reachable, join_cluster, local_ray
 from ._frames import FrameSpec, decode_frames
 from ._job import ClassificationJob, JobSettings, gpus_per_actor
+from ._manifest import Manifest, ManifestError
+from ._plan import DECODE_CPUS, PlanError, ResourcePlan, node_cpus, plan_resources
 from ._predictor import ModelSource, PredictionError, Predictor
-from ._results import SCHEMA, ResultWriter
+from ._results import SCHEMA, PartitionedWriter, ResultWriter, part_name, result_table
+from ._watchdog import StallError, cluster_state, stall_message, watch
 
 __all__ = [
+    "DECODE_CPUS",
     "SCHEMA",
     "ClassificationJob",
     "ClusterError",
     "ClusterInfo",
     "FrameSpec",
     "JobSettings",
+    "Manifest",
+    "ManifestError",
     "ModelSource",
+    "PartitionedWriter",
+    "PlanError",
     "PredictionError",
     "Predictor",
+    "ResourcePlan",
     "ResultWriter",
+    "StallError",
     "check_reachable",
+    "cluster_state",
     "decode_frames",
     "gpus_per_actor",
     "join_cluster",
     "local_ray",
+    "node_cpus",
+    "part_name",
+    "plan_resources",
+    "result_table",
+    "stall_message",
+    "watch",
 ]

@@ -105,8 +105,11 @@ def join_cluster(address: str) -> Iterator[ClusterInfo]:
     with _environment({"RAY_USAGE_STATS_ENABLED": "0"}):
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
-        except Exception as exc:  # ConnectionError, RuntimeError (auth), ValueError
-            raise ClusterError(f"could not join the Ray cluster at {address}: {exc}") from exc
+        except Exception as exc:  # ConnectionError, RuntimeError (auth, version), ValueError
+            reason = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            raise ClusterError(
+                f"could not join the Ray cluster at {address}: {reason or type(exc).__name__}"
+            ) from exc
         try:
             yield _info(address, local=False)
         finally:

@@ -10,13 +10,15 @@ normalisation, float conversion, NCHW) is folded into the compiled model
 JPEGs are decoded by libjpeg-turbo already downscaled (in the DCT) to the smallest size that
 still covers twice ``resize_short`` (``vision.DECODE_HEADROOM``: the resize's filter then
 dominates, and the frames equal PIL's resize + crop to about a level); the fused
-resize/crop kernel writes each frame straight into the batch array. A file that cannot be
+resize/crop kernel writes each frame straight into the batch array. A path with a scheme
+(``file://``, ``s3://``...) is read through pyarrow's filesystems. A file that cannot be
 read or decoded gives a zero frame and an ``error`` message; the batch goes on.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 #: ImageNet's evaluation geometry: Resize(256) then CenterCrop(224).
 RESIZE_RATIO = 256 / 224
+#: A URI read through pyarrow's filesystems rather than opened as a local path.
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +109,18 @@ def decode_frames(
     errors = np.empty(len(paths), dtype=object)
     destination = (frames, spec.info(len(paths)))
     for i, path in enumerate(paths):
-        errors[i] = _decode_into(str(path), destination, spec, i)
+        errors[i] = _decode_into(path, destination, spec, i)
     return {**batch, "pixels": frames, "error": errors}
 
 
-def _decode_into(path: str, destination: Any, spec: FrameSpec, index: int) -> str:
+def _decode_into(path: object, destination: Any, spec: FrameSpec, index: int) -> str:
+    if path is None or not str(path):
+        return "no path (an empty row of the manifest)"
+    path = str(path)
     try:
+        source = _read_uri(path) if _SCHEME.match(path) else path
         side = spec.resize_short * DECODE_HEADROOM  # DCT reduction keeps 2x: PIL's answers
-        image = decode(path, min_size=(side, side))
+        image = decode(source, min_size=(side, side))
         classify_preprocess(
             image,
             destination,
@@ -125,6 +133,19 @@ def _decode_into(path: str, destination: Any, spec: FrameSpec, index: int) -> st
         logger.debug("%s: %s", path, exc)
         return _message(path, exc)
     return ""
+
+
+def _read_uri(uri: str) -> bytes:
+    """The bytes at ``uri`` (``file://``, ``s3://``...), through pyarrow's filesystems."""
+    from pyarrow import ArrowException, fs
+
+    try:
+        filesystem, path = fs.FileSystem.from_uri(uri)
+        with filesystem.open_input_stream(path) as stream:
+            data: bytes = stream.read()
+    except ArrowException as exc:
+        raise OSError(str(exc)) from None
+    return data
 
 
 def _message(path: str, exc: Exception) -> str:

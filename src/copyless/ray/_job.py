@@ -13,7 +13,10 @@ each image once); an image that cannot be read gives a row with an ``error``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,15 +31,15 @@ from ..model import CompiledModel
 from ..types import OptionError, RunnerType
 from ._cluster import ClusterError, ClusterInfo
 from ._frames import FrameSpec, decode_frames
+from ._manifest import Manifest
+from ._plan import DECODE_CPUS, ResourcePlan
 from ._predictor import Predictor
+from ._watchdog import STALL_S, StallError, watch
 
 #: Upper bound on the blocks the path list is cut into (each is one decode task).
 MAX_BLOCKS = 4096
-#: The CPU a decode task reserves. Not the actors' 1.0, or Ray Data would fuse the decode
-#: stage into the actors (no decoding in parallel with inference); not much less either:
-#: at 0.5 two decode tasks ran beside each actor on a 2-core machine and took the cores
-#: inference needs (2,000 photos, 1 / 2 actors: 107 / 102 images/s at 0.5, 114 / 106 at 0.9).
-DECODE_CPUS = 0.9
+#: How long a stalled run waits for Ray Data's executor to wind down (seconds).
+EXECUTOR_JOIN_S = 60.0
 
 Batch = dict[str, npt.NDArray[Any]]
 
@@ -47,16 +50,21 @@ class JobSettings:
     with ``in_flight`` jobs each, on ``runner_type`` and ``device`` ("cpu", "cuda",
     "tensorrt"),
     returning the ``top_k`` classes of each image. ``cpus_per_actor`` is what each actor
-    reserves from Ray; with ``device="cuda"``, GPUs are shared out by :func:`gpus_per_actor`.
+    reserves from Ray, ``decode_cpus`` what each decode task does (see
+    :func:`~copyless.ray.plan_resources` and :meth:`planned`); with ``device="cuda"``, GPUs
+    are shared out by :func:`gpus_per_actor`. ``stall_s``: the watchdog's time without a
+    result batch before it asks the cluster what it waits for (see :func:`run`).
     """
 
     actors: int = 1
     batch_size: int = 32
     top_k: int = 5
-    runner_type: RunnerType = RunnerType.ONNXRUNTIME
+    runner_type: RunnerType = RunnerType.VAIML
     device: str = "cpu"
     in_flight: int = 2
     cpus_per_actor: float = 1.0
+    decode_cpus: float = DECODE_CPUS
+    stall_s: float = STALL_S
 
     def __post_init__(self) -> None:
         for name in ("actors", "batch_size", "top_k", "in_flight"):
@@ -65,10 +73,21 @@ class JobSettings:
                 raise OptionError(f"{name} must be an int >= 1, got {value!r}")
         if self.device not in ("cpu", "cuda", "tensorrt"):
             raise OptionError(f"device must be 'cpu', 'cuda' or 'tensorrt', got {self.device!r}")
-        if self.device != "cpu" and self.runner_type is not RunnerType.ONNXRUNTIME:
+        if self.device != "cpu" and self.runner_type is RunnerType.OPENVINO:
             raise OptionError(f"device {self.device!r} runs on the onnxruntime runner")
-        if not self.cpus_per_actor > 0:
-            raise OptionError(f"cpus_per_actor must be > 0, got {self.cpus_per_actor!r}")
+        for name in ("cpus_per_actor", "decode_cpus", "stall_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise OptionError(f"{name} must be > 0, got {value!r}")
+
+    def planned(self, plan: ResourcePlan) -> JobSettings:
+        """These settings with the actors and CPUs of ``plan``."""
+        return dataclasses.replace(
+            self,
+            actors=plan.actors,
+            cpus_per_actor=plan.cpus_per_actor,
+            decode_cpus=plan.decode_cpus,
+        )
 
 
 def gpus_per_actor(settings: JobSettings, cluster: ClusterInfo) -> float:
@@ -87,12 +106,13 @@ def gpus_per_actor(settings: JobSettings, cluster: ClusterInfo) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ClassificationJob:
-    """Classify ``paths`` with ``model`` as ``settings`` say; ``gpus`` is each actor's GPU
+    """Classify ``paths`` (a list, or a :class:`~copyless.ray.Manifest` its workers read)
+    with ``model`` as ``settings`` say; ``gpus`` is each actor's GPU
     share (:func:`gpus_per_actor`); ``predictor`` may be a subclass of :class:`Predictor`
     adding columns of its own. Needs a connected Ray (``ray.init``,
     :func:`~copyless.ray.local_ray`, ...) to run."""
 
-    paths: Sequence[str]
+    paths: Sequence[str] | Manifest
     model: CompiledModel
     settings: JobSettings = JobSettings()
     gpus: float = 0.0
@@ -102,21 +122,26 @@ class ClassificationJob:
         """The lazy dataset: one row per path with ``path``, ``error``, ``class_id``,
         ``score``, ``top_class_ids``, ``top_scores``. The model travels to the actors
         through the object store."""
-        if not self.paths:
-            raise OptionError("a classification job needs at least one path")
         settings = self.settings
-        ds: ray.data.Dataset = ray.data.from_arrow(_path_blocks(self.paths, settings.batch_size))
+        ds: ray.data.Dataset
+        if isinstance(self.paths, Manifest):
+            self.paths.check()
+            ds = self.paths.dataset()
+        elif not self.paths:
+            raise OptionError("a classification job needs at least one path")
+        else:
+            ds = ray.data.from_arrow(_path_blocks(self.paths, settings.batch_size))
         ds = ds.map_batches(
             decode_frames,
             fn_kwargs={"spec": FrameSpec.for_model(self.model)},
             batch_size=settings.batch_size,
             batch_format="numpy",
-            num_cpus=DECODE_CPUS,
+            num_cpus=settings.decode_cpus,
         )
         ds = ds.map_batches(
             self.predictor,
             fn_constructor_kwargs={
-                "model": self.model,
+                "model": ray.put(self.model),  # once into the object store, not per actor
                 "top_k": settings.top_k,
                 "runner_type": settings.runner_type,
                 "options": {"device": settings.device},
@@ -135,8 +160,23 @@ class ClassificationJob:
 
     def run(self) -> Iterator[Batch]:
         """Run the job; yield result batches (numpy columns) as they complete, in
-        completion order."""
-        yield from self.dataset().iter_batches(batch_size=None, batch_format="numpy")
+        completion order. Raises :class:`~copyless.ray.StallError` when no batch has come
+        for ``settings.stall_s`` seconds while Ray has demands it cannot place."""
+        batches = self.dataset().iter_batches(batch_size=None, batch_format="numpy")
+        try:
+            yield from watch(iter(batches), self.settings.stall_s)
+        except StallError:
+            _join_executor_threads()
+            raise
+
+
+def _join_executor_threads(timeout_s: float = EXECUTOR_JOIN_S) -> None:
+    """Wait for Ray Data's executor threads to end: a stalled run's shutdown waits only 2 s
+    for them, and one still running when the driver disconnects dies with a traceback."""
+    deadline = time.monotonic() + timeout_s
+    for thread in threading.enumerate():
+        if thread.name.startswith("StreamingExecutor"):
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _path_blocks(paths: Sequence[str], batch_size: int) -> list[pa.Table]:

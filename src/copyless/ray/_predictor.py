@@ -2,13 +2,24 @@
 
 ::
 
+    plan = plan_resources(2, node_cpus())  # actors that leave the decode tasks a CPU
+    ds = ds.map_batches(decode_frames, fn_kwargs={"spec": FrameSpec.for_model(model)},
+                        batch_size=32, num_cpus=plan.decode_cpus)
     ds = ds.map_batches(
         Predictor,
-        fn_constructor_kwargs={"model": "lite0.rai", "top_k": 5},
-        compute=ray.data.ActorPoolStrategy(size=2),
+        fn_constructor_kwargs={"model": ray.put(model), "top_k": 5},
+        compute=ray.data.ActorPoolStrategy(size=plan.actors),
+        num_cpus=plan.cpus_per_actor,
         batch_size=32,
         zero_copy_batch=True,
     )
+    for batch in watch(iter(ds.iter_batches(batch_size=None))):
+        ...
+
+Size the pool with :func:`~copyless.ray.plan_resources`: an actor pool that reserves every
+CPU of the cluster starves the decode tasks forever (Ray keeps their demand pending and
+says nothing); :func:`~copyless.ray.watch` turns such a stall into a
+:class:`~copyless.ray.StallError` naming the demand.
 
 Each actor opens the compiled model once, in its constructor: from a path every node can
 read, from a :class:`~copyless.model.CompiledModel` (Ray Data ships constructor arguments
@@ -90,7 +101,7 @@ class Predictor:
         *,
         column: str = "pixels",
         top_k: int | None = None,
-        runner_type: RunnerType = RunnerType.ONNXRUNTIME,
+        runner_type: RunnerType = RunnerType.VAIML,
         options: Mapping[str, Any] | None = None,
         in_flight: int = 2,
     ) -> None:

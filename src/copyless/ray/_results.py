@@ -1,8 +1,15 @@
 """Result rows to Parquet, atomically: an interrupted run leaves no half-written file.
 
-Rows stream into a hidden temporary file beside the destination (constant memory however
-many images); :meth:`ResultWriter.commit` fsyncs it and renames it over the destination in
-one step. Leaving the ``with`` block on an exception (Ctrl-C included) deletes it instead.
+:class:`ResultWriter`, one file: rows stream into a hidden temporary file beside the
+destination (constant memory however many images); :meth:`ResultWriter.commit` fsyncs it
+and renames it over the destination in one step. Leaving the ``with`` block on an exception
+(Ctrl-C included) deletes it instead.
+
+:class:`PartitionedWriter`, a directory: one Parquet file per result batch, each written
+to a temporary name and renamed, named by a hash of the batch's input paths. A batch
+written again (Ray Data retrying it, or the same job run again into the directory) replaces
+its file instead of adding rows, and every file there is whole: what a failed run had
+finished stays.
 
 Schema, one row per image: ``path`` (string), ``class_id`` (int64), ``label`` (string),
 ``score`` (float32, the top-1 probability), ``top_class_ids`` / ``top_labels`` /
@@ -14,6 +21,7 @@ read or decoded every prediction column is null and ``error`` says why; otherwis
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 import weakref
@@ -24,6 +32,8 @@ from typing import IO, Any
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from ..types import apply_umask
 
 SCHEMA = pa.schema(
     [
@@ -53,6 +63,7 @@ class ResultWriter:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self._path.name}.", suffix=".tmp")
         self._tmp = Path(tmp)
+        apply_umask(fd)  # mkstemp makes it 0600: readable by its writer only
         self._file = os.fdopen(fd, "wb")
         self._writer = pq.ParquetWriter(self._file, SCHEMA)
         # A writer dropped without commit() or abort() removes its temporary file.
@@ -71,27 +82,7 @@ class ResultWriter:
 
     def table(self, batch: dict[str, npt.NDArray[Any]]) -> pa.Table:
         """The Parquet rows of one result batch."""
-        failed = [bool(e) for e in batch["error"]]
-        ids = batch["top_class_ids"].tolist()
-        scores = batch["top_scores"].tolist()
-        top_ids = [None if bad else row for bad, row in zip(failed, ids, strict=True)]
-        columns = {
-            "path": [str(p) for p in batch["path"]],
-            "class_id": [None if bad else row[0] for bad, row in zip(failed, ids, strict=True)],
-            "label": [None if row is None else self._name(row[0]) for row in top_ids],
-            "score": [None if bad else row[0] for bad, row in zip(failed, scores, strict=True)],
-            "top_class_ids": top_ids,
-            "top_labels": [None if row is None else list(map(self._name, row)) for row in top_ids],
-            "top_scores": [None if bad else row for bad, row in zip(failed, scores, strict=True)],
-            "error": [
-                str(e) if bad else None for bad, e in zip(failed, batch["error"], strict=True)
-            ],
-        }
-        return pa.Table.from_pydict(columns, schema=SCHEMA)
-
-    def _name(self, class_id: int) -> str:
-        labels = self._labels
-        return labels[class_id] if 0 <= class_id < len(labels) else f"class {class_id}"
+        return result_table(batch, self._labels)
 
     def commit(self) -> Path:
         """Finish the file and move it over the destination; returns the destination."""
@@ -138,3 +129,94 @@ def _discard(writer: pq.ParquetWriter, file: IO[bytes], tmp: Path) -> None:
         file.close()
     with contextlib.suppress(OSError):
         tmp.unlink()
+
+
+def result_table(batch: dict[str, npt.NDArray[Any]], labels: Sequence[str] = ()) -> pa.Table:
+    """The Parquet rows (:data:`SCHEMA`) of one result batch; ``labels[class_id]`` names
+    a class, ids beyond the list are named ``"class N"``."""
+
+    def name(class_id: int) -> str:
+        return labels[class_id] if 0 <= class_id < len(labels) else f"class {class_id}"
+
+    failed = [bool(e) for e in batch["error"]]
+    ids = batch["top_class_ids"].tolist()
+    scores = batch["top_scores"].tolist()
+    top_ids = [None if bad else row for bad, row in zip(failed, ids, strict=True)]
+    columns = {
+        "path": [None if p is None else str(p) for p in batch["path"]],
+        "class_id": [None if bad else row[0] for bad, row in zip(failed, ids, strict=True)],
+        "label": [None if row is None else name(row[0]) for row in top_ids],
+        "score": [None if bad else row[0] for bad, row in zip(failed, scores, strict=True)],
+        "top_class_ids": top_ids,
+        "top_labels": [None if row is None else list(map(name, row)) for row in top_ids],
+        "top_scores": [None if bad else row for bad, row in zip(failed, scores, strict=True)],
+        "error": [str(e) if bad else None for bad, e in zip(failed, batch["error"], strict=True)],
+    }
+    return pa.Table.from_pydict(columns, schema=SCHEMA)
+
+
+class PartitionedWriter:
+    """Writes result batches to ``directory``, one ``part-HASH.parquet`` per batch (see
+    the module docstring); ``rows``, ``errors`` and ``parts`` count what was written.
+
+    Has :class:`ResultWriter`'s interface: :meth:`commit` returns the directory and
+    :meth:`abort` keeps the parts already written (each is whole). Copies: none beyond
+    building each batch's Arrow table.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], labels: Sequence[str] = ()) -> None:
+        self._directory = Path(directory)
+        self._labels = list(labels)
+        self._directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=self._directory, prefix=".probe-"):
+            pass  # the directory is writable: fail before any Ray starts otherwise
+        self._names: set[str] = set()
+        self.rows = 0
+        self.errors = 0
+
+    @property
+    def parts(self) -> int:
+        """The part files this writer has written."""
+        return len(self._names)
+
+    def write(self, batch: dict[str, npt.NDArray[Any]]) -> int:
+        """Write one result batch as its own part file; returns its number of rows."""
+        table = result_table(batch, self._labels)
+        name = part_name(table.column("path").to_pylist())
+        fd, tmp = tempfile.mkstemp(dir=self._directory, prefix=f".{name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as file:
+                pq.write_table(table, file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(tmp, self._directory / name)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        if name not in self._names:  # a batch written again replaced its file
+            self._names.add(name)
+            self.rows += table.num_rows
+            self.errors += table.num_rows - table.column("error").null_count
+        return int(table.num_rows)
+
+    def commit(self) -> Path:
+        """The parts are already in place; returns the directory."""
+        return self._directory
+
+    def abort(self) -> None:
+        """Keep the parts written so far: each is whole."""
+
+    def __enter__(self) -> PartitionedWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def part_name(paths: Sequence[str | None]) -> str:
+    """``part-HASH.parquet``: the same input paths (in any order) give the same name."""
+    digest = hashlib.sha256()
+    for path in sorted(p or "" for p in paths):
+        digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
+    return f"part-{digest.hexdigest()[:24]}.parquet"

@@ -49,7 +49,7 @@ typedef struct {
     int next;               /* round-robin replacement */
     Entry entries[MAX_ENTRIES];
     PyObject *success;      /* returned by a fast call */
-    PyObject *closed_name;  /* interned "_bytes": None when a tensor is closed */
+    PyObject *closed_name;  /* interned "_span": None when a tensor is closed */
     unsigned long long count;
 } FastPath;
 
@@ -89,7 +89,7 @@ static void FastPath_dealloc(FastPath *self) {
 static PyObject *FastPath_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     FastPath *self = (FastPath *)PyType_GenericNew(type, args, kwds);
     if (self == NULL) return NULL;
-    self->closed_name = PyUnicode_InternFromString("_bytes");
+    self->closed_name = PyUnicode_InternFromString("_span");
     if (self->closed_name == NULL) {
         Py_DECREF(self);
         return NULL;
@@ -236,7 +236,7 @@ static int check_shape(PyObject *shape, Py_ssize_t *rows, Py_ssize_t *cols) {
 /* Checked here: the argument types, 1..64 rows and cols, the tensor count, (callable,
  * tuple) call pairs, weak-referenceable tensors. Python (replay.Replays.install) installs
  * only a CallPlan that bound every tensor in place (runner/_plan.py validated the tensors
- * against the model's views); the C side never looks inside a tensor beyond `_bytes`. */
+ * against the model's views); the C side never looks inside a tensor beyond `_span`. */
 static PyObject *FastPath_install(FastPath *self, PyObject *args) {
     PyObject *tensors, *in_shape, *out_shape, *calls, *ranges;
     Py_ssize_t in_rows, in_cols, out_rows, out_cols;

@@ -10,8 +10,7 @@ are a window from the oldest unfinished job to the newest, and a job is admitted
 that window is shorter than the limit. So when a job is admitted, every job submitted
 ``max_concurrent_runs`` or more before it has finished and released its tensors, whatever
 order the worker threads finished them in: rotating ``K >= max_concurrent_runs`` output
-buffers with submit-and-retry never meets a buffer still bound (a later job finishing
-before a stalled earlier one no longer frees a slot while the earlier job holds memory).
+buffers with submit-and-retry never meets a buffer still bound.
 
 No head-of-line blocking of results: a finished job is collectable at once unless it has a
 callback that must wait its turn. With ``callback_order="completion"`` that never happens;
@@ -62,6 +61,11 @@ class Job:
     def describe(self) -> str:
         return f"job {self.job_id}"
 
+    @property
+    def trace_id(self) -> int:
+        """How the profiling trace names this job's events."""
+        return self.job_id
+
 
 @dataclass(eq=False, frozen=True, slots=True)
 class SyncCall:
@@ -73,16 +77,16 @@ class SyncCall:
     def describe(self) -> str:
         return "a synchronous call"
 
+    @property
+    def trace_id(self) -> str:
+        """How the profiling trace names this call's events (no job id: not a job)."""
+        return "sync"
 
-@dataclass(eq=False, frozen=True, slots=True)
-class _FastCall:
+
+class _FastCall(SyncCall):
     """The call the C fast path is running (its ranges, as ``FastPath.enter`` reports)."""
 
-    in_ranges: Ranges
-    out_ranges: Ranges
-
-    def describe(self) -> str:
-        return "a synchronous call"
+    __slots__ = ()
 
 
 Holder = Job | SyncCall | _FastCall
@@ -271,10 +275,12 @@ def _refusal(
 ) -> StatusCode | None:
     for holder in holders:
         if overlaps(out_ranges, holder.out_ranges) or overlaps(out_ranges, holder.in_ranges):
-            log.error("output memory is bound to %s still in flight", holder.describe())
+            log.repeated(logging.ERROR, "busy-output",
+                         "output memory is bound to %s still in flight", holder.describe())
             return StatusCode.INVALID_OUTPUT
         if overlaps(in_ranges, holder.out_ranges):
-            log.error("input memory is an output of %s still in flight", holder.describe())
+            log.repeated(logging.ERROR, "busy-input",
+                         "input memory is an output of %s still in flight", holder.describe())
             return StatusCode.INVALID_INPUT
     return None
 

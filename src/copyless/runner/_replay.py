@@ -18,7 +18,7 @@ from typing import Any
 from ..types import StatusCode
 from ._fast import FastPath
 from ._plan import CallPlan
-from ._slot import Slot
+from ._slot import ExecutionSlot
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class Replays:
     def __init__(self, enabled: bool) -> None:
         self.path = FastPath(StatusCode.SUCCESS)
         self._enabled = enabled
-        self._slots: list[Slot | None] = [None] * ENTRIES
+        self._slots: list[ExecutionSlot | None] = [None] * ENTRIES
         self._plans: list[CallPlan | None] = [None] * ENTRIES  # what each entry replays
 
     def install(
@@ -39,8 +39,8 @@ class Replays:
         plan: CallPlan,
         inputs: Any,
         outputs: Any,
-        acquire: Callable[[], Slot],
-        release: Callable[[Slot], None],
+        acquire: Callable[[], ExecutionSlot],
+        release: Callable[[ExecutionSlot], None],
     ) -> None:
         """Replay ``plan`` from now on if it binds everything in place. ``acquire`` gives a
         slot (kept by the entry), ``release`` takes back one no entry needs."""

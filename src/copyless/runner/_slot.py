@@ -11,7 +11,7 @@ A DYNAMIC output's tensor gets its ``produced_shape`` once the engines have run.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from ._trace import Trace
 Location = tuple[int, DataType, tuple[int, ...]]
 
 
-class Slot:
+class ExecutionSlot:
     def __init__(self, model: CompiledModel, engines: Sequence[Engine]) -> None:
         self._model = model
         self._contexts: list[EngineContext] = [engine.new_context() for engine in engines]
@@ -60,7 +60,7 @@ class Slot:
         )
 
 
-    def run(self, plan: CallPlan, trace: Trace, job_id: int) -> None:
+    def run(self, plan: CallPlan, trace: Trace, job_id: int | str) -> None:
         """Bind (only when the plan changed), convert in, run every partition, convert out.
 
         Raises on engine failure."""
@@ -75,7 +75,15 @@ class Slot:
             context.run()
         self._unstage_outputs(plan)
 
-    def _run_traced(self, plan: CallPlan, trace: Trace, job_id: int) -> None:
+    def start(self, plan: CallPlan, done: Callable[[BaseException | None], None]) -> None:
+        """Bind (only when the plan changed) and start the one partition's run without
+        blocking (:attr:`Capabilities.native_async`); ``done(error or None)`` on the engine's
+        thread. For plans with nothing staged: every tensor bound in place."""
+        if self._prepared is not plan:
+            self.prepare(plan)
+        self._contexts[0].start(done)
+
+    def _run_traced(self, plan: CallPlan, trace: Trace, job_id: int | str) -> None:
         t0 = trace.now()
         if self._prepared is not plan:
             self.prepare(plan)

@@ -56,7 +56,7 @@ class Trace:
     def now() -> int:
         return time.perf_counter_ns()
 
-    def add(self, name: str, start_ns: int, end_ns: int, job_id: int, **args: Any) -> None:
+    def add(self, name: str, start_ns: int, end_ns: int, job_id: int | str, **args: Any) -> None:
         event = {
             "name": name,
             "cat": "copyless",

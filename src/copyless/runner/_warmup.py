@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from ..memory import NpuTensor
 from ..model import CompiledModel
 from ..types import NpuTensorInfo
+from ._engine_set import EngineSet
 from ._plan import build_plan
-from ._slot import Slot
+from ._slot import ExecutionSlot
 from ._trace import Trace
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ _NO_TRACE = Trace(False, None)
 
 def first_runs(
     model: CompiledModel,
-    slots: Sequence[Slot],
+    slots: Sequence[ExecutionSlot],
     allocate: Callable[[NpuTensorInfo], NpuTensor],
     memory: tuple[str, ...],
 ) -> int:
@@ -43,20 +44,35 @@ def first_runs(
     try:
         inputs = [[allocate(spec.hw) for spec in model.inputs]]
         outputs = [[allocate(spec.hw) for spec in model.outputs]]
-        plan = build_plan(
-            model.inputs, model.outputs, model.batch_size, inputs, outputs, memory
-        )
+        plan = build_plan(model.inputs, model.outputs, model.batch_size, inputs, outputs, memory)
     except Exception as exc:  # noqa: BLE001 - warming up is best effort
         logger.debug("no warm-up runs (the first jobs will pay instead): %s", exc)
         return 0
     done = 0
     for slot in slots:
         try:
-            slot.run(plan, _NO_TRACE, 0)
+            slot.run(plan, _NO_TRACE, "warm-up")
             done += 1
         except Exception as exc:  # noqa: BLE001 - a warm-up run that fails changes nothing
             logger.debug("warm-up run failed (the first job will pay instead): %s", exc)
     return done
+
+
+def prime(
+    model: CompiledModel,
+    engines: EngineSet,
+    runs: int,
+    allocate: Callable[[NpuTensorInfo], NpuTensor],
+) -> None:
+    """One first run on each of ``runs`` async slots and one sync slot (made now if need
+    be), all given back to their pools afterwards."""
+    pools = [engines.async_slots()] * runs + [engines.sync_slots]
+    slots = [(pool, pool.acquire()) for pool in pools]
+    try:
+        first_runs(model, [slot for _, slot in slots], allocate, engines.memory)
+    finally:
+        for pool, slot in slots:
+            pool.release(slot)
 
 
 def start_workers(executor: concurrent.futures.ThreadPoolExecutor, count: int) -> None:

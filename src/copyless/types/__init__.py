@@ -23,7 +23,8 @@ from ._errors import (
     UnknownTensorError,
     UnsupportedError,
 )
-from ._info import JobHandle, NpuTensorInfo, QuantParameters
+from ._files import apply_umask, umask
+from ._info import ExecuteAsyncCallback, JobHandle, NpuTensorInfo, QuantParameters
 from ._readonly import ReadOnly
 from ._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
 
@@ -31,6 +32,7 @@ __all__ = [
     "CopylessError",
     "DataType",
     "DeviceUnavailableError",
+    "ExecuteAsyncCallback",
     "JobHandle",
     "LayoutError",
     "MemoryLayout",
@@ -51,6 +53,8 @@ __all__ = [
     "TensorType",
     "UnknownTensorError",
     "UnsupportedError",
+    "apply_umask",
+    "umask",
     "info_from_dict",
     "info_to_dict",
     "quant_from_dict",

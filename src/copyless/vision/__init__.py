@@ -3,25 +3,36 @@ and read classification / text-detection outputs in place.
 
 ``decode`` -> ``classify_preprocess`` / ``letterbox`` / ``stretch`` (written straight into the
 tensor's memory) -> run the model -> ``softmax_topk`` / ``text_boxes`` / ``detections`` ->
-``draw_boxes`` / ``draw_detections``.
+``draw_boxes`` / ``draw_detections`` (format by extension). Detections come back in the
+model's frame pixels; ``to_image`` maps them to the photo through what ``stretch`` or
+``letterbox`` returned, and ``limit_side`` is the size policy the apps feed detectors at.
+Text lines (OCR): ``text_quads`` (DB postprocess) -> ``line_crops`` -> ``warp_lines`` (crops
+sampled straight into a recogniser's batch tensor).
 Video (``copyless[video]``, PyAV imported on first use): ``VideoSource`` yields the
 decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv12"``;
-``VideoWriter`` encodes annotated frames.
+``VideoWriter`` encodes annotated frames; ``StreamSet`` decodes many streams side by side
+and assembles their frames into batches for one model, with per-stream ``StreamStats`` and
+the latest ``Annotated`` frame of each stream (for a dashboard or a web page).
 """
 
 from __future__ import annotations
 
 from ._decode import DECODE_HEADROOM, ImageSource, decode
-from ._detections import Detection, detections, draw_detections
+from ._detections import Detection, Placement, detections, draw_detections, to_image
+from ._extra import need
 from ._formats import ColourFormat, Destination, colour_format_for
 from ._gpu import DeviceImage, download, upload
-from ._postprocess import Box, draw_boxes, softmax_topk, text_boxes
-from ._preprocess import Letterbox, classify_preprocess, letterbox, stretch
+from ._postprocess import IMAGE_FORMATS, Box, draw_boxes, image_format, softmax_topk, text_boxes
+from ._preprocess import Letterbox, classify_preprocess, letterbox, limit_side, stretch
+from ._streams import Annotated, StreamFrame, StreamSet, StreamStats
+from ._textlines import LineCrops, line_crops, order_lines, place_page, text_quads, warp_lines
 from ._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
 from ._video_writer import VideoWriter
 
 __all__ = [
     "DECODE_HEADROOM",
+    "IMAGE_FORMATS",
+    "Annotated",
     "Box",
     "ColourFormat",
     "Destination",
@@ -29,7 +40,12 @@ __all__ = [
     "DeviceImage",
     "ImageSource",
     "Letterbox",
+    "LineCrops",
+    "Placement",
+    "StreamFrame",
     "StreamInfo",
+    "StreamSet",
+    "StreamStats",
     "VideoError",
     "VideoFrame",
     "VideoSource",
@@ -41,10 +57,19 @@ __all__ = [
     "download",
     "draw_boxes",
     "draw_detections",
+    "image_format",
     "import_av",
     "letterbox",
+    "limit_side",
+    "need",
+    "line_crops",
+    "order_lines",
+    "place_page",
     "softmax_topk",
     "stretch",
     "text_boxes",
+    "text_quads",
+    "to_image",
     "upload",
+    "warp_lines",
 ]

@@ -116,7 +116,10 @@ def _decode_pillow(data: bytes, name: str, min_h: int, min_w: int) -> npt.NDArra
                 img.draft("RGB", (max(min_w, 1), max(min_h, 1)))
             rgb = img.convert("RGB")
             rgb.load()
-    except (image.UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+    except image.UnidentifiedImageError:
+        # Pillow's own message names the BytesIO it read, not the file
+        raise ValueError(f"{name}: not a decodable image (format not recognised)") from None
+    except (OSError, SyntaxError, ValueError) as exc:
         raise ValueError(f"{name}: not a decodable image ({exc})") from None
     return _checked(np.array(rgb))  # Pillow buffer -> numpy: the one copy
 

@@ -21,11 +21,16 @@ import numpy.typing as npt
 from ..memory import NpuTensor
 from ._extra import need
 from ._formats import _tensor_array
-from ._postprocess import Box
+from ._postprocess import Box, image_format
+from ._preprocess import Letterbox
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Detection", "detections", "draw_detections"]
+__all__ = ["Detection", "Placement", "detections", "draw_detections", "to_image"]
+
+#: Where a preprocess put the photo in the model's frame: the :class:`Letterbox` that
+#: :func:`letterbox` returns, or the ``(sx, sy)`` that :func:`stretch` returns.
+Placement = Letterbox | tuple[float, float]
 
 #: An output: a tensor (its first ``count`` rows are read) or a numpy array.
 Rows = NpuTensor | npt.NDArray[Any]
@@ -48,6 +53,40 @@ class Detection:
             f"box: {b.x0:.1f} {b.y0:.1f} {b.x1:.1f} {b.y1:.1f} {self.class_id} {self.label} "
             f"{b.score:.3f}"
         )
+
+
+def to_image(found: Sequence[Detection], placement: Placement) -> list[Detection]:
+    """``found`` (in the model's frame pixels) mapped back to the photo's pixels.
+
+    ``placement`` is what the preprocess returned: a :class:`Letterbox` (padding removed,
+    scale undone, boxes clipped to the photo) or :func:`stretch`'s ``(sx, sy)`` (each axis
+    scaled). Landmark points are mapped the same way. So one model compiled for one frame
+    size serves photos of any size: stretch or letterbox the photo into its input tensor,
+    run, read :func:`detections`, then ``to_image(found, placement)``. New objects; no
+    tensor memory is read.
+    """
+    if isinstance(placement, Letterbox):
+        return [_letterboxed(det, placement) for det in found]
+    sx, sy = (float(v) for v in placement)
+    return [
+        Detection(
+            Box(d.box.x0 * sx, d.box.y0 * sy, d.box.x1 * sx, d.box.y1 * sy, d.box.score),
+            d.class_id,
+            d.label,
+            tuple((x * sx, y * sy) for x, y in d.points),
+        )
+        for d in found
+    ]
+
+
+def _letterboxed(det: Detection, placed: Letterbox) -> Detection:
+    x0, y0 = placed.to_source(det.box.x0, det.box.y0)
+    x1, y1 = placed.to_source(det.box.x1, det.box.y1)
+    w, h = float(placed.width), float(placed.height)
+    box = Box(min(max(x0, 0.0), w), min(max(y0, 0.0), h), min(max(x1, 0.0), w),
+              min(max(y1, 0.0), h), det.box.score)  # fmt: skip
+    points = tuple(placed.to_source(x, y) for x, y in det.points)
+    return Detection(box, det.class_id, det.label, points)
 
 
 def detections(
@@ -102,13 +141,16 @@ def draw_detections(
     *,
     width: int = 2,
 ) -> Path:
-    """Save ``image`` (``(H, W, 3)`` uint8 RGB) as a PNG with each detection's box outlined
-    in its class colour, ``LABEL SCORE`` on a filled tab above it and its landmark points.
+    """Save ``image`` (``(H, W, 3)`` uint8 RGB) with each detection's box outlined in its
+    class colour, ``LABEL SCORE`` on a filled tab above it and its landmark points, in the
+    format the extension of ``out_path`` names (:func:`~copyless.vision.image_format`).
 
     Copies the image once (Pillow draws on its own buffer); ``image`` is left unchanged.
     """
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
         raise ValueError(f"image must be uint8 (H, W, 3) RGB, got {image.dtype} {image.shape}")
+    path = Path(out_path)
+    fmt = image_format(path)  # an unknown extension is refused before any drawing
     canvas = need("PIL.Image").fromarray(np.ascontiguousarray(image))  # the "vision" extra
     draw = need("PIL.ImageDraw").Draw(canvas)
     font = need("PIL.ImageFont").load_default(size=max(11, min(canvas.size) // 40))
@@ -125,7 +167,6 @@ def draw_detections(
         draw.text((b.x0 + 2 - left, y + 2 - top), text, fill=(255, 255, 255), font=font)
         for x, y in det.points:
             draw.ellipse((x - 2, y - 2, x + 2, y + 2), fill=colour)
-    path = Path(out_path)
-    canvas.save(path, format="PNG")
+    canvas.save(path, format=fmt)
     logger.debug("wrote %d detections to %s", len(found), path)
     return path

@@ -106,8 +106,9 @@ def text_boxes(
         if score < box_threshold or min(w, h) < min_size:
             continue
         grow = w * h * unclip_ratio / (2.0 * (w + h))
-        box = _to_source((x0 - grow) * sx, (y0 - grow) * sy, (x1 + grow) * sx,
-                         (y1 + grow) * sy, letterbox)
+        box = _to_source(
+            (x0 - grow) * sx, (y0 - grow) * sy, (x1 + grow) * sx, (y1 + grow) * sy, letterbox
+        )
         if box is not None:
             boxes.append(Box(*box, score=score))
     boxes.sort(key=lambda b: (b.y0, b.x0))
@@ -122,12 +123,15 @@ def draw_boxes(
     colour: tuple[int, int, int] = (255, 0, 0),
     width: int = 2,
 ) -> Path:
-    """Save ``image`` (``(H, W, 3)`` uint8 RGB) with ``boxes`` outlined as a PNG at ``out_path``.
+    """Save ``image`` (``(H, W, 3)`` uint8 RGB) with ``boxes`` outlined at ``out_path``, in
+    the format its extension names (:func:`image_format`: ``.png``, ``.jpg``...).
 
     Copies the image once (Pillow draws on its own buffer); ``image`` is left unchanged.
     """
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
         raise ValueError(f"image must be uint8 (H, W, 3) RGB, got {image.dtype} {image.shape}")
+    path = Path(out_path)
+    fmt = image_format(path)
     canvas = need("PIL.Image").fromarray(np.ascontiguousarray(image))
     draw = need("PIL.ImageDraw").Draw(canvas)
     for box in boxes:
@@ -136,10 +140,24 @@ def draw_boxes(
             outline=colour,
             width=width,
         )
-    path = Path(out_path)
-    canvas.save(path, format="PNG")
+    canvas.save(path, format=fmt)
     logger.debug("wrote %d boxes to %s", len(boxes), path)
     return path
+
+
+#: The image formats ``draw_boxes`` / ``draw_detections`` write, by file extension.
+IMAGE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".bmp": "BMP",
+                 ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WEBP"}  # fmt: skip
+
+
+def image_format(path: str | os.PathLike[str]) -> str:
+    """The Pillow format ``path``'s extension names (``out.jpg`` -> ``"JPEG"``); ValueError
+    naming the path and the known extensions for any other (no silent PNG in a .jpg)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in IMAGE_FORMATS:
+        known = ", ".join(IMAGE_FORMATS)
+        raise ValueError(f"{path}: unknown image extension {suffix or '(none)'!r} (use {known})")
+    return IMAGE_FORMATS[suffix]
 
 
 def _as_array(output: Output) -> npt.NDArray[Any]:

@@ -38,7 +38,7 @@ class VideoWriter:
         self.path = Path(path)
         try:
             self._container = av.open(str(self.path), "w")
-        except (av.error.FFmpegError, OSError) as exc:
+        except (av.error.FFmpegError, OSError, ValueError) as exc:  # ValueError: no format
             raise VideoError(f"cannot write {self.path}: {exc}") from exc
         self._finalizer = weakref.finalize(self, self._container.close)
         self._stream = _add_stream(self._container, round(rate) or 25)
@@ -86,6 +86,9 @@ class VideoWriter:
             try:
                 for packet in self._stream.encode():
                     self._container.mux(packet)
+            except (self._av.error.FFmpegError, OSError) as exc:
+                # FFmpeg opens the file on the first packet: a bad path shows up only here
+                raise VideoError(f"cannot write {self.path}: {exc}") from exc
             finally:
                 self._finalizer()
 

@@ -172,11 +172,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, default=Path("copyless_bench.json"))
     p.add_argument("--png", type=Path, default=Path("copyless_bench.png"))
     p.add_argument("--quick", action="store_true", help="tiny counts (4 frames, 1 round)")
-    p.add_argument("--predecoded", action="store_true",
-                   help="decode the photo once, not per frame (copyless-zerocopy's timing)")
-    p.add_argument("--ov-precision", choices=["default", "f32", "bf16"], default="default",
-                   help="OpenVINO inference precision for every OpenVINO pipeline (default: "
-                   "each one's own: OpenVINO's choice for its pipelines, f32 for copyless)")
+    p.add_argument(
+        "--predecoded",
+        action="store_true",
+        help="decode the photo once, not per frame (copyless-zerocopy's timing)",
+    )
+    p.add_argument(
+        "--ov-precision",
+        choices=["default", "f32", "bf16"],
+        default="default",
+        help="OpenVINO inference precision for every OpenVINO pipeline (default: "
+        "each one's own: OpenVINO's choice for its pipelines, f32 for copyless)",
+    )
     p.add_argument("--no-spin", action="store_true",
                    help="copyless's sync onnxruntime engines block instead of spinning within "
                    "runs (the runner's default; faster on a loaded machine)")  # fmt: skip
@@ -206,12 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``--list`` names them); without a name, or with options first, the ``peers`` suite."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("--list", "list"):
-        print("\n".join(suites.describe()))
+        print("\n".join(suites.describe((__doc__ or "").strip().splitlines()[0])))
         return 0
     if not args or args[0].startswith("-"):
         return run_peers(args)
     name, rest = args[0], args[1:]
-    builtin = suites.builtin()
+    builtin: dict[str, suites.Suite] = {"peers": run_peers, **suites.builtin()}
     if name in builtin:
         return builtin[name](rest)
     found = suites.scripts()

@@ -53,7 +53,7 @@ from .tasks import Outcome, Photo, Task
 BACKENDS = {"ort": RunnerType.ONNXRUNTIME, "ov": RunnerType.OPENVINO}
 
 
-class _Slot:
+class _JobBuffers:
     """One job slot's tensors: the input, the output and where the frames landed."""
 
     def __init__(self, runner: Runner, view: TensorType) -> None:
@@ -101,7 +101,7 @@ def sync(model: Path, task: Task, photo: Photo, batch: int, backend: str, zero_c
          precision: str | None, spin: bool = True) -> Pipeline:  # fmt: skip
     view = TensorType.HW if zero_copy else TensorType.CPU
     runner = _runner(model, backend, view.name, 1, precision, spin)
-    slot = _Slot(runner, view)
+    slot = _JobBuffers(runner, view)
     watch = Stopwatch()
 
     def run(batches: int) -> Outcome:
@@ -129,10 +129,10 @@ def sync(model: Path, task: Task, photo: Photo, batch: int, backend: str, zero_c
 def pipelined(model: Path, task: Task, photo: Photo, batch: int, backend: str, slots: int,
               precision: str | None) -> Pipeline:  # fmt: skip
     runner = _runner(model, backend, "HW", slots, precision)
-    ring = [_Slot(runner, TensorType.HW) for _ in range(slots)]
+    ring = [_JobBuffers(runner, TensorType.HW) for _ in range(slots)]
 
     def run(batches: int) -> Outcome:
-        in_flight: collections.deque[tuple[_Slot, JobHandle]] = collections.deque()
+        in_flight: collections.deque[tuple[_JobBuffers, JobHandle]] = collections.deque()
         outcome = Outcome()
         for index in range(batches):
             slot = ring[index % slots]
@@ -151,7 +151,9 @@ def pipelined(model: Path, task: Task, photo: Photo, batch: int, backend: str, s
     return Pipeline(name, FAMILY_COPYLESS, True, run, runner.close, engine=backend)
 
 
-def _collect(runner: Runner, task: Task, batch: int, slot: _Slot, handle: JobHandle) -> Outcome:
+def _collect(
+    runner: Runner, task: Task, batch: int, slot: _JobBuffers, handle: JobHandle
+) -> Outcome:
     status = runner.wait(handle, -1)
     if status is not StatusCode.SUCCESS:
         raise CopylessError(f"job {handle.job_id} ended with {status.name}")

@@ -126,7 +126,8 @@ def _why(best: Row, zc: Row) -> str:
                 f"{max(zc.rounds_ms):.2f} ms overlap)")  # fmt: skip
     stages = [
         f"{s} {zc.stages_ms[s] - best.stages_ms[s]:+.3f} ms"
-        for s in STAGES if s in best.stages_ms and s in zc.stages_ms
+        for s in STAGES
+        if s in best.stages_ms and s in zc.stages_ms
     ]
     return f"{text} beyond the rounds' spread" + (f" ({', '.join(stages)})" if stages else "")
 

@@ -3,7 +3,8 @@
 Two kinds of suites:
 
 * built in (this package, installed with copyless): ``peers`` (the default: copyless
-  against the pipelines users write, see :mod:`.cli`), ``prefix`` (the folded
+  against the pipelines users write, see :mod:`.cli`, which registers it: this module
+  imports no suite, so nothing here imports back), ``prefix`` (the folded
   preprocessing per graph node, see :mod:`.prefix`) and ``spin`` (onnxruntime's thread
   spinning against the machine's load, see :mod:`.spin`);
 * the benchmark programs of a source checkout, one per hot path: every ``NAME.py`` in its
@@ -25,12 +26,7 @@ Suite = Callable[[Sequence[str]], int]
 
 
 def builtin() -> dict[str, Suite]:
-    """The suites installed with copyless (imported when run)."""
-
-    def peers(argv: Sequence[str]) -> int:
-        from .cli import run_peers
-
-        return run_peers(argv)
+    """The suites installed with copyless besides ``peers`` (imported when run)."""
 
     def prefix(argv: Sequence[str]) -> int:
         from .prefix import main
@@ -42,7 +38,7 @@ def builtin() -> dict[str, Suite]:
 
         return main(argv)
 
-    return {"peers": peers, "prefix": prefix, "spin": spin}
+    return {"prefix": prefix, "spin": spin}
 
 
 def scripts_folder() -> Path | None:
@@ -63,10 +59,11 @@ def scripts() -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.py")) if not p.stem.startswith("_")}
 
 
-def describe() -> list[str]:
-    """One line per suite: its name and the first line of its docstring."""
-    lines = ["built in:"]
-    for name, module in (("peers", ".cli"), ("prefix", ".prefix"), ("spin", ".spin")):
+def describe(peers: str) -> list[str]:
+    """One line per suite: its name and the first line of its docstring (``peers``: the
+    peers suite's, which its module passes in)."""
+    lines = ["built in:", f"  {'peers':<18}{peers}"]
+    for name, module in (("prefix", ".prefix"), ("spin", ".spin")):
         lines.append(f"  {name:<18}{_first_line(module)}")
     found = scripts()
     where = scripts_folder()

@@ -16,8 +16,10 @@ decoding and the reference pipeline each one reproduces):
 * ``picodet`` (:mod:`._picodet`): PP-PicoDet GFL heads as rapid-layout decodes them;
   defaults score 0.5, IoU 0.5.
 
-Needs a single-input model of opset >= 13 compiled with batch 1 (run frames as separate
-jobs, e.g. with ``execute_async``, for throughput).
+Needs a single-input model of opset >= 13. At batch B > 1 (``batch_size``) NMS runs over
+the B images at once and the outputs hold the rows of every image, sorted by image then by
+score, with ``batch_index [K]`` int64 (the image of each row); each image keeps at most
+``max_detections`` boxes per class, ``K <= B * max_detections`` (see :mod:`._nms`).
 """
 
 from __future__ import annotations

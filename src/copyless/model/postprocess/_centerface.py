@@ -29,11 +29,14 @@ STRIDE = 4
 _CHANNELS = (1, 2, 2, 10)
 
 
-def decode(ops: Ops, heads: list[tuple[str, tuple[int, ...]]], size: tuple[int, int]) -> Candidates:
-    """Candidates from the heads ``[(tensor, shape)]`` of a model whose input is ``size``."""
+def decode(
+    ops: Ops, heads: list[tuple[str, tuple[int, ...]]], size: tuple[int, int], batch: int = 1
+) -> Candidates:
+    """Candidates from the heads ``[(tensor, shape)]`` of a model whose input is ``batch``
+    images of ``size``."""
     height, width = size
     h, w = height // STRIDE, width // STRIDE
-    expected = [(1, c, h, w) for c in _CHANNELS]
+    expected = [(batch, c, h, w) for c in _CHANNELS]
     shapes = [shape for _, shape in heads]
     if shapes != expected:
         raise UnsupportedError(
@@ -41,36 +44,40 @@ def decode(ops: Ops, heads: list[tuple[str, tuple[int, ...]]], size: tuple[int, 
             f"shaped {expected} for a {height}x{width} input; the model gives {shapes}"
         )
     (heat, _), (scale, _), (offset, _), (marks, _) = heads
-    n = h * w
+    n, b = h * w, batch
     rows, cols = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
     centres = np.stack([cols.ravel(), rows.ravel()]).astype(np.float32) * STRIDE + STRIDE / 2
     swap = ops.i64(1, 0, tag="yx_to_xy")
-    # the heads hold (y, x) pairs: gather them as (x, y) rows [2, n]
-    sizes = ops.op("Mul", ops.op("Exp", _rows(ops, scale, 2, n, swap)), ops.const(STRIDE))
-    shift = ops.op("Mul", _rows(ops, offset, 2, n, swap), ops.const(STRIDE))
+    # the heads hold (y, x) pairs: gather them as (x, y) rows [B, 2, n]
+    sizes = ops.op("Mul", ops.op("Exp", _rows(ops, scale, b, 2, n, swap)), ops.const(STRIDE))
+    shift = ops.op("Mul", _rows(ops, offset, b, 2, n, swap), ops.const(STRIDE))
     limit = ops.const([[width], [height]], tag="limit")
     half = ops.op("Mul", sizes, ops.const(0.5))
     start = ops.op("Sub", ops.op("Add", ops.const(centres, tag="centres"), shift), half)
     start = ops.op("Min", ops.op("Max", start, ops.const(0.0)), limit)
     end = ops.op("Min", ops.op("Add", start, sizes), limit)
-    corners = ops.op("Transpose", ops.op("Concat", start, end, axis=0), perm=[1, 0])  # [n, 4]
-    points = _rows(ops, marks, 10, n, ops.i64(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, tag="yx_to_xy"))
-    tile = ops.i64(5, 1, tag="five_points")
+    corners = ops.op("Transpose", ops.op("Concat", start, end, axis=1), perm=[0, 2, 1])
+    points = _rows(ops, marks, b, 10, n, ops.i64(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, tag="yx_to_xy"))
+    tile = ops.i64(1, 5, 1, tag="five_points")
     points = ops.op(
         "Add",
         ops.op("Mul", points, ops.op("Tile", sizes, tile)),
         ops.op("Tile", start, tile),
     )
+    per_cell = ops.op("Transpose", points, perm=[0, 2, 1])  # [B, n, 10]
     return Candidates(
-        boxes=ops.op("Reshape", corners, ops.i64(1, n, 4, tag="boxes")),
-        scores=ops.op("Reshape", heat, ops.i64(1, 1, n, tag="scores")),
+        boxes=ops.op("Reshape", corners, ops.i64(b, n, 4, tag="boxes")),
+        scores=ops.op("Reshape", heat, ops.i64(b, 1, n, tag="scores")),
         count=n,
         classes=1,
-        extra=(Extra("landmarks", ops.op("Transpose", points, perm=[1, 0]), 5),),
+        extra=(
+            Extra("landmarks", ops.op("Reshape", per_cell, ops.i64(b * n, 10, tag="points")), 5),
+        ),
+        batch=b,
     )
 
 
-def _rows(ops: Ops, head: str, channels: int, n: int, order: str) -> str:
-    """Head ``[1, channels, h, w]`` -> ``[channels, n]`` with its channels in ``order``."""
-    flat = ops.op("Reshape", head, ops.i64(channels, n, tag="rows"))
-    return ops.op("Gather", flat, order, axis=0)
+def _rows(ops: Ops, head: str, batch: int, channels: int, n: int, order: str) -> str:
+    """Head ``[B, channels, h, w]`` -> ``[B, channels, n]`` with its channels in ``order``."""
+    flat = ops.op("Reshape", head, ops.i64(batch, channels, n, tag="rows"))
+    return ops.op("Gather", flat, order, axis=1)

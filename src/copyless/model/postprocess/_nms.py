@@ -6,6 +6,12 @@ A decoder hands over :class:`Candidates` in model-input pixels; :func:`select` a
 nodes that turn them into the final outputs (``boxes [K, 4]`` float32 ``x0, y0, x1, y1``,
 ``scores [K]`` float32, ``classes [K]`` int64, plus any per-candidate ``extra`` rows such as
 landmarks), ``K <= max_detections`` depending on the image.
+
+Batch B > 1: ``NonMaxSuppression`` runs over the B images at once (its batch dim); the rows
+of every image come in one set of outputs, sorted by image, then by score, with one more
+output ``batch_index [K]`` int64 (the image of each row). Each image keeps at most
+``max_detections`` boxes per class (NMS's own cap); the outputs hold at most
+``B * max_detections`` rows in all.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 
 from ._ops import Ops
 
@@ -31,12 +38,12 @@ class Extra:
 
 @dataclass(frozen=True, slots=True)
 class Candidates:
-    """Decoded candidates of one image (batch 1).
+    """Decoded candidates of ``batch`` images.
 
-    ``boxes``: ``[1, N, 4]`` float32 ``x0, y0, x1, y1`` in model-input pixels. ``scores``:
-    ``[1, C, N]`` float32 per class. ``count``: N; ``classes``: C. ``extra``: more
-    per-candidate outputs. ``per_class``: the most boxes NMS keeps per class (None:
-    ``max_detections``).
+    ``boxes``: ``[B, N, 4]`` float32 ``x0, y0, x1, y1`` in model-input pixels. ``scores``:
+    ``[B, C, N]`` float32 per class, probabilities in 0..1. ``count``: N; ``classes``: C.
+    ``extra``: more per-candidate outputs (rows ``[B * N, 2 * points]``, image-major).
+    ``per_class``: the most boxes NMS keeps per class (None: ``max_detections``).
     """
 
     boxes: str
@@ -45,6 +52,7 @@ class Candidates:
     classes: int
     extra: tuple[Extra, ...] = ()
     per_class: int | None = None
+    batch: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +78,26 @@ def select(ops: Ops, cand: Candidates, sel: Selection) -> dict[str, str]:
         ops.const([sel.score_threshold], tag="score_threshold"),
     )  # [M, 3]: batch, class, box index; per class in descending score
     scores = ops.op("GatherND", cand.scores, chosen)  # [M]
-    k = ops.op("Min", ops.op("Shape", scores), ops.i64(sel.max_detections, tag="max_detections"))
-    top, order = ops.multi("TopK", [scores, k], 2, axis=0, largest=1, sorted=1)
+    limit = sel.max_detections * cand.batch
+    k = ops.op("Min", ops.op("Shape", scores), ops.i64(limit, tag="max_detections"))
+    image = None
+    if cand.batch == 1:
+        top, order = ops.multi("TopK", [scores, k], 2, axis=0, largest=1, sorted=1)
+    else:  # by image, then by score: scores are in 0..1, so score - 2 * image sorts both
+        image = ops.op("Gather", chosen, ops.const(0, np.int64, "batch_column"), axis=1)
+        offset = ops.op("Mul", ops.op("Cast", image, to=onnx.TensorProto.FLOAT), ops.const(2.0))
+        _, order = ops.multi("TopK", [ops.op("Sub", scores, offset), k], 2, axis=0, largest=1,
+                             sorted=1)  # fmt: skip
+        top = ops.op("Gather", scores, order, axis=0)
+        image = ops.op("Gather", image, order, axis=0)
     column = ops.const(1, np.int64, "class_column")
     classes = ops.op("Gather", ops.op("Gather", chosen, column, axis=1), order, axis=0)
     index = ops.op("Gather", ops.op("Gather", chosen, ops.const(2, np.int64, "box_column"),
                                     axis=1), order, axis=0)  # fmt: skip
-    flat = ops.op("Reshape", cand.boxes, ops.i64(cand.count, 4, tag="flat_boxes"))
+    if image is not None:  # the row in the image-major flat candidates
+        index = ops.op("Add", ops.op("Mul", image, ops.const(cand.count, np.int64, "count")),
+                       index)  # fmt: skip
+    flat = ops.op("Reshape", cand.boxes, ops.i64(cand.batch * cand.count, 4, tag="flat_boxes"))
     boxes = ops.op("Gather", flat, index, axis=0)
     (mh, mw), (fh, fw) = sel.model_size, sel.frame_size
     boxes = ops.op("Max", ops.op("Min", boxes, ops.const([mw, mh, mw, mh], tag="size")),
@@ -90,6 +111,8 @@ def select(ops: Ops, cand: Candidates, sel: Selection) -> dict[str, str]:
     for extra in cand.extra:
         points = ops.op("Gather", extra.rows, index, axis=0)
         outputs[extra.name] = _scaled(ops, points, scale_xy * extra.points)
+    if image is not None:
+        outputs["batch_index"] = image
     return outputs
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import platformdirs
 
+from ...types import apply_umask
+
 __all__ = ["CACHE_ENV", "atomic_write", "cache_root", "cached_file", "locked"]
 
 CACHE_ENV = "COPYLESS_CACHE_DIR"
@@ -44,7 +46,7 @@ def atomic_write(path: Path, data: bytes) -> None:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
+        apply_umask(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

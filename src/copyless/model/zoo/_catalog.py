@@ -30,7 +30,10 @@ class Preprocessing:
     input ``(height, width)``: fixed for a classifier, the recommended size for a model with
     dynamic spatial dimensions (then any multiple of ``size_multiple`` works). ``resize`` is
     the short side to resize to before a centre crop of ``size``; ``None`` means resize
-    straight to ``size`` (no crop).
+    straight to ``size`` (no crop). ``limit_side`` is the size policy of a detector fed
+    photos at their own size: a photo whose longer side exceeds it is scaled down to it
+    first (RapidOCR's ``limit_side_len``; see :func:`copyless.vision.limit_side`), which
+    bounds the memory of the compiled graph; ``None`` for models fed at a fixed size.
     """
 
     mean: tuple[float, float, float]
@@ -38,6 +41,7 @@ class Preprocessing:
     size: tuple[int, int]
     resize: int | None
     size_multiple: int = 1
+    limit_side: int | None = None
 
     @property
     def scale(self) -> tuple[float, float, float]:
@@ -75,6 +79,50 @@ class ZooEntry:
     trained: bool = True
 
 
+_HALF = (127.5, 127.5, 127.5)
+_ROLES = {
+    "det": "text detector: [N,3,H,W] RGB -> text probability [N,1,H,W]",
+    "rec": "text recogniser: [N,3,48,W] RGB -> CTC character probabilities [N,W/8,C]",
+    "cls": "text angle classifier: [N,3,48,192] RGB -> [N,2] (0, 180 degrees)",
+}
+
+
+def _ppocr_preprocessing(generation: str, role: str) -> Preprocessing:
+    if role == "det":  # v4's detector keeps the ImageNet record copyless-detect was tuned on
+        mean, std = (_IMAGENET_MEAN, _IMAGENET_STD) if generation == "v4" else (_HALF, _HALF)
+        return Preprocessing(mean, std, (640, 640), None, 32)
+    return Preprocessing(_HALF, _HALF, (48, 320 if role == "rec" else 192), None)
+
+
+def _ppocr_entry(name: str, generation: str, role: str) -> ZooEntry:
+    gen = ppocr.GENERATIONS[generation]
+    version = "PP-OCRv6 (rapidocr 3.x)" if generation == "v6" else "PP-OCRv4 (rapidocr-onnxruntime)"
+    if role == "cls":
+        version = f"PP-OCR v2.0 ({gen.package.replace('_', '-')})"
+    return ZooEntry(
+        name=name,
+        summary=f"{version} {_ROLES[role]}",
+        source=gen.package,
+        steps=ppocr.BUILD_STEPS,
+        builder=ppocr.builder(generation, role),
+        preprocessing=_ppocr_preprocessing(generation, role),
+    )
+
+
+def ppocr_entries() -> dict[str, ZooEntry]:
+    """``ppocr-v4-*``, ``ppocr-v6-*`` and ``ppocr-det|rec|cls``: the preferred generation's
+    (v6 where ``rapidocr`` 3.x is installed, else v4)."""
+    preferred = ppocr.preferred_generation()
+    entries = {}
+    for role in _ROLES:
+        for generation in ppocr.GENERATIONS:
+            entries[f"ppocr-{generation}-{role}"] = _ppocr_entry(
+                f"ppocr-{generation}-{role}", generation, role
+            )
+        entries[f"ppocr-{role}"] = _ppocr_entry(f"ppocr-{role}", preferred, role)
+    return entries
+
+
 ENTRIES: dict[str, ZooEntry] = {
     "efficientnet-lite0": ZooEntry(
         name="efficientnet-lite0",
@@ -83,14 +131,6 @@ ENTRIES: dict[str, ZooEntry] = {
         steps=efficientnet.BUILD_STEPS,
         builder=efficientnet.build,
         preprocessing=Preprocessing((127.0, 127.0, 127.0), (128.0, 128.0, 128.0), (224, 224), 256),
-    ),
-    "ppocr-det": ZooEntry(
-        name="ppocr-det",
-        summary="PP-OCRv4 text detector: [N,3,H,W] RGB -> text probability [N,1,H,W]",
-        source=ppocr.PACKAGE,
-        steps=ppocr.BUILD_STEPS,
-        builder=ppocr.build,
-        preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (640, 640), None, 32),
     ),
     "resnet50": ZooEntry(
         name="resnet50",
@@ -109,7 +149,8 @@ ENTRIES: dict[str, ZooEntry] = {
         source=centerface.PACKAGE,
         steps=centerface.BUILD_STEPS,
         builder=centerface.build,
-        preprocessing=Preprocessing((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (512, 512), None, 32),
+        # 1920: a full-HD frame keeps its size; peak memory grows ~330 B per frame pixel
+        preprocessing=Preprocessing((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), (512, 512), None, 32, 1920),
         labels=centerface.LABELS,
         postprocess="centerface",
     ),
@@ -120,8 +161,10 @@ ENTRIES: dict[str, ZooEntry] = {
         source=picodet.PACKAGE,
         steps=picodet.BUILD_STEPS,
         builder=picodet.build,
-        preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (800, 608), None),
+        # 1600: twice the model's side, so the graph's resize to 800x608 keeps its detail
+        preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (800, 608), None, 1, 1600),
         labels=picodet.LABELS,
         postprocess="picodet",
     ),
+    **ppocr_entries(),
 }
