@@ -21,6 +21,7 @@ CURATED = [
     "CopylessError",
     "DataType",
     "DeviceSession",
+    "ExecuteAsyncCallback",
     "HostMemory",
     "JobHandle",
     "LayoutError",
@@ -104,7 +105,7 @@ ENUMS: dict[str, list[str]] = {
         "UNSUPPORTED",
     ],
     "RoundingMode": ["UNKNOWN", "ROUND_TO_NEAREST_EVEN", "ROUND_TOWARD_ZERO"],
-    "RunnerType": ["ONNXRUNTIME", "OPENVINO"],
+    "RunnerType": ["VAIML", "ONNXRUNTIME", "OPENVINO"],
 }
 
 NPU_TENSOR_API = [
@@ -189,8 +190,8 @@ def test_npu_tensor_api(attribute: str) -> None:
     [
         ("ModelLoadError", ()),
         ("OptionError", (ValueError,)),
-        ("LayoutError", ()),
-        ("MemoryTypeError", ()),
+        ("LayoutError", (ValueError,)),
+        ("MemoryTypeError", (ValueError,)),
         ("UnsupportedError", ()),
         ("TensorError", (ValueError,)),
         ("UnknownTensorError", (KeyError,)),
@@ -203,7 +204,15 @@ def test_error_tree(error: str, bases: tuple[type[Exception], ...]) -> None:
     assert issubclass(error_type, cl.CopylessError)
     for base in bases:
         assert issubclass(error_type, base)
-    assert issubclass(cl.CopylessError, Exception)
+    assert issubclass(cl.CopylessError, RuntimeError)  # VART's std::runtime_error
+
+
+def test_a_ported_except_runtime_error_catches_copyless_errors(tmp_path) -> None:
+    """Seed code ``catch (const std::runtime_error&)`` ported as ``except RuntimeError``."""
+    with pytest.raises(RuntimeError, match="no such file"):
+        cl.RunnerFactory.create_runner(tmp_path / "missing.rai")
+    with pytest.raises(RuntimeError, match="unknown option"):
+        cl.RunnerFactory.create_runner(tmp_path / "missing.rai", {"no_such_option": 1})
 
 
 def test_unknown_tensor_error_reads_well() -> None:
@@ -258,7 +267,8 @@ def test_execution_boundary_is_typed() -> None:
     }  # fmt: skip
     hints = typing.get_type_hints(cl.Runner.execute_async)
     assert (hints["inputs"], hints["outputs"], hints["return"]) == (tensors, tensors, cl.JobHandle)
-    assert hints["callback"] == Callable[[cl.JobHandle], Any] | None
+    assert hints["callback"] == cl.ExecuteAsyncCallback | None
+    assert cl.ExecuteAsyncCallback == Callable[[cl.JobHandle], None]
     assert typing.get_type_hints(cl.Runner.wait) == {
         "job_handle": cl.JobHandle, "timeout_ms": int, "return": cl.StatusCode,
     }  # fmt: skip

@@ -16,6 +16,7 @@ from .runner import DeviceSession, Runner, RunnerFactory, RunnerOptions
 from .types import (
     CopylessError,
     DataType,
+    ExecuteAsyncCallback,
     JobHandle,
     LayoutError,
     MemoryLayout,
@@ -59,6 +60,7 @@ __all__ = [
     "CopylessError",
     "DataType",
     "DeviceSession",
+    "ExecuteAsyncCallback",
     "HostMemory",
     "JobHandle",
     "LayoutError",

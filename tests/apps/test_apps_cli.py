@@ -183,3 +183,24 @@ def test_infer_async_writes_what_a_data_dependent_output_produced(
     unbounded = compile_model(unknown_rank_model(), tmp_path / "unknown.rai")
     assert infer_async.main(["--model-path", str(unbounded), "--dry-run"]) == 2
     assert "--output-capacity" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("input_format", ["rgbx_fp16", "rgbx_bf16", "rgbp_fp16", "rgbp"])
+def test_zerocopy_takes_every_input_format_the_compiler_writes(
+    tmp_path, capsys, input_format
+) -> None:
+    """Models compiled with --input-format rgbx_fp16|rgbx_bf16|rgbp_fp16|rgbp: the photo is
+    preprocessed straight into that format and the cat is found (was: LayoutError)."""
+    from copyless.apps import compile as compile_app
+
+    model = tmp_path / f"lite0-{input_format}.rai"
+    source = zoo.build("efficientnet-lite0", progress=False)
+    argv = [str(source), "-o", str(model), "--input-format", input_format,
+            "--mean", "127,127,127", "--std", "128,128,128", "--resize", "crop:0.875"]  # fmt: skip
+    assert compile_app.main(argv) == 0
+    capsys.readouterr()
+    photo = str(zoo.photo_path("chelsea.jpg"))
+    assert zerocopy.main(["-i", photo, "-m", str(model), "-n", "2"]) == 0
+    captured = capsys.readouterr()
+    assert _top1(captured.out) in CAT_CLASSES
+    assert "no image input" not in captured.err and "engine: " in captured.err

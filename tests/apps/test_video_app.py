@@ -362,9 +362,13 @@ def test_metrics_are_served_live_in_prometheus_text_format(clip: Path, tmp_path:
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        line = proc.stderr.readline()
-        url = re.search(r"metrics at (http://\S+/metrics)", line)
-        assert url is not None, line
+        seen = []  # other lines may come first (the engine the runner chose)
+        for line in iter(proc.stderr.readline, ""):
+            seen.append(line)
+            url = re.search(r"metrics at (http://\S+/metrics)", line)
+            if url is not None or len(seen) > 20:
+                break
+        assert url is not None, seen
         deadline, text, paused = time.monotonic() + 120, "", False
         while time.monotonic() < deadline:
             with urllib.request.urlopen(url.group(1), timeout=10) as reply:

@@ -100,8 +100,8 @@ def test_older_opsets_get_the_same_filtered_resize(opset: int) -> None:
     frame = np.random.default_rng(3).integers(0, 256, (16, 16, 3), np.uint8)
     got = run_compiled(compiled, {"input": _rgbx(frame)})["mean"][0]
     planes = [Image.fromarray(frame[..., c].astype(np.float32), mode="F") for c in range(3)]
-    want = [np.asarray(p.resize((8, 8), Image.BILINEAR)).mean() for p in planes]
-    np.testing.assert_allclose(got, want, rtol=1e-5)
+    want = [np.round(np.asarray(p.resize((8, 8), Image.BILINEAR))).mean() for p in planes]
+    np.testing.assert_allclose(got, want, atol=0.02)  # whole levels, as PIL's uint8 pixels
 
 
 def test_same_size_as_the_model_adds_no_resize() -> None:

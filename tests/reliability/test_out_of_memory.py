@@ -43,6 +43,7 @@ PRELUDE = """
     import copyless as cl
     from copyless.model import compile_to_memory
     from copyless.runner import RunnerFactory
+    ORT = cl.RunnerType.ONNXRUNTIME
 
     def limit(extra_mib):
         vms = psutil.Process().memory_info().vms
@@ -128,8 +129,9 @@ def test_execute_when_staging_cannot_be_allocated() -> None:
     first call: with no memory left for it, execute says OUT_OF_MEMORY; later, SUCCESS."""
     answer = _child("""
         n = 4 << 20   # 16 MiB of float32 per tensor
+        # forced: the default runner type would run both engines once to measure them
         runner = RunnerFactory.from_compiled(compile_to_memory(model(
-            [oh.make_node("Relu", ["x"], ["y"])], [], [1, n], [1, n])))
+            [oh.make_node("Relu", ["x"], ["y"])], [], [1, n], [1, n])), None, ORT)
         i, o = infos(runner, cl.TensorType.CPU)
         host = cl.MemoryType.USER_POINTER_NON_CMA
         x = cl.NpuTensor(i, np.full(i.shape, -1.0, np.float32), host)
@@ -159,7 +161,7 @@ def test_execute_when_a_slot_cannot_allocate_intermediates() -> None:
         # the first time under the limit aborts the process in glibc (module docstring)
         runner = RunnerFactory.from_compiled(
             compile_to_memory(net, cpu_partition_after="big"),
-            {"log_level": "ERROR", "num_threads": 1})
+            {"log_level": "ERROR", "num_threads": 1}, ORT)  # forced: nothing measured
         i, o = infos(runner, cl.TensorType.HW)
         x, y = runner.allocate_npu_tensor(i), runner.allocate_npu_tensor(o)
         x.numpy()[...] = 0.5

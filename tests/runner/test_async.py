@@ -17,6 +17,15 @@ HW = cl.TensorType.HW
 S = cl.StatusCode
 
 
+@pytest.fixture
+def native_openvino(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenVINO engines declaring native async runs (implemented, off by default: see
+    backends/_openvino.py, NATIVE_ASYNC)."""
+    from copyless.backends import _openvino
+
+    monkeypatch.setattr(_openvino.OvEngine, "capabilities", _openvino.NATIVE_ASYNC)
+
+
 def _slots(runner, n):
     return [tensors(runner, HW) for _ in range(n)]
 
@@ -228,3 +237,81 @@ def test_a_finished_job_is_collectable_at_once(tiny, make_runner, order: str) ->
     assert runner.wait(a, 10_000) is S.SUCCESS
     if order == "submission":
         assert runner.wait(c, 10_000) is S.SUCCESS
+
+
+@pytest.mark.parametrize("runner_type", [cl.RunnerType.OPENVINO, cl.RunnerType.ONNXRUNTIME])
+def test_openvino_jobs_run_on_its_own_async_requests(tiny, runner_type, native_openvino) -> None:
+    """OpenVINO: a job starts on the engine's asynchronous request from the submitting
+    thread and finishes on OpenVINO's callback thread, with no job worker involved: with
+    the only worker held by a blocking callback, a job without callback still completes.
+    onnxruntime runs jobs on the workers, so there the second job waits for the worker."""
+    _, compiled = tiny
+    options = {"max_concurrent_runs": 2, "async_threadpool_depth": 1}
+    with cl.RunnerFactory.from_compiled(compiled, options, runner_type) as runner:
+        (ax, ay), (bx, by) = _slots(runner, 2)
+        bx.numpy()[...] = np.random.default_rng(3).standard_normal(bx.info.shape)
+        expected = np.zeros_like(by.numpy())
+        reference_out = cl.NpuTensor(by.info, expected, cl.MemoryType.USER_POINTER_CMA)
+        assert runner.execute([[bx]], [[reference_out]]) is S.SUCCESS  # the sync answer
+        release, held = threading.Event(), threading.Event()
+
+        def hold(_handle: cl.JobHandle) -> None:
+            held.set()
+            release.wait(30)
+
+        a = runner.execute_async([[ax]], [[ay]], callback=hold)
+        assert held.wait(30)  # the one job worker is busy in A's callback
+        try:
+            b = runner.execute_async([[bx]], [[by]])
+            if runner_type is cl.RunnerType.OPENVINO:
+                assert runner.wait(b, 10_000) is S.SUCCESS
+                np.testing.assert_array_equal(by.numpy(), expected)
+            else:
+                assert runner.wait(b, 300) is S.JOB_PENDING
+        finally:
+            release.set()
+        assert runner.wait(a, 10_000) is S.SUCCESS
+        assert runner.wait(b, 10_000) in (S.SUCCESS, S.INVALID_JOB_ID)
+
+
+def _reshape_by_input_model():
+    """y = sum(reshape(x [2,3], s)): static output, a run that fails when s does not hold 6."""
+    import onnx
+    import onnx.helper as oh
+    import onnx.numpy_helper as onh
+
+    f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+    graph = oh.make_graph(
+        [oh.make_node("Reshape", ["x", "s"], ["r"]),
+         oh.make_node("ReduceSum", ["r"], ["t"], keepdims=0),
+         oh.make_node("Reshape", ["t", "one"], ["y"])],
+        "reshape_by_input",
+        [oh.make_tensor_value_info("x", f32, [2, 3]), oh.make_tensor_value_info("s", i64, [2])],
+        [oh.make_tensor_value_info("y", f32, [1])],
+        initializer=[onh.from_array(np.array([1], np.int64), "one")],
+    )  # fmt: skip
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 8
+    return compile_to_memory(model)
+
+
+@pytest.mark.usefixtures("native_openvino")
+def test_a_failed_native_openvino_run_ends_its_job() -> None:
+    """OpenVINO calls no callback when an async run fails: the failure watch ends the job
+    with RUNTIME_ERROR (it stayed JOB_PENDING for ever), and the runner goes on."""
+    compiled = _reshape_by_input_model()
+    with cl.RunnerFactory.from_compiled(compiled, None, cl.RunnerType.OPENVINO) as runner:
+        infos = runner.get_tensors_info
+        ins = [runner.allocate_npu_tensor(i) for i in infos(cl.TensorDirection.INPUT)]
+        outs = [runner.allocate_npu_tensor(i) for i in infos(cl.TensorDirection.OUTPUT)]
+        ins[0].numpy()[...] = np.arange(6, dtype=np.float32).reshape(2, 3)
+        ended: list[cl.JobHandle] = []
+        cases = (((3, 2), S.SUCCESS), ((5, 7), S.RUNTIME_ERROR), ((6, 1), S.SUCCESS))
+        for shape, expected in cases:
+            ins[1].numpy()[...] = shape
+            job = runner.execute_async([ins], [outs], callback=ended.append)
+            assert job.status is S.SUCCESS
+            assert runner.wait(job, 10_000) is expected, shape
+            if expected is S.SUCCESS:
+                assert outs[0].numpy()[0] == 15.0
+        assert [h.status for h in ended] == [S.SUCCESS, S.RUNTIME_ERROR, S.SUCCESS]

@@ -14,6 +14,7 @@ import copyless as cl
 from copyless.apps import compile as compile_app
 from copyless.model import CompiledModel, load_model
 
+RUNNER = cl.RunnerType.ONNXRUNTIME
 RGBX = {"input_format": "rgbx", "mean": [127, 127, 127], "std": [128, 128, 128]}
 
 
@@ -72,7 +73,6 @@ def test_command_line_flags_win_over_the_file(compiled_with_config, tmp_path: Pa
     [
         ({"compiler": {"no_such_option": 1}}, "unknown compiler option"),
         ({"compiler": [], "runner": {}}, "section 'compiler' is not an object"),
-        ({"runner": {}, "extra": {}}, "unknown section"),
         ({"runner": {"no_such_option": 1}}, "no_such_option"),
         ({"compiler": {"input_size": "64x64"}}, "input_size needs an input_format"),
         ([1, 2], "does not hold a JSON object"),
@@ -87,3 +87,44 @@ def test_bad_files_are_option_errors(compiled_with_config, tmp_path: Path, conte
     bad.write_text("{not json")
     with pytest.raises(cl.OptionError, match="cannot read"):
         cl.RunnerFactory.create_runner(model, {"config_json": str(bad)})
+
+
+#: A Vitis AI configuration file as the VAIML flow writes it (ORT's Vitis AI EP docs), plus
+#: two runner options at its top level.
+VITIS_AI_CONFIG = {
+    "passes": [
+        {"name": "init", "plugin": "vaip-pass_init"},
+        {"name": "vaiml_partition", "plugin": "vaip-pass_vaiml_partition",
+         "vaiml_config": {"device": "ve2", "optimize_level": 2}},
+    ],
+    "target": "VAIML",
+    "targets": [{"name": "VAIML", "pass": ["init", "vaiml_partition"]}],
+    "max_concurrent_runs": 4,
+    "callback_order": "completion",
+}  # fmt: skip
+
+
+def test_a_vitis_ai_config_runs_with_its_foreign_keys_named_once(
+    compiled_with_config, tmp_path: Path, caplog
+) -> None:
+    _source, model, _config_file = compiled_with_config
+    config = tmp_path / "vitis_ai_config.json"
+    config.write_text(json.dumps(VITIS_AI_CONFIG))
+    with cl.RunnerFactory.create_runner(model, {"config_json": str(config)}, RUNNER) as runner:
+        assert runner.get_property("max_concurrent_runs") == 4  # the keys copyless uses apply
+        assert runner.get_property("callback_order") == "completion"
+    warnings = [r for r in caplog.records if "ignoring key(s)" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelname == "WARNING"
+    assert warnings[0].getMessage().endswith("ignoring key(s) copyless does not use: "
+                                             "passes, target, targets")  # fmt: skip
+    # beside copyless's own sections, foreign keys are named and ignored too
+    config.write_text(json.dumps({"runner": {"max_concurrent_runs": 3}, "target": "VAIML"}))
+    caplog.clear()
+    with cl.RunnerFactory.create_runner(model, {"config_json": str(config)}, RUNNER) as runner:
+        assert runner.get_property("max_concurrent_runs") == 3
+    assert "ignoring key(s) copyless does not use: target" in caplog.text
+    # a bad value of a key copyless uses is still an error, in one line
+    config.write_text(json.dumps({**VITIS_AI_CONFIG, "max_concurrent_runs": "four"}))
+    with pytest.raises(cl.OptionError, match="max_concurrent_runs") as info:
+        cl.RunnerFactory.create_runner(model, {"config_json": str(config)}, RUNNER)
+    assert "\n" not in str(info.value)

@@ -105,6 +105,60 @@ def test_bad_arguments_are_statuses_or_tensor_errors(onnx_path: Path, caplog) ->
             session.copy_input_to_gpu(bytearray(x.nbytes))
 
 
+def test_seed_003_as_written_on_the_cpu(onnx_path: Path) -> None:
+    """The seed's calls with its arguments: sizes in elements and the session's own
+    d_input/d_output pointers (host addresses on device="cpu")."""
+    with cl.DeviceSession(onnx_path, device="cpu") as session:
+        input_size, output_size = 2 * 3 * 16 * 16, 2 * 10
+        input_cpu = _x(2).reshape(-1)  # the seed's flat vec![0.0; input_size]
+        output_cpu = np.zeros(output_size, np.float32)
+        status = session.run_inference(input_cpu, output_cpu, input_size, output_size)
+        assert status is cl.StatusCode.SUCCESS
+        np.testing.assert_allclose(output_cpu.reshape(2, 10), _expected(_x(2)), 1e-4, 1e-4)
+        buffers = session.get_device_buffers()
+        d_input, d_output = buffers.d_input, buffers.d_output
+        session.copy_input_to_gpu(_x(3).reshape(-1), input_size)
+        status = session.run_inference_device(d_input, d_output, input_size, output_size)
+        assert status is cl.StatusCode.SUCCESS
+        out = np.zeros(output_size, np.float32)
+        session.copy_output_to_cpu(out, output_size)
+        np.testing.assert_allclose(out.reshape(2, 10), _expected(_x(3)), 1e-4, 1e-4)
+        # keyword forms, and one size per tensor as a list
+        status = session.run_inference_device(
+            d_input=d_input, d_output=d_output, input_size=[input_size], output_size=output_size
+        )
+        assert status is cl.StatusCode.SUCCESS
+
+
+def test_wrong_sizes_and_foreign_pointers_never_run(onnx_path: Path, caplog) -> None:
+    with cl.DeviceSession(onnx_path, device="cpu") as session:
+        buffers = session.get_device_buffers()
+        x, y = _x(4), np.zeros((2, 10), np.float32)
+        before = session.runner.get_property("jobs_run")
+        n_in, n_out = x.size, y.size
+        assert session.run_inference(x, y, n_in - 1, n_out) is cl.StatusCode.INVALID_INPUT
+        assert session.run_inference(x, y, n_in, n_out + 1) is cl.StatusCode.INVALID_OUTPUT
+        assert session.run_inference(x, y, [n_in, 1], n_out) is cl.StatusCode.INVALID_INPUT
+        assert session.run_inference(x, y, "many", n_out) is cl.StatusCode.INVALID_INPUT
+        assert "input_size=1535 does not match tensor 'input'" in caplog.text
+        d_in, d_out = buffers.d_input, buffers.d_output
+        status = session.run_inference_device(d_in, d_out, n_in // 2, n_out)
+        assert status is cl.StatusCode.INVALID_INPUT
+        status = session.run_inference_device(d_in, d_out, n_in, 7)
+        assert status is cl.StatusCode.INVALID_OUTPUT
+        # pointers that are not the session's: the other buffer's, a numpy array's, garbage
+        assert session.run_inference_device(d_out, d_out) is cl.StatusCode.INVALID_INPUT
+        assert "is not the session's buffer" in caplog.text
+        assert session.run_inference_device(x.ctypes.data) is cl.StatusCode.INVALID_INPUT
+        assert session.run_inference_device(None, 0xDEAD) is cl.StatusCode.INVALID_OUTPUT
+        assert session.runner.get_property("jobs_run") == before  # nothing ran
+        with pytest.raises(cl.TensorError, match="input_size=10 does not match"):
+            session.copy_input_to_gpu(x, 10)
+        with pytest.raises(cl.TensorError, match="output_size=2 does not match"):
+            session.copy_output_to_cpu(y, 2)
+        np.testing.assert_array_equal(buffers.inputs[0].numpy(), 0)  # nothing copied
+
+
 def test_close_releases_the_runner_and_keeps_held_buffers(onnx_path: Path) -> None:
     session = cl.DeviceSession(onnx_path, device="cpu")
     buffers = session.get_device_buffers()

@@ -38,12 +38,16 @@ def test_auto_threads_split_the_cores_between_concurrent_jobs() -> None:
     assert (explicit.engine_threads(), explicit.async_engine_threads()) == (3, 3)
 
 
+#: onnxruntime forced: the async engines (and the engine spinning) are onnxruntime's.
+ORT = cl.RunnerType.ONNXRUNTIME
+
+
 @pytest.mark.usefixtures("four_cores")
 def test_async_engines_load_on_first_execute_async_and_compute_the_same(
     tiny: tuple[onnx.ModelProto, CompiledModel],
 ) -> None:
     model, compiled = tiny
-    with cl.RunnerFactory.from_compiled(compiled) as runner:
+    with cl.RunnerFactory.from_compiled(compiled, None, ORT) as runner:
         assert runner.get_property("engine_threads") == 4
         assert runner.get_property("async_engine_threads") == 2
         x, y = tensors(runner, HW)
@@ -134,7 +138,7 @@ def test_engine_spinning_is_opt_in_and_stops_with_each_run(
     model, compiled = tiny
     for value, expected in ((None, ("0", "0")), (False, ("0", "0")), (True, ("1", "1"))):
         options = {} if value is None else {"engine_spinning": value}
-        with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+        with cl.RunnerFactory.from_compiled(compiled, options, ORT) as runner:
             assert runner.get_property("engine_spinning") is (value is True)
             x, y = tensors(runner, HW)
             data = np.random.default_rng(1).standard_normal(x.info.shape).astype(np.float32)
@@ -232,7 +236,7 @@ def test_warm_up_loads_engines_and_starts_workers_before_any_job(
     model, compiled = tiny
     before = _job_threads()
     options = {"max_concurrent_runs": 2, "warm_up": how == "option"}
-    with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+    with cl.RunnerFactory.from_compiled(compiled, options, ORT) as runner:
         if how == "method":
             assert runner.get_property("engines_loaded") == 1
             runner.warm_up()
@@ -250,3 +254,49 @@ def test_warm_up_loads_engines_and_starts_workers_before_any_job(
         assert runner.get_property("jobs_run") == 1  # warm-up runs are not jobs
     with pytest.raises(cl.RunnerClosedError):
         runner.warm_up()
+
+
+@pytest.mark.usefixtures("four_cores")
+def test_the_first_execute_async_never_waits_for_engine_start_up(
+    tiny: tuple[onnx.ModelProto, CompiledModel],
+) -> None:
+    """Without warm_up the async engines load on the first job's worker thread: a submit
+    returns at once even while a load is held up (the first job just finishes later), and
+    the job workers are already running when create_runner returns."""
+    model, compiled = tiny
+    before = _job_threads()
+    with cl.RunnerFactory.from_compiled(compiled, {"max_concurrent_runs": 2}, ORT) as runner:
+        assert _job_threads() - before >= 3  # started at creation, not on the first submit
+        x, y = tensors(runner, HW)
+        data = np.random.default_rng(2).standard_normal(x.info.shape).astype(np.float32)
+        x.numpy()[...] = data
+        loading = runner._engines._lock  # held: as if the async engines took long to load
+        loading.acquire()
+        try:
+            started = time.perf_counter()
+            job = runner.execute_async([[x]], [[y]])
+            submitted = time.perf_counter() - started
+            assert job.status is OK and submitted < 1.0  # before: blocked on the load
+            assert runner.wait(job, 0) is cl.StatusCode.JOB_PENDING
+            assert runner.get_property("engines_loaded") == 1
+        finally:
+            loading.release()
+        assert runner.wait(job, 10_000) is OK
+        assert runner.get_property("engines_loaded") == 2  # loaded by the job's worker
+        np.testing.assert_allclose(y.numpy(), reference(model, {"input": data})[0],
+                                   rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+def test_a_failed_async_engine_load_ends_the_job_not_the_submit(
+    tiny: tuple[onnx.ModelProto, CompiledModel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _model, compiled = tiny
+    with cl.RunnerFactory.from_compiled(compiled, {"max_concurrent_runs": 2}, ORT) as runner:
+        def refuse() -> list:
+            raise MemoryError("no memory for the async engines")
+
+        monkeypatch.setattr(runner._engines, "_async_loader", refuse)
+        x, y = tensors(runner, HW)
+        job = runner.execute_async([[x]], [[y]])
+        assert job.status is OK
+        assert runner.wait(job, 10_000) is cl.StatusCode.OUT_OF_MEMORY

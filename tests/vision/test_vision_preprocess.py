@@ -289,3 +289,57 @@ def test_concurrent_preprocess_from_threads(
         list(pool.map(work, range(4)))
     for _, array in tensors:
         np.testing.assert_array_equal(array, want)
+
+
+#: Every pixel format the compiler writes (copyless-compile --input-format), as a HW view.
+COMPILED_FORMATS = [
+    (ColourFormat.RGBX, cl.DataType.UINT8, cl.MemoryLayout.NHWC4),
+    (ColourFormat.RGBX_FP16, cl.DataType.FP16, cl.MemoryLayout.NHWC4),
+    (ColourFormat.RGBX_BF16, cl.DataType.BF16, cl.MemoryLayout.NHWC4),
+    (ColourFormat.RGBP, cl.DataType.UINT8, cl.MemoryLayout.NCHW),
+    (ColourFormat.RGBP_FP16, cl.DataType.FP16, cl.MemoryLayout.NCHW),
+    (ColourFormat.RGBP_FLOAT, cl.DataType.FLOAT32, cl.MemoryLayout.NCHW),
+]
+
+
+@pytest.mark.parametrize(("fmt", "data_type", "layout"), COMPILED_FORMATS,
+                         ids=[f[0].name for f in COMPILED_FORMATS])  # fmt: skip
+@pytest.mark.parametrize("operation", ["classify", "letterbox", "stretch"])
+def test_every_compiled_format_is_written_straight_in_its_dtype(
+    photo: npt.NDArray[np.uint8], fmt, data_type, layout, operation
+) -> None:
+    """Each format holds exactly the float planes' values converted once to its dtype
+    (round to nearest even for FP16/BF16, to nearest for UINT8): no float intermediate."""
+    planar = fmt.planar
+    shape = (1, 3, 160, 160) if planar else (1, 160, 160, 4)
+    info = cl.NpuTensorInfo("x", data_type, cl.TensorDirection.INPUT, cl.TensorType.HW,
+                            layout, shape)  # fmt: skip
+    assert colour_format_for(info) is fmt
+    array = np.full(shape, 7, data_type.to_numpy())
+    tensor = cl.NpuTensor(info, array, cl.MemoryType.USER_POINTER_CMA)
+    floats = np.full((1, 3, 160, 160), -1.0, np.float32)
+    float_info = cl.NpuTensorInfo("x", cl.DataType.FLOAT32, cl.TensorDirection.INPUT,
+                                  cl.TensorType.HW, cl.MemoryLayout.NCHW, floats.shape)  # fmt: skip
+    for dst in (tensor, (floats, float_info)):
+        if operation == "classify":
+            classify_preprocess(photo, dst, resize_short=182, crop=160)
+        elif operation == "letterbox":
+            letterbox(photo, dst, size=160)
+        else:
+            stretch(photo, dst)
+    expected = floats if planar else np.concatenate(
+        [floats, np.zeros((1, 1, 160, 160), np.float32)], axis=1).transpose(0, 2, 3, 1)  # fmt: skip
+    if data_type is cl.DataType.UINT8:
+        np.testing.assert_array_equal(array, np.floor(expected + 0.5).astype(np.uint8))
+    else:
+        np.testing.assert_array_equal(array, expected.astype(data_type.to_numpy()))
+    assert fmt.image_bytes(160, 160) == array.nbytes
+
+
+def test_colour_format_for_every_compiled_format(make_info) -> None:
+    for fmt, data_type, layout in COMPILED_FORMATS:
+        shape = (2, 3, 32, 32) if fmt.planar else (2, 32, 32, 4)
+        assert colour_format_for(make_info(shape, data_type, memory_layout=layout)) is fmt
+        assert (fmt.data_type, fmt.memory_layout) == (data_type, layout)
+    with pytest.raises(cl.LayoutError, match="no image input"):  # BF16 planar: not compiled
+        colour_format_for(make_info((1, 3, 8, 8), cl.DataType.BF16))

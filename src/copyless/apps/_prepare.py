@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +22,7 @@ import numpy.typing as npt
 from ..memory import NpuTensor
 from ..model import InputPreprocessing, ResizePolicy, preprocessing_of
 from ..runner import Runner
-from ..types import LayoutError, MemoryLayout, NpuTensorInfo, UnsupportedError
+from ..types import LayoutError, NpuTensorInfo, UnsupportedError
 from ..vision import (
     DECODE_HEADROOM,
     ColourFormat,
@@ -44,8 +45,9 @@ DEFAULT_ORDER = "RGB"
 class Preparer:
     """Photo -> one frame of the model's input (see the module docstring).
 
-    ``height`` x ``width`` is the input frame; ``colour`` the format written (RGBX/BGRX for
-    the packed uint8 HW view, RGBP_FLOAT for float NCHW); ``normalize`` is ``(mean, std)``
+    ``height`` x ``width`` is the input frame; ``colour`` the format written, every one the
+    compiler writes: packed RGBX/BGRX (uint8), RGBX_FP16, RGBX_BF16; planar RGBP (uint8),
+    RGBP_FP16, RGBP_FLOAT (also the CPU view). ``normalize`` is ``(mean, std)``
     when the host applies them (in place, after the fused pass); ``assumed`` names what the
     model did not record (empty when the record is complete).
     """
@@ -108,8 +110,9 @@ class Preparer:
         else:
             stretch(image, tensor, colour_format=fmt, batch_index=batch_index)
             placed = Letterbox(1.0, 0, 0, self.width, self.height, max(self.height, self.width))
-        if self.colour is ColourFormat.RGBP_FLOAT:
-            self._finish_planar(tensor.numpy()[batch_index])
+        if self.colour is not ColourFormat.RGBX and (self.bgr or self.normalize is not None):
+            frame = tensor.numpy()[batch_index]
+            self._finish(frame if self.colour.planar else frame.transpose(2, 0, 1))
         return placed
 
     def writer(
@@ -147,8 +150,9 @@ class Preparer:
 
         return on_gpu
 
-    def _finish_planar(self, planes: npt.NDArray[np.float32]) -> None:
-        """Channel order and host normalisation of one planar float frame, in place."""
+    def _finish(self, planes: npt.NDArray[Any]) -> None:
+        """Channel order (formats other than RGBX/BGRX, which the kernel writes in either
+        order) and host normalisation of one frame's channels ``[C, H, W]``, in place."""
         if self.bgr:
             planes[[0, 2]] = planes[[2, 0]]  # two planes swapped: the one copy BGR costs
         if self.normalize is not None:
@@ -165,7 +169,7 @@ def preparer_for(runner: Runner, info: NpuTensorInfo) -> Preparer:
     """
     record = preprocessing_of(runner.model.metadata)
     colour = colour_format_for(info)
-    packed = colour.memory_layout is MemoryLayout.NHWC4
+    packed = not colour.planar
     height, width = (info.shape[1], info.shape[2]) if packed else (info.shape[2], info.shape[3])
     policy = record.resize or DEFAULT_POLICY
     if policy.policy != "stretch" and height != width:
@@ -178,15 +182,19 @@ def preparer_for(runner: Runner, info: NpuTensorInfo) -> Preparer:
         colour=colour,
         policy=policy,
         bgr=(record.colour_order or DEFAULT_ORDER) == "BGR",
-        normalize=_host_normalization(record, packed),
+        normalize=_host_normalization(record, colour),
         assumed=tuple(record.missing()),
     )
 
 
 def _host_normalization(
-    record: InputPreprocessing, packed: bool
+    record: InputPreprocessing, colour: ColourFormat
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]] | None:
-    if packed or record.normalization != "host" or record.mean is None or record.std is None:
+    """``(mean, std)`` when the host normalises: a float CPU view whose model records it
+    (a compiled pixel format normalises in the graph)."""
+    if colour is not ColourFormat.RGBP_FLOAT or record.normalization != "host":
+        return None
+    if record.mean is None or record.std is None:
         return None
     shape = (3, 1, 1)
     return (

@@ -35,10 +35,14 @@ _Result = TypeVar("_Result")
 
 
 def add_runner_argument(parser: argparse.ArgumentParser) -> None:
-    """``--runner onnxruntime|openvino`` and ``--device cpu|cuda|tensorrt`` (read back with
-    :func:`runner_type` and :func:`runner_options`)."""
+    """``--runner vaiml|onnxruntime|openvino`` and ``--device cpu|cuda|tensorrt`` (read back
+    with :func:`runner_type` and :func:`runner_options`)."""
     parser.add_argument(
-        "--runner", choices=["onnxruntime", "openvino"], default="onnxruntime", help="engine"
+        "--runner",
+        choices=[t.name.lower() for t in RunnerType],
+        default="vaiml",
+        help="engine: vaiml (default) runs the model on the engine measured fastest for it on "
+        "this machine (measured once, cached); onnxruntime or openvino force one",
     )
     parser.add_argument(
         "--device",
@@ -55,8 +59,13 @@ def runner_options(args: argparse.Namespace, **options: Any) -> dict[str, Any]:
 
 
 def runner_type(args: argparse.Namespace) -> RunnerType:
-    """The engine ``--runner`` names."""
-    return RunnerType.OPENVINO if args.runner == "openvino" else RunnerType.ONNXRUNTIME
+    """The runner type ``--runner`` names."""
+    return RunnerType[str(args.runner).upper()]
+
+
+def engine_line(runner: Runner) -> str:
+    """``engine: NAME (why)``: the line the apps print (to stderr) about the engine."""
+    return f"engine: {runner.get_property('engine')} ({runner.get_property('engine_reason')})"
 
 
 def image_parser(prog: str, description: str, model_help: str) -> argparse.ArgumentParser:
@@ -126,6 +135,7 @@ def run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: Im
         image = decode(Path(args.image))
         model = Path(args.model_dir) if args.model_dir else builtin()
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
+            print(engine_line(runner), file=sys.stderr)
             say_precision(runner)
             return app(runner, image, args)
     except (CopylessError, ValueError, OSError) as exc:

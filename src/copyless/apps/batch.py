@@ -118,7 +118,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--{flag.replace('_', '-')} must be >= 1")
     if not args.stall_timeout > 0:
         parser.error("--stall-timeout must be > 0")
-    if args.device != "cpu" and args.runner != "onnxruntime":
+    if args.device != "cpu" and args.runner == "openvino":
         parser.error(f"--device {args.device} runs on --runner onnxruntime")
     return args
 

@@ -41,7 +41,7 @@ from ..types import (
 )
 from ..vision import download, upload
 from ._checks import UsageError, check_model_path
-from ._setup import add_runner_argument, runner_options, runner_type, say_precision
+from ._setup import add_runner_argument, engine_line, runner_options, runner_type, say_precision
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
 NUM_CONCURRENT_JOBS = 2
@@ -96,13 +96,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: --dry-run: {args.input_binary} is not read", file=sys.stderr)
     try:
         options = runner_options(args, max_concurrent_runs=NUM_CONCURRENT_JOBS, warm_up=True)
-        if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
+        if runner_type(args) is not RunnerType.OPENVINO and args.device == "cpu":
             # async jobs share the sync engine's threads (one session using every core)
             # instead of sessions of cores // jobs threads each. Lite0 on 2 idle cores, async
             # pass / sync pass without and with --host-work-ms 5: batch 1 1.05-1.07x /
             # 1.25-1.27x (own sessions: 1.04-1.19x / 1.05-1.11x); batch 8 1.02x (0.87x)
             options["async_engines"] = "shared"
         with RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
+            print(engine_line(runner), file=sys.stderr)
             say_precision(runner)
             return _run(runner, args)
     except CopylessError as exc:

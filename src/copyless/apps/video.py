@@ -3,6 +3,7 @@ one model.
 
     copyless-video -i clip.mp4 [-i cam2.mp4 ...] [-m MODEL] [-o annotated.mp4] [-n 100]
                    [--batch B] [--batch-wait MS] [--metrics-port [HOST:]PORT] [--runner openvino]
+                   [--serve [HOST:]PORT [--serve-fps F]]
 
 The pipeline (three stages overlap):
 
@@ -31,6 +32,14 @@ The closing block has a line per stream (frames, FPS, latency from decode to res
 p99, drops, its error) and the totals. ``--metrics-port`` serves the same per stream, live,
 in Prometheus' text format (:mod:`._video_metrics`). One stream failing (corrupt data, a
 cut, a size change, a disconnect) is reported and the others go on.
+
+``--serve HOST:PORT`` (loopback unless a host is named; port 0 picks one, and the URL is
+printed on stderr) serves a live page while the streams play (:mod:`._live`): a tile per
+stream with its latest annotated frame as MJPEG and its FPS, p50/p99 latency and drops, and
+``/metrics`` for Prometheus; after the inputs end the page keeps the final frames and
+figures until SIGINT or SIGTERM. Frames are JPEG-encoded only while a client watches, at
+most ``--serve-fps`` a second per stream, on the page's own thread (:mod:`._board`): the
+pipeline only hands over each result (:meth:`StreamSet.subscribe`).
 
 Default model: the built-in EfficientNet-Lite0 compiled for the clip's format, size and
 colour matrix (resize 256 / crop 224 in the graph), cached; ``-m ppocr-det`` the built-in
@@ -77,10 +86,13 @@ from ..vision import (
     import_av,
 )
 from ._checks import UsageError, check_model_path, check_output
+from ._live import LivePage
 from ._models import CLASSIFIER
+from ._serve import parse_address as serve_address
 from ._setup import (
     EXIT_USAGE,
     add_runner_argument,
+    engine_line,
     runner_options,
     runner_type,
     say_precision,
@@ -129,7 +141,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", metavar="[HOST:]PORT", help="serve per-stream metrics "
                    "in Prometheus' text format at http://HOST:PORT/metrics (HOST default "
                    "127.0.0.1) while the app runs")  # fmt: skip
+    p.add_argument("--serve", metavar="[HOST:]PORT", type=_serve_address, help="serve a live "
+                   "page (loopback unless a host is named) until SIGINT/SIGTERM")  # fmt: skip
+    p.add_argument("--serve-fps", type=float, default=5.0, help="JPEGs per second per stream "
+                   "at most for the page, made only while someone watches (default 5)")  # fmt: skip
     return p
+
+
+def _serve_address(text: str) -> tuple[str, int]:
+    try:
+        return serve_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass
@@ -190,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{flag.replace('_', '-')} must be >= 1")
     if args.batch_wait < 0:
         parser.error("--batch-wait must be >= 0")
+    if not args.serve_fps > 0:
+        parser.error("--serve-fps must be > 0")
     try:
         address = parse_address(args.metrics_port) if args.metrics_port else None
     except ValueError as exc:
@@ -200,12 +225,33 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    try:  # the page's address is bound before any other work
+        page = LivePage.open(args.input, args.serve, args.serve_fps) if args.serve else None
+    except CopylessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        code = _open_and_run(args, address, page)
+        if page is not None and code != EXIT_USAGE:
+            page.serve_until_signal()
+        return code
+    finally:
+        if page is not None:
+            page.close()
+
+
+def _open_and_run(
+    args: argparse.Namespace, address: tuple[str, int] | None, page: LivePage | None
+) -> int:
     try:
         streams = StreamSet(args.input, queue=args.queue, threads=args.threads,
                             live=args.live or None, max_frames=args.max_frames)  # fmt: skip
     except VideoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if page is not None:  # the page reads the figures and gets each result (a reference)
+        page.show_figures(streams.stats)
+        streams.subscribe(page.publish)
     try:
         with streams, _FFmpegErrors() as errors:
             return _run(streams, args, errors, address)
@@ -283,13 +329,14 @@ def _run(
         except UsageError as exc:
             raise VideoError(f"{exc} (built-in models: {', '.join(BUILTIN)})") from None
         options = runner_options(args, max_concurrent_runs=args.slots)
-        if runner_type(args) is RunnerType.ONNXRUNTIME and args.device == "cpu":
+        if runner_type(args) is not RunnerType.OPENVINO and args.device == "cpu":
             # only async jobs run here: the sync engines, sized for them (cores // slots
             # threads each), are theirs; no second set loaded on the first job
             sized = RunnerOptions(max_concurrent_runs=args.slots)
             options["num_threads"] = sized.async_engine_threads()
             options["async_engines"] = "shared"
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
+            print(engine_line(runner), file=sys.stderr)
             say_precision(runner)
             planes = _model_planes(runner)
             for source in streams.sources:

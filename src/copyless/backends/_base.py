@@ -16,7 +16,7 @@ object for methods or types.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -46,6 +46,9 @@ class Capabilities:
     concurrent async jobs.
     ``cuda_graphs``: runs replay a captured CUDA graph, which needs every tensor at a fixed
     device address (``memory`` then lists no host memory).
+    ``native_async``: :meth:`EngineContext.start` starts a run without blocking and reports
+    its end on an engine thread (OpenVINO's asynchronous requests), so the runner starts
+    async jobs from the submitting thread with no worker-thread hop in between.
     """
 
     memory: tuple[str, ...] = (HOST,)
@@ -54,6 +57,7 @@ class Capabilities:
     engine_outputs: bool = True
     threads_per_engine: bool = False
     cuda_graphs: bool = False
+    native_async: bool = False
 
     def accepts(self, device: str) -> bool:
         """Whether a context binds memory on ``device`` (``"cpu"``, ``"cuda:0"``...)."""
@@ -95,6 +99,11 @@ class EngineContext(Protocol):
         """Run the graph on the bound buffers, without holding the GIL. Raises on failure
         (a data-dependent output too big for its memory is no failure: see
         :meth:`produced_shape`)."""
+
+    def start(self, done: Callable[[BaseException | None], None]) -> None:
+        """Start a run on the bound buffers and return at once; ``done(None)`` (or
+        ``done(error)``) is called on an engine thread when it ends. Only where
+        :attr:`Capabilities.native_async` is declared; one run per context at a time."""
 
     def produced_shape(self, name: str) -> tuple[int, ...]:
         """The shape the last :meth:`run` produced for data-dependent output ``name``."""

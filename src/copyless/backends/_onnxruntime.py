@@ -26,7 +26,7 @@ import ctypes
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import onnxruntime as ort
@@ -144,6 +144,9 @@ class OrtContext:
 
     def order_after(self, streams: tuple[int, ...]) -> None:
         raise UnsupportedError("an ONNX Runtime CPU context runs on no CUDA stream")
+
+    def start(self, done: Callable[[BaseException | None], None]) -> None:
+        raise UnsupportedError("ONNX Runtime has no native async run (native_async=False)")
 
     def run(self) -> None:
         self._rebind_dynamic()

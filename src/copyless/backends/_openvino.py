@@ -36,12 +36,17 @@ user to ``pip install copyless[openvino]``.
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from typing import Any, Protocol
+
+import onnx
 
 from ..model import Partition
 from ..types import DataType, ModelLoadError, UnsupportedError
 from ._base import Capabilities
 from ._cache import EngineCache
+from ._openvino_async import FailureWatch
 from ._openvino_dynamic import DynamicOutputs
 
 # openvino comes through the helper module, whose import maps a missing package to
@@ -61,20 +66,38 @@ logger = logging.getLogger(__name__)
 _RUN = raw_infer()
 #: Host memory wrapped in place, ``InferRequest.infer`` as the fast path's call; the
 #: streams of one compiled model serve every request, so async jobs share the engines.
+#: ``native_async`` (:meth:`OvContext.start`, ``start_async``) is implemented and tested but
+#: not declared: measured on Lite0 (``copyless-bench first_submit``, 2 cores under load 30),
+#: ``start_async`` did part of the run on the submitting thread (first submit 34.7 ms cold /
+#: 5.7 ms after warm_up, second 171 ms cold, against 0.24 ms through a job worker), which
+#: breaks ``execute_async``'s "returns at once"; its throughput gain could not be measured
+#: apart from the noise there. :data:`NATIVE_ASYNC` declares it, for measuring again.
 CAPABILITIES = Capabilities(raw_call=True)
+NATIVE_ASYNC = Capabilities(raw_call=True, native_async=True)
 
 
 class OvContext:
     """One ``InferRequest`` (one execution slot) plus the addresses bound to it."""
 
-    __slots__ = ("_bound", "_dynamic", "_indices", "_outputs", "_request")
+    __slots__ = ("_bound", "_callback_set", "_claim", "_done", "_dynamic", "_indices",
+                 "_outputs", "_request", "_watch")  # fmt: skip
 
-    def __init__(self, compiled: Any, inputs: dict[str, int], outputs: dict[str, int]) -> None:
+    def __init__(
+        self,
+        compiled: Any,
+        inputs: dict[str, int],
+        outputs: dict[str, int],
+        watch: FailureWatch,
+    ) -> None:
         self._request = compiled.create_infer_request()
+        self._watch = watch
         self._indices = inputs
         self._outputs = outputs
         self._bound: dict[str, tuple[int, tuple[int, ...]]] = {}
         self._dynamic = DynamicOutputs(self._request, outputs)
+        self._done: Callable[[BaseException | None], None] | None = None
+        self._claim = threading.Lock()  # the callback and the failure watch race to end a run
+        self._callback_set = False
 
     def bind_input(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
@@ -121,6 +144,53 @@ class OvContext:
         if self._dynamic:
             self._dynamic.collect()
 
+    def start(self, done: Callable[[BaseException | None], None]) -> None:
+        """``InferRequest.start_async`` (returns at once; OpenVINO runs the request on its
+        own streams); ``done(None)`` is called on OpenVINO's callback thread when it ends,
+        ``done(error)`` by the engine's :class:`FailureWatch` when it fails (OpenVINO calls no
+        callback then). The callback is set once per request, the ``done`` of each run kept
+        here: one run per request at a time."""
+        if not self._callback_set:
+            self._request.set_callback(self._finished, None)
+            self._callback_set = True
+        self._done = done
+        self._watch.add(self)
+        try:
+            self._request.start_async()
+        except BaseException:
+            self._take()
+            raise
+
+    def _take(self) -> Callable[[BaseException | None], None] | None:
+        """The run's ``done``, for whoever ends the run first (then None)."""
+        with self._claim:
+            done, self._done = self._done, None
+        self._watch.discard(self)
+        return done
+
+    def _finished(self, _userdata: object) -> None:
+        done = self._take()
+        if done is None:
+            return
+        error: BaseException | None = None
+        try:
+            if self._dynamic:
+                self._dynamic.collect()
+        except Exception as exc:  # noqa: BLE001 - handed to the runner as the run's error
+            error = exc
+        done(error)
+
+    def check_failed(self) -> None:
+        """For the failure watch: end the run with its error if it failed."""
+        if self._done is None:
+            return
+        try:
+            self._request.wait_for(0)
+        except Exception as exc:  # noqa: BLE001 - the run's error, reported as such
+            done = self._take()
+            if done is not None:
+                done(exc)
+
     def call_target(self) -> tuple[Any, tuple[Any, ...]]:
         """(callable, args) the runner's fast path replays: the C++ infer of this request."""
         return raw_infer_call(self._request)
@@ -150,6 +220,7 @@ class OvEngine:
         self._compiled = compiled
         self._inputs = _port_indices(compiled.inputs, partition.inputs, partition.name)
         self._outputs = _port_indices(compiled.outputs, partition.outputs, partition.name)
+        self._watch = FailureWatch()  # ends the failed async runs of this engine's contexts
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -175,11 +246,12 @@ class OvEngine:
         return found
 
     def new_context(self) -> OvContext:
-        return OvContext(self._compiled, self._inputs, self._outputs)
+        return OvContext(self._compiled, self._inputs, self._outputs, self._watch)
 
     def close(self) -> None:
         # Dropping the last reference frees the compiled model (contexts hold their own).
         self._compiled = None
+        self._watch.close()
 
 
 class OpenVinoSettings(Protocol):
@@ -223,6 +295,7 @@ class OpenVinoBackend:
         return self._device
 
     def load(self, partition: Partition, num_threads: int) -> OvEngine:
+        _check_graph(partition)
         config = dict(self._config)
         if self._device.split(".")[0] == "CPU":
             config["INFERENCE_NUM_THREADS"] = max(1, num_threads)
@@ -247,6 +320,34 @@ class OpenVinoBackend:
             raise UnsupportedError(
                 f"{partition.name}: OpenVINO cannot compile it for {self._device}: {exc}"
             ) from exc
+
+def _check_graph(partition: Partition) -> None:
+    """ModelLoadError for a graph with a malformed node. OpenVINO's ONNX reader trusts its
+    input: a node that breaks its operator's schema (e.g. a Conv without its weight input,
+    which onnxruntime loads and refuses only at run time) or reads a tensor nothing defines
+    crashes the process inside ``read_model``. Each node is checked against its schema
+    (``onnx.checker.check_node``: arity, attributes) and its inputs against the names the
+    graph defines; not the graph-level rules (the compiler's graphs need not be sorted
+    topologically, which both engines accept). Costs a parse of the graph."""
+    try:
+        model = onnx.load_from_string(bytes(partition.onnx_bytes))
+        context = onnx.checker.C.CheckerContext()
+        context.ir_version = model.ir_version
+        context.opset_imports = {o.domain: o.version for o in model.opset_import}
+        graph = model.graph
+        defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+        defined |= {out for node in graph.node for out in node.output}
+        for node in graph.node:
+            onnx.checker.check_node(node, context)
+            missing = [name for name in node.input if name and name not in defined]
+            if missing:
+                raise ValueError(f"node {node.name or node.op_type!r} reads undefined {missing}")
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ModelLoadError(
+            f"{partition.name}: a malformed graph, not given to OpenVINO: {first}"
+        ) from exc
+
 
 def _load_cached(
     core: Any, device: str, cache: EngineCache, partition: Partition, config: dict[str, Any]

@@ -8,7 +8,10 @@ on the command line win). The runner option ``config_json`` reads the same file:
 "runner" section gives runner options (keys given to ``create_runner`` win), and its
 "compiler" section is checked against the options the compiled model records, so a runner
 never silently runs a model compiled otherwise than the file says. A file with neither
-section is read as runner options only (files of earlier copyless versions).
+section (a Vitis AI ``vitis_ai_config.json`` with "passes", "target", ...; or runner
+options of earlier copyless versions) gives the runner options among its top-level keys;
+the runner names the keys it ignores once, in a warning. Not JSON, or not an object:
+OptionError.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ class ConfigFile:
     path: str
     compiler: dict[str, Any] = field(default_factory=dict)
     runner: dict[str, Any] = field(default_factory=dict)
+    #: False for a file with no copyless section (a Vitis AI config, or an earlier
+    #: copyless's runner options): ``runner`` then holds every top-level key.
+    sectioned: bool = True
+    #: Top-level keys beside copyless's sections, which copyless ignores.
+    ignored: tuple[str, ...] = ()
 
 
 def read_config(path: str | os.PathLike[str]) -> ConfigFile:
@@ -48,10 +56,8 @@ def read_config(path: str | os.PathLike[str]) -> ConfigFile:
     if not isinstance(data, dict):
         raise OptionError(f"config_json: {where!r} does not hold a JSON object")
     if not any(key in data for key in SECTIONS):
-        return ConfigFile(where, runner=data)
-    unknown = sorted(set(data) - set(SECTIONS))
-    if unknown:
-        raise OptionError(f"config_json: {where!r}: unknown section(s) {unknown}; known {SECTIONS}")
+        return ConfigFile(where, runner=data, sectioned=False)
+    ignored = tuple(sorted(set(data) - set(SECTIONS)))
     sections = [data.get(name, {}) for name in SECTIONS]
     for name, section in zip(SECTIONS, sections, strict=True):
         if not isinstance(section, dict):
@@ -62,7 +68,7 @@ def read_config(path: str | os.PathLike[str]) -> ConfigFile:
         raise OptionError(
             f"config_json: {where!r}: unknown compiler option(s) {bad}; known: {sorted(_KNOWN)}"
         )
-    return ConfigFile(where, compiler, runner)
+    return ConfigFile(where, compiler, runner, ignored=ignored)
 
 
 def check_compiled_with(model: CompiledModel, config: ConfigFile) -> None:

@@ -110,6 +110,7 @@ def fold_input(model: onnx.ModelProto, scope: NameScope, fold: Fold) -> None:
     if fold.resize is not None:
         frame = (cpu.shape[2], cpu.shape[3])
         resample(chain, *plane_taps(frame, fold.resize, fold.crop_fraction))
+        chain.op("Round")  # whole levels, as PIL's resized uint8 pixels
     if fold.normalize is not None:
         scale, bias = fold.normalize
         chain.op("Mul", chain.const(np.reshape(scale, (1, -1, 1, 1)), np.float32, "scale"))

@@ -59,7 +59,7 @@ class JobSettings:
     actors: int = 1
     batch_size: int = 32
     top_k: int = 5
-    runner_type: RunnerType = RunnerType.ONNXRUNTIME
+    runner_type: RunnerType = RunnerType.VAIML
     device: str = "cpu"
     in_flight: int = 2
     cpus_per_actor: float = 1.0
@@ -73,7 +73,7 @@ class JobSettings:
                 raise OptionError(f"{name} must be an int >= 1, got {value!r}")
         if self.device not in ("cpu", "cuda", "tensorrt"):
             raise OptionError(f"device must be 'cpu', 'cuda' or 'tensorrt', got {self.device!r}")
-        if self.device != "cpu" and self.runner_type is not RunnerType.ONNXRUNTIME:
+        if self.device != "cpu" and self.runner_type is RunnerType.OPENVINO:
             raise OptionError(f"device {self.device!r} runs on the onnxruntime runner")
         for name in ("cpus_per_actor", "decode_cpus", "stall_s"):
             value = getattr(self, name)

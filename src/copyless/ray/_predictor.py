@@ -101,7 +101,7 @@ class Predictor:
         *,
         column: str = "pixels",
         top_k: int | None = None,
-        runner_type: RunnerType = RunnerType.ONNXRUNTIME,
+        runner_type: RunnerType = RunnerType.VAIML,
         options: Mapping[str, Any] | None = None,
         in_flight: int = 2,
     ) -> None:

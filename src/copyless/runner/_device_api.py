@@ -11,6 +11,17 @@
         session.run_inference_device(cupy_in, torch_out)  # any device memory: zero-copy
         session.run_inference(host_in, host_out)          # the regular API: host arrays
 
+Seed 003's calls as written, sizes in elements (optional, checked: a size that is not the
+tensor's gives INVALID_INPUT/INVALID_OUTPUT or a TensorError, never a partial run)::
+
+    session.run_inference(input_cpu, output_cpu, input_size, output_size)
+    session.copy_input_to_gpu(input_cpu, input_size)
+    session.run_inference_device(buffers.d_input, buffers.d_output, input_size, output_size)
+    session.copy_output_to_cpu(output_cpu, output_size)
+
+``buffers.d_input``/``d_output`` are accepted on every device; on ``device="cpu"`` they are
+the host addresses of the session's buffers (and no other ``int`` is).
+
 Everything runs through ``Runner.execute`` on a runner with ``device="cuda"`` (or
 ``"tensorrt"``; ``"cpu"`` runs the same calls on host memory, for code that must also run
 without a GPU). The session's buffers are ``Runner.allocate_npu_tensor`` tensors: device
@@ -61,6 +72,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["DeviceBuffers", "DeviceSession"]
 
 _DEVICES = ("cuda", "tensorrt", "cpu")
+#: The seed's element counts: None (not checked), one int (a single tensor), or one per tensor.
+Sizes = int | Sequence[int] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,59 +161,88 @@ class DeviceSession:
         self._check_open()
         return self._buffers
 
-    def copy_input_to_gpu(self, input_cpu: Any) -> None:
+    def copy_input_to_gpu(self, input_cpu: Any, input_size: Sizes = None) -> None:
         """Copy host array(s) into the session's input buffer(s) (H2D: a copy); returns when
-        done. Raises :class:`TensorError` for an array of the wrong dtype or size."""
+        done. ``input_size``: the seed's element count (one int per tensor, optional).
+        Raises :class:`TensorError`, copying nothing, for an array of the wrong dtype or
+        size or an ``input_size`` that is not the tensor's."""
         self._check_open()
+        check_sizes(input_size, self._inputs, "input_size")
         arrays = _per_tensor(input_cpu, self._inputs, "input_cpu")
         checked = [host_array(a, i, writable=False) for a, i in zip(arrays, self._inputs, strict=True)]  # noqa: E501
         for array, buffer in zip(checked, self._buffers.inputs, strict=True):
             _copy(buffer, array, to_buffer=True)
 
-    def copy_output_to_cpu(self, output_cpu: Any) -> None:
-        """Copy the session's output buffer(s) into writable host array(s) (D2H: a copy)."""
+    def copy_output_to_cpu(self, output_cpu: Any, output_size: Sizes = None) -> None:
+        """Copy the session's output buffer(s) into writable host array(s) (D2H: a copy).
+        ``output_size`` and errors as in :meth:`copy_input_to_gpu`."""
         self._check_open()
+        check_sizes(output_size, self._outputs, "output_size")
         arrays = _per_tensor(output_cpu, self._outputs, "output_cpu")
         checked = [host_array(a, i, writable=True) for a, i in zip(arrays, self._outputs, strict=True)]  # noqa: E501
         for array, buffer in zip(checked, self._buffers.outputs, strict=True):
             _copy(buffer, array, to_buffer=False)
 
     def run_inference_device(
-        self, d_input: Any = None, d_output: Any = None, *, stream: int | None = None
+        self,
+        d_input: Any = None,
+        d_output: Any = None,
+        input_size: Sizes = None,
+        output_size: Sizes = None,
+        *,
+        stream: int | None = None,
     ) -> StatusCode:
         """Run on device memory in place (zero-copy); ``None`` means the session's buffers.
 
         Each argument is one tensor or a sequence (one per model tensor) of device
         NpuTensors, CuPy arrays, PyTorch CUDA tensors, ``__cuda_array_interface__`` or
         DLPack producers, or ``int`` device pointers (``stream``: the stream that wrote
-        them). Returns ``Runner.execute``'s status: INVALID_INPUT / INVALID_OUTPUT (logged,
-        naming the tensor) for host memory or memory on another device.
+        them). The session's own pointers (``get_device_buffers().d_input``/``d_output``)
+        are accepted on every device, ``cpu`` included (host addresses there); on ``cpu``
+        any other ``int`` is refused. ``input_size``/``output_size``: the seed's element
+        counts (optional, one int per tensor). Returns ``Runner.execute``'s status, or
+        INVALID_INPUT / INVALID_OUTPUT (logged, naming the tensor; nothing runs) for host
+        memory, memory on another device, a pointer that is not the session's on ``cpu``,
+        or a size that is not the tensor's.
         """
         runner = self.runner
         try:
+            check_sizes(input_size, self._inputs, "input_size")
             ins = self._device_tensors(d_input, self._buffers.inputs, self._inputs, stream)
         except TensorError as exc:
             logger.error("run_inference_device: %s", exc)
             return StatusCode.INVALID_INPUT
         try:
+            check_sizes(output_size, self._outputs, "output_size")
             outs = self._device_tensors(d_output, self._buffers.outputs, self._outputs, stream)
         except TensorError as exc:
             logger.error("run_inference_device: %s", exc)
             return StatusCode.INVALID_OUTPUT
         return runner.execute([ins], [outs])
 
-    def run_inference(self, input_cpu: Any, output_cpu: Any) -> StatusCode:
-        """The regular API: host arrays in and out (ONNX Runtime copies them inside the run).
+    def run_inference(
+        self,
+        input_cpu: Any,
+        output_cpu: Any,
+        input_size: Sizes = None,
+        output_size: Sizes = None,
+    ) -> StatusCode:
+        """The regular API: host arrays in and out (on a GPU the engine copies them in and
+        out inside the run; on ``cpu`` they are bound in place). ``input_size`` /
+        ``output_size``: the seed's element counts (optional, one int per tensor).
 
-        Returns ``Runner.execute``'s status; bad arrays give INVALID_INPUT / INVALID_OUTPUT.
+        Returns ``Runner.execute``'s status; bad arrays or sizes give INVALID_INPUT /
+        INVALID_OUTPUT (logged; nothing runs).
         """
         runner = self.runner
         try:
+            check_sizes(input_size, self._inputs, "input_size")
             ins = self._host_tensors(input_cpu, self._inputs, "input_cpu")
         except TensorError as exc:
             logger.error("run_inference: %s", exc)
             return StatusCode.INVALID_INPUT
         try:
+            check_sizes(output_size, self._outputs, "output_size")
             outs = self._host_tensors(output_cpu, self._outputs, "output_cpu")
         except TensorError as exc:
             logger.error("run_inference: %s", exc)
@@ -249,6 +291,10 @@ class DeviceSession:
         loop over the same buffers keeps the runner's cached binding (and its fast path)."""
         if isinstance(item, NpuTensor):
             return item
+        if isinstance(item, int) and not isinstance(item, bool):
+            own = self._own_pointer(item, info)
+            if own is not None:
+                return own
         cached = self._cached(info, item, stream, device=True)
         if cached is not None:
             return cached
@@ -275,6 +321,23 @@ class DeviceSession:
             return None
         same = cached[0] == item if isinstance(item, int) else cached[0] is item
         return cached[2] if same else None
+
+    def _own_pointer(self, ptr: int, info: NpuTensorInfo) -> NpuTensor | None:
+        """The session's own tensor for ``info`` when ``ptr`` is its address; None for
+        another pointer on a GPU. On ``cpu`` another pointer is refused (TensorError): a
+        host address cannot be checked, so only the session's are trusted."""
+        own = self._buffers.inputs + self._buffers.outputs
+        for tensor in own:
+            if tensor.info.name == info.name and tensor.address == ptr:
+                return tensor
+        if self.device == "cpu":
+            mine = [hex(t.address) for t in own if t.info.name == info.name]
+            raise TensorError(
+                f"{info.direction.name.lower()} tensor {info.name!r}: {ptr:#x} is not the "
+                f"session's buffer ({', '.join(mine)}); on device 'cpu' only the pointers of "
+                "get_device_buffers() are accepted (pass numpy arrays to run_inference)"
+            )
+        return None
 
     def _pointer(self, ptr: int, info: NpuTensorInfo, stream: int | None) -> Any:
         """An ``int`` device pointer, trusted to hold ``info.size_in_bytes``."""
@@ -321,6 +384,27 @@ def host_array(obj: Any, info: NpuTensorInfo, *, writable: bool) -> npt.NDArray[
     if writable and not obj.flags.writeable:
         raise TensorError(f"tensor {info.name!r}: the output array is read-only")
     return obj
+
+
+def check_sizes(sizes: Sizes, infos: tuple[NpuTensorInfo, ...], what: str) -> None:
+    """TensorError unless ``sizes`` (elements, as seed 003 passes them) names each tensor's
+    whole size: a smaller count would run on part of a buffer, so it is refused."""
+    if sizes is None:
+        return
+    if isinstance(sizes, int) and not isinstance(sizes, bool):
+        items: Sequence[Any] = [sizes]
+    elif isinstance(sizes, (list, tuple)):
+        items = sizes
+    else:
+        raise TensorError(f"{what} must be an int or a list of ints, got {type(sizes).__name__}")
+    if len(items) != len(infos):
+        raise TensorError(f"{what}: {len(items)} size(s) for {len(infos)} tensor(s)")
+    for size, info in zip(items, infos, strict=True):
+        if isinstance(size, bool) or not isinstance(size, int) or size != info.size:
+            raise TensorError(
+                f"{what}={size!r} does not match tensor {info.name!r}: {info.describe()} "
+                f"holds {info.size} elements"
+            )
 
 
 def _copy(buffer: NpuTensor, host: npt.NDArray[Any], *, to_buffer: bool) -> None:

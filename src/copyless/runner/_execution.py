@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+from typing import Any
 
 from ..memory import NpuTensor
 from ..types import StatusCode, TensorDirection
@@ -45,6 +46,14 @@ class Execution:
             max_workers=options.async_threadpool_depth, thread_name_prefix="copyless-job"
         )
         self._futures: dict[int, concurrent.futures.Future[None]] = {}
+        # Engines with native async runs (OpenVINO) start a job from the submitting thread
+        # and end it on their own callback thread: no worker-thread hop (one partition,
+        # every tensor bound in place, no trace; other plans take the workers).
+        loaded = engines.loaded
+        self._native = (
+            len(loaded) == 1 and loaded[0].capabilities.native_async and not trace.enabled
+        )
+        self._native_jobs: dict[int, Job] = {}
         self._lock = threading.Lock()
         self._closing = False
         self._bytes_converted = 0
@@ -62,23 +71,79 @@ class Execution:
     def submit(self, job: Job) -> bool:
         """Hand an admitted job to a worker; False (the job finished as FAILURE) when the
         workers are shut down."""
+        plan = job.payload[0]
         with self._lock:
             if self._closing:
                 self._jobs.finish(job, StatusCode.FAILURE)
                 return False
+            native = self._native and plan.direct
+            if native:
+                self._native_jobs[job.job_id] = job  # cancel() waits for it
+            else:
+                try:
+                    future = self.executor.submit(self._run_job, job)
+                except RuntimeError:  # executor shut down concurrently
+                    self._jobs.finish(job, StatusCode.FAILURE)
+                    return False
+                self._futures[job.job_id] = future
+        if native:
+            self._start_native(job, plan)
+        return True
+
+    def _start_native(self, job: Job, plan: CallPlan) -> None:
+        """Start ``job`` on the engine's own async request from this thread; it ends in
+        :meth:`_native_done` on the engine's callback thread."""
+        pool = self._engines.slots_for(job)
+        try:
+            slot = pool.acquire()
+        except Exception as exc:  # noqa: BLE001 - execution never raises
+            memory = isinstance(exc, MemoryError)
+            self._log.error("%s: cannot create an execution slot: %s", job.describe(), exc)
+            self._end_native(job, StatusCode.OUT_OF_MEMORY if memory else StatusCode.RUNTIME_ERROR)
+            return
+        try:
+            slot.start(plan, lambda error: self._native_done(job, pool, slot, error))
+        except Exception as exc:  # noqa: BLE001 - a start that fails ends the job
+            self._native_done(job, pool, slot, exc)
+
+    def _native_done(
+        self, job: Job, pool: Any, slot: Any, error: BaseException | None
+    ) -> None:
+        status = StatusCode.SUCCESS
+        if isinstance(error, Exception):
+            status = self.engine_failed(job.describe(), error)
+        elif error is not None:
+            status = StatusCode.FAILURE
+        pool.release(slot)  # free before the job is: its slot is reusable
+        self._end_native(job, status)
+
+    def _end_native(self, job: Job, status: StatusCode) -> None:
+        """Finish ``job`` here (the engine's callback thread) when it has no callback; a
+        callback runs on a job worker instead, so one that blocks never stalls OpenVINO's
+        completions (the run itself took no hop)."""
+        if job.callback is not None:
             try:
-                future = self.executor.submit(self._run_job, job)
-            except RuntimeError:  # executor shut down concurrently
-                self._jobs.finish(job, StatusCode.FAILURE)
-                return False
-            self._futures[job.job_id] = future
-            return True
+                self.executor.submit(self._finish_native, job, status)
+                return
+            except RuntimeError:  # shut down by close(): report here
+                pass
+        self._finish_native(job, status)
+
+    def _finish_native(self, job: Job, status: StatusCode) -> None:
+        self._jobs.finish(job, status)
+        with self._lock:
+            self._native_jobs.pop(job.job_id, None)
 
     def _run_job(self, job: Job) -> None:
         plan = job.payload[0]
         status = StatusCode.FAILURE
         try:
-            if not self._closing:
+            # The async engines load here, on the worker, not on the submitting thread: a
+            # no-op after warm_up() or the first job; concurrent first jobs wait for one load.
+            refused = None if self._closing else self._engines.load_async()
+            if refused is not None:
+                status = refused
+            elif not self._closing:
                 status = self.run(plan, job)
         finally:
             # finish() runs callbacks; the future stays listed until they return, so close()
@@ -98,17 +163,18 @@ class Execution:
         with self._lock:
             self._closing = True
             futures = dict(self._futures)
+            native = list(self._native_jobs.values())
         for future in futures.values():
             future.cancel()
         _done, not_done = concurrent.futures.wait(list(futures.values()), timeout=timeout_s)
+        native_left = [job for job in native if not job.reported.wait(timeout_s)]
         for job in self._jobs.pending_jobs():
             if job.job_id in futures and futures[job.job_id].cancelled():
                 self._jobs.finish(job, StatusCode.FAILURE)
-        if not_done:
-            self._log.warning(
-                "close(): %d job(s) still running after %.0f s", len(not_done), timeout_s
-            )
-        return not not_done
+        if not_done or native_left:
+            self._log.warning("close(): %d job(s) still running after %.0f s",
+                              len(not_done) + len(native_left), timeout_s)  # fmt: skip
+        return not not_done and not native_left
 
     # -- one call -----------------------------------------------------------------------
     def run(self, plan: CallPlan, caller: Job | SyncCall) -> StatusCode:

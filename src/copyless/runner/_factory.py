@@ -11,6 +11,7 @@ from typing import Any
 from ..backends import Backend, Engine, EngineCache, create_backend
 from ..model import CompiledModel, check_compiled_with, read_config
 from ..types import ModelLoadError, OptionError, RunnerType, UnsupportedError
+from ._choice import choose_engine
 from ._options import RunnerOptions, parse_options
 from ._runner import Runner
 
@@ -24,11 +25,13 @@ class RunnerFactory:
     def create_runner(
         model_path: str | os.PathLike[str],
         options: Mapping[str, Any] | None = None,
-        runner_type: RunnerType = RunnerType.ONNXRUNTIME,
+        runner_type: RunnerType = RunnerType.VAIML,
     ) -> Runner:
         """Load a compiled model (``.rai``, a directory with one ``.rai``, a directory with a
         ``vaiml_par_0`` or ``par_0`` partition directory, or that partition directory itself)
-        and prepare it on the backend of ``runner_type``.
+        and prepare it on the backend of ``runner_type``: ``VAIML`` (the default) the engine
+        measured fastest for this model here (see ``copyless.runner._choice``; the runner's
+        ``engine``/``engine_reason`` say which and why), ``ONNXRUNTIME``/``OPENVINO`` that one.
 
         Raises ModelLoadError (missing/corrupt model), OptionError (unknown key, bad value),
         UnsupportedError (backend or device not available here: never a silent fallback).
@@ -45,7 +48,7 @@ class RunnerFactory:
     def from_compiled(
         model: CompiledModel,
         options: Mapping[str, Any] | RunnerOptions | None = None,
-        runner_type: RunnerType = RunnerType.ONNXRUNTIME,
+        runner_type: RunnerType = RunnerType.VAIML,
     ) -> Runner:
         """A runner over an in-memory compiled model (see ``copyless.model.compile_to_memory``)."""
         parsed = options if isinstance(options, RunnerOptions) else parse_options(options)
@@ -53,48 +56,55 @@ class RunnerFactory:
             raise OptionError(f"runner_type must be a RunnerType, got {runner_type!r}")
         if parsed.config_json is not None:
             check_compiled_with(model, read_config(parsed.config_json))
-        cache_path = parsed.cache_path or model.cache_path
-        cache = EngineCache(cache_path) if cache_path is not None else None
-        backend = create_backend(backend_name(runner_type, parsed.device), parsed, cache)
-        cpu_backend = create_backend("onnxruntime", parsed, cache)
-        _check_capabilities(model, backend)
-        threads = parsed.engine_threads()
+        if runner_type is RunnerType.VAIML:
+            return choose_engine(model, parsed, functools.partial(_build, model))
+        return _build(model, runner_type, parsed)
 
-        def load(num_threads: int) -> list[Engine]:
-            engines: list[Engine] = []
-            try:
-                for partition in model.partitions:
-                    chosen = cpu_backend if partition.target == "cpu" else backend
-                    engines.append(chosen.load(partition, num_threads))
-            except BaseException:
-                for engine in engines:
-                    engine.close()
-                raise
-            return engines
 
-        engines = load(threads)
-        # onnxruntime's intra-op threads belong to a session: concurrent jobs on one session
-        # would each take every core. Async jobs get sessions sized cores / concurrent runs,
-        # unless the async_engines option says to share the sync ones.
-        async_loader = None
-        if parsed.own_async_engines(backend.capabilities.threads_per_engine):
-            async_loader = functools.partial(load, parsed.async_engine_threads())
-        logger.debug(
-            "runner for %r on %s/%s: %d partition(s), %d engine thread(s)",
-            model.name,
-            backend.name,
-            backend.device,
-            len(engines),
-            threads,
-        )
-        runner = Runner(model, parsed, backend, engines, async_loader, cache)
-        if parsed.warm_up:
-            try:
-                runner.warm_up()
-            except BaseException:
-                runner.close()
-                raise
-        return runner
+def _build(model: CompiledModel, runner_type: RunnerType, parsed: RunnerOptions) -> Runner:
+    """A runner of ``model`` on the engine ``runner_type`` forces."""
+    cache_path = parsed.cache_path or model.cache_path
+    cache = EngineCache(cache_path) if cache_path is not None else None
+    backend = create_backend(backend_name(runner_type, parsed.device), parsed, cache)
+    cpu_backend = create_backend("onnxruntime", parsed, cache)
+    _check_capabilities(model, backend)
+    threads = parsed.engine_threads()
+
+    def load(num_threads: int) -> list[Engine]:
+        engines: list[Engine] = []
+        try:
+            for partition in model.partitions:
+                chosen = cpu_backend if partition.target == "cpu" else backend
+                engines.append(chosen.load(partition, num_threads))
+        except BaseException:
+            for engine in engines:
+                engine.close()
+            raise
+        return engines
+
+    engines = load(threads)
+    # onnxruntime's intra-op threads belong to a session: concurrent jobs on one session
+    # would each take every core. Async jobs get sessions sized cores / concurrent runs,
+    # unless the async_engines option says to share the sync ones.
+    async_loader = None
+    if parsed.own_async_engines(backend.capabilities.threads_per_engine):
+        async_loader = functools.partial(load, parsed.async_engine_threads())
+    logger.debug(
+        "runner for %r on %s/%s: %d partition(s), %d engine thread(s)",
+        model.name,
+        backend.name,
+        backend.device,
+        len(engines),
+        threads,
+    )
+    runner = Runner(model, parsed, backend, engines, async_loader, cache)
+    if parsed.warm_up:
+        try:
+            runner.warm_up()
+        except BaseException:
+            runner.close()
+            raise
+    return runner
 
 
 def backend_name(runner_type: RunnerType, device: str) -> str:

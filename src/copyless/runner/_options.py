@@ -6,6 +6,7 @@ them; :class:`RunnerOptions` lists the keys and defaults, ``_VALIDATORS`` what e
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -13,8 +14,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..backends import CudaOptions, parse_cuda_options
-from ..model import read_config
+from ..model import ConfigFile, read_config
 from ..types import OptionError
+
+logger = logging.getLogger(__name__)
 
 _TENSOR_TYPES = ("HW", "CPU")
 _ORDERS = ("submission", "completion")
@@ -200,7 +203,7 @@ def parse_options(options: Mapping[str, Any] | None) -> RunnerOptions:
     config = options.get("config_json")
     if config is not None:
         path = _VALIDATORS["config_json"]("config_json", config)
-        merged.update({k: v for k, v in read_config(path).runner.items() if k != "config_json"})
+        merged.update(_config_options(read_config(path)))
     merged.update(options)
     values: dict[str, Any] = {}
     for key, value in merged.items():
@@ -210,3 +213,23 @@ def parse_options(options: Mapping[str, Any] | None) -> RunnerOptions:
             )
         values[key] = _VALIDATORS[key](key, value)
     return RunnerOptions(**values)
+
+
+def _config_options(config: ConfigFile) -> dict[str, Any]:
+    """The runner options a configuration file gives. A copyless "runner" section is
+    checked like options given directly (a typo there is an OptionError). A Vitis AI
+    ``vitis_ai_config.json`` (no copyless sections: "passes", "target", ...) gives the
+    runner options among its top-level keys; its other keys, and unknown top-level keys
+    beside copyless's sections, are named once in a warning and ignored."""
+    given = {k: v for k, v in config.runner.items() if k != "config_json"}
+    ignored = list(config.ignored)
+    if not config.sectioned:
+        ignored += [k for k in given if k not in _VALIDATORS]
+        given = {k: v for k, v in given.items() if k in _VALIDATORS}
+    if ignored:
+        logger.warning(
+            "config_json %r: ignoring key(s) copyless does not use: %s",
+            config.path,
+            ", ".join(sorted(map(str, ignored))),
+        )
+    return given

@@ -112,6 +112,11 @@ class CallPlan:
     waits: tuple[int, ...] = ()  # producer CUDA streams the engines must wait for
 
     @property
+    def direct(self) -> bool:
+        """Every tensor bound in place: nothing to convert, gather, scatter or sync."""
+        return not (self.staged_inputs or self.staged_outputs or self.synced_refs)
+
+    @property
     def synced(self) -> tuple[NpuTensor, ...]:
         return _strong(self.synced_refs) if self.synced_refs else ()
 

@@ -24,16 +24,19 @@ from ..backends import Backend, Engine, EngineCache
 from ..memory import NpuTensor
 from ..model import CompiledModel
 from ..types import (
+    ExecuteAsyncCallback,
     JobHandle,
     ModelLoadError,
     NpuTensorInfo,
     OptionError,
+    RunnerType,
     StatusCode,
 )
 from ._allocation import allocate_tensor, sub_tensor
+from ._choice import EngineChoice
 from ._engine_set import EngineSet
 from ._execution import Execution
-from ._jobs import Callback, Job, JobTable
+from ._jobs import Job, JobTable
 from ._log import RunnerLog
 from ._options import RunnerOptions
 from ._plan import PlanError
@@ -84,9 +87,19 @@ class Runner(ModelQueries):
         self._finalizer = weakref.finalize(
             self, _shutdown, self._execution, self._engines, self._trace
         )
+        # Which engine runs the model and why: forced here; RunnerType.VAIML's factory
+        # path replaces it with the measured (or cached) choice.
+        self._engine_choice = EngineChoice.forced(
+            RunnerType.OPENVINO if backend.name == "openvino" else RunnerType.ONNXRUNTIME
+        )
+        # The job workers start now, not on the first execute_async: a thread start waits
+        # for the new thread to be scheduled (under load, tens of ms on the caller).
+        start_workers(self._execution.executor, self._worker_count())
 
     def get_property(self, key: str) -> Any:
-        """Backend facts and live counters: backend, device, model, batch_size, partitions,
+        """Backend facts and live counters: backend, device, engine ("onnxruntime" or
+        "openvino"), engine_reason (why, one line), runner_type (the RunnerType asked
+        for), model, batch_size, partitions,
         jobs_run, fast_calls, jobs_in_flight, bytes_converted, buffer_syncs (dma-buf syncs
         the runner issued), callback_errors,
         engine_threads, async_engine_threads, engines_loaded, trace_events, engine_cache
@@ -95,6 +108,9 @@ class Runner(ModelQueries):
         options = self._options
         props: dict[str, Any] = {
             "backend": self._backend.name,
+            "engine": self._engine_choice.engine_name,
+            "engine_reason": self._engine_choice.reason,
+            "runner_type": self._engine_choice.requested,
             "device": self._backend.device,
             "model": self._model.name,
             "batch_size": self._model.batch_size,
@@ -184,13 +200,15 @@ class Runner(ModelQueries):
         self,
         inputs: Sequence[Sequence[NpuTensor]],
         outputs: Sequence[Sequence[NpuTensor]],
-        callback: Callback | None = None,
+        callback: ExecuteAsyncCallback | None = None,
     ) -> JobHandle:
         """Submit one batch; returns at once with a job id, or the reason it was refused.
 
-        After :meth:`warm_up` a submit takes microseconds. Without it the first submit also
-        loads the async jobs' engines (onnxruntime: tens to hundreds of ms, the model's
-        load time) and the first jobs allocate the engines' working memory.
+        Never blocks for engine start-up: without :meth:`warm_up` the async jobs' engines
+        (onnxruntime) load on the worker thread of the first job, which just finishes later
+        (a failed load ends that job with OUT_OF_MEMORY / RUNTIME_ERROR); the first jobs
+        also allocate the engines' working memory. After ``warm_up()`` a submit takes
+        microseconds and the first job runs at steady-state speed.
         """
         if self._closed:
             self._log.error("execute_async on a closed runner")
@@ -203,9 +221,6 @@ class Runner(ModelQueries):
         except PlanError as exc:
             self._log.error("execute_async: %s", exc)
             return JobHandle(exc.status, 0)
-        refused = self._engines.load_async()  # a no-op after warm_up() or the first job
-        if refused is not None:
-            return JobHandle(refused, 0)
         admitted = self._jobs.admit(plan.in_ranges, plan.out_ranges, callback)
         if not isinstance(admitted, Job):
             return JobHandle(admitted, 0)
@@ -246,9 +261,27 @@ class Runner(ModelQueries):
             raise ModelLoadError(f"cannot load the async engines: {refused.name} (see the log)")
         count = self._options.max_concurrent_runs
         prime(self._model, self._engines, count, self.allocate_npu_tensor)
-        start_workers(
-            self._execution.executor, min(self._options.async_threadpool_depth, count + 1)
-        )
+        start_workers(self._execution.executor, self._worker_count())
+
+    def _worker_count(self) -> int:
+        """The job workers a runner keeps: one per concurrent run, one for callbacks."""
+        return min(self._options.async_threadpool_depth, self._options.max_concurrent_runs + 1)
+
+    @property
+    def engine(self) -> RunnerType:
+        """The engine running the model: ONNXRUNTIME or OPENVINO (``RunnerType.VAIML``'s
+        measured choice, or the one ``runner_type`` forced)."""
+        return self._engine_choice.engine
+
+    @property
+    def engine_reason(self) -> str:
+        """Why :attr:`engine` runs the model, in one line (with the measured medians)."""
+        return self._engine_choice.reason
+
+    @property
+    def engine_choice(self) -> EngineChoice:
+        """The whole choice: engine, the runner type asked for, reason, medians, cached."""
+        return self._engine_choice
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:

@@ -11,7 +11,7 @@ A DYNAMIC output's tensor gets its ``produced_shape`` once the engines have run.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -74,6 +74,14 @@ class ExecutionSlot:
         for context in self._contexts:
             context.run()
         self._unstage_outputs(plan)
+
+    def start(self, plan: CallPlan, done: Callable[[BaseException | None], None]) -> None:
+        """Bind (only when the plan changed) and start the one partition's run without
+        blocking (:attr:`Capabilities.native_async`); ``done(error or None)`` on the engine's
+        thread. For plans with nothing staged: every tensor bound in place."""
+        if self._prepared is not plan:
+            self.prepare(plan)
+        self._contexts[0].start(done)
 
     def _run_traced(self, plan: CallPlan, trace: Trace, job_id: int | str) -> None:
         t0 = trace.now()

@@ -24,7 +24,7 @@ from ._errors import (
     UnsupportedError,
 )
 from ._files import apply_umask, umask
-from ._info import JobHandle, NpuTensorInfo, QuantParameters
+from ._info import ExecuteAsyncCallback, JobHandle, NpuTensorInfo, QuantParameters
 from ._readonly import ReadOnly
 from ._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
 
@@ -32,6 +32,7 @@ __all__ = [
     "CopylessError",
     "DataType",
     "DeviceUnavailableError",
+    "ExecuteAsyncCallback",
     "JobHandle",
     "LayoutError",
     "MemoryLayout",

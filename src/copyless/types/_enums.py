@@ -167,5 +167,10 @@ class RoundingMode(enum.Enum):
 
 
 class RunnerType(enum.Enum):
+    """Which engine runs the compiled model. ``VAIML`` (the default, the seeds' name): the
+    engine measured fastest for this model on this machine at its compiled precision (see
+    ``Runner.engine`` / ``Runner.engine_reason``). ``ONNXRUNTIME`` / ``OPENVINO`` force one."""
+
+    VAIML = 2
     ONNXRUNTIME = 0
     OPENVINO = 1

@@ -2,24 +2,38 @@
 
 ::
 
-    CopylessError
-     +-- ModelLoadError              missing, unreadable or corrupt compiled model
-     +-- OptionError (ValueError)    unknown runner option or bad value
-     +-- LayoutError (ValueError)    two views that cannot convert into each other, bad quant
-     +-- MemoryTypeError (ValueError)  memory type that cannot serve the request
-     +-- TensorError (ValueError)    a tensor or info that cannot be built (size, buffer, fd)
-     +-- UnknownTensorError (KeyError)  no tensor of that name
-     +-- UnsupportedError            the operation exists but not for this model/backend
-     |    +-- DeviceUnavailableError (also an OptionError)  device="cuda" cannot run here
-     +-- RunnerClosedError           use of a runner after close()
-     +-- OutOfMemoryError (MemoryError)  an allocation failed; carries the numbers
+    RuntimeError   (VART raises std::runtime_error: ``except RuntimeError`` catches them all)
+     +-- CopylessError
+          +-- ModelLoadError              missing, unreadable or corrupt compiled model
+          +-- OptionError (ValueError)    unknown runner option or bad value
+          +-- LayoutError (ValueError)    two views that cannot convert into each other, bad quant
+          +-- MemoryTypeError (ValueError)  memory type that cannot serve the request
+          +-- TensorError (ValueError)    a tensor or info that cannot be built (size, buffer, fd)
+          +-- UnknownTensorError (KeyError)  no tensor of that name
+          +-- UnsupportedError            the operation exists but not for this model/backend
+          |    +-- DeviceUnavailableError (also an OptionError)  device="cuda" cannot run here
+          +-- RunnerClosedError           use of a runner after close()
+          +-- OutOfMemoryError (MemoryError)  an allocation failed; carries the numbers
+
+Which call raises what (execution never raises: ``execute``/``execute_async``/``wait`` and
+``DeviceSession.run_inference*`` return a StatusCode; accessors return sentinels):
+
+* ``RunnerFactory.create_runner``: ModelLoadError, OptionError (``config_json`` included),
+  UnsupportedError / DeviceUnavailableError.
+* ``get_tensor_info_by_name``, ``get_quant_parameters``: UnknownTensorError.
+* ``allocate_npu_tensor``, ``allocate_sub_tensor``, ``NpuTensor(...)``: TensorError,
+  MemoryTypeError, OutOfMemoryError; any call on a closed runner: RunnerClosedError.
+* ``layout.convert``: LayoutError, UnsupportedError; ``compile_model``: UnsupportedError,
+  ModelLoadError, OptionError.
+* ``DeviceSession.copy_input_to_gpu`` / ``copy_output_to_cpu``: TensorError (size, dtype).
 """
 
 from __future__ import annotations
 
 
-class CopylessError(Exception):
-    """Root of every error copyless raises on purpose."""
+class CopylessError(RuntimeError):
+    """Root of every error copyless raises on purpose. A ``RuntimeError``, as VART's
+    ``std::runtime_error``: code ported with ``except RuntimeError`` catches every one."""
 
 
 class ModelLoadError(CopylessError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,3 +147,9 @@ class JobHandle:
     @property
     def ok(self) -> bool:
         return self.status is StatusCode.SUCCESS and self.job_id > 0
+
+
+#: The callback ``Runner.execute_async`` takes (VART-ML's callback overload): called once, on a
+#: worker thread, with the finished job's handle. What it returns is ignored; what it raises
+#: is logged and reported by ``Runner.wait``.
+ExecuteAsyncCallback = Callable[[JobHandle], None]

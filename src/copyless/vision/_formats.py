@@ -1,11 +1,16 @@
 """Colour formats of image input tensors, and the per-image view preprocessing writes into.
 
-Two families of image inputs reach a model:
+Every pixel format ``copyless-compile --input-format`` writes (and the CPU view) is an image
+input preprocessing writes straight into, in pixel units 0..255 (normalisation is in the
+graph, or applied by the host where the model records it):
 
-* ``RGBX`` / ``BGRX``: the HW view of a model compiled with the ``rgbx`` option, UINT8
-  NHWC4 ``[N, H, W, 4]``, packed pixels with the 4th byte 0 (normalisation is in the graph).
-* ``RGBP_FLOAT``: the CPU view, FLOAT32 NCHW ``[N, 3, H, W]`` planar RGB in pixel units
-  0..255 (not normalised; the runner converts it).
+* packed ``[N, H, W, 4]`` (NHWC4, the 4th channel 0): ``RGBX``/``BGRX`` (UINT8),
+  ``RGBX_FP16`` (FP16), ``RGBX_BF16`` (BF16);
+* planar ``[N, 3, H, W]`` (NCHW): ``RGBP`` (UINT8), ``RGBP_FP16`` (FP16), ``RGBP_FLOAT``
+  (FLOAT32, also the CPU view of every image model; the runner converts it).
+
+The fused kernel converts each pixel once, as it is written (FP16 and BF16 rounded to
+nearest even): no float intermediate image.
 
 :func:`image_view` resolves a destination (an :class:`~copyless.NpuTensor`, or an
 ``(array, info)`` pair) to a strided ``(H, W, C)`` numpy view of one image of the batch, over
@@ -32,15 +37,24 @@ class ColourFormat(enum.Enum):
 
     RGBX = "RGBX"  #: UINT8 NHWC4 [N, H, W, 4], R G B 0
     BGRX = "BGRX"  #: UINT8 NHWC4 [N, H, W, 4], B G R 0
+    RGBX_FP16 = "RGBX_FP16"  #: FP16 NHWC4 [N, H, W, 4], R G B 0
+    RGBX_BF16 = "RGBX_BF16"  #: BF16 NHWC4 [N, H, W, 4], R G B 0
+    RGBP = "RGBP"  #: UINT8 NCHW [N, 3, H, W]
+    RGBP_FP16 = "RGBP_FP16"  #: FP16 NCHW [N, 3, H, W]
     RGBP_FLOAT = "RGBP_FLOAT"  #: FLOAT32 NCHW [N, 3, H, W], pixel units 0..255
 
     @property
     def data_type(self) -> DataType:
-        return DataType.FLOAT32 if self is ColourFormat.RGBP_FLOAT else DataType.UINT8
+        return _DATA_TYPES[self]
 
     @property
     def memory_layout(self) -> MemoryLayout:
-        return MemoryLayout.NCHW if self is ColourFormat.RGBP_FLOAT else MemoryLayout.NHWC4
+        return MemoryLayout.NCHW if self.planar else MemoryLayout.NHWC4
+
+    @property
+    def planar(self) -> bool:
+        """Planes ``[N, 3, H, W]`` (else packed pixels ``[N, H, W, 4]``)."""
+        return self.name.startswith("RGBP")
 
     @property
     def bgr(self) -> bool:
@@ -48,39 +62,48 @@ class ColourFormat(enum.Enum):
 
     def image_bytes(self, height: int, width: int) -> int:
         """Bytes one ``height`` x ``width`` image takes in this format."""
-        return height * width * (12 if self is ColourFormat.RGBP_FLOAT else 4)
+        channels = 3 if self.planar else 4
+        return height * width * channels * self.data_type.to_numpy().itemsize
 
     def image_shape(self, batch: int, height: int, width: int) -> tuple[int, ...]:
         """The tensor shape holding ``batch`` such images."""
-        if self is ColourFormat.RGBP_FLOAT:
+        if self.planar:
             return (batch, 3, height, width)
         return (batch, height, width, 4)
 
 
+_DATA_TYPES = {
+    ColourFormat.RGBX: DataType.UINT8,
+    ColourFormat.BGRX: DataType.UINT8,
+    ColourFormat.RGBX_FP16: DataType.FP16,
+    ColourFormat.RGBX_BF16: DataType.BF16,
+    ColourFormat.RGBP: DataType.UINT8,
+    ColourFormat.RGBP_FP16: DataType.FP16,
+    ColourFormat.RGBP_FLOAT: DataType.FLOAT32,
+}
+#: (layout, dtype) -> the format of that view (BGRX shares RGBX's bytes: RGBX is named).
+_BY_VIEW = {
+    (f.memory_layout, f.data_type): f for f in ColourFormat if f is not ColourFormat.BGRX
+}
+
+
 def colour_format_for(info: NpuTensorInfo) -> ColourFormat:
-    """The colour format an image input of this view takes (RGBX for NHWC4 uint8).
+    """The colour format an image input of this view takes (RGBX for NHWC4 uint8,
+    RGBX_FP16/RGBX_BF16, RGBP/RGBP_FP16/RGBP_FLOAT for NCHW with 3 channels).
 
     Raises :class:`~copyless.LayoutError` (a ``ValueError``) for a view that is no image input
     preprocessing can write: other dtypes, layouts, or channel counts.
     """
     shape = info.shape
-    if (
-        info.data_type is DataType.UINT8
-        and info.memory_layout is MemoryLayout.NHWC4
-        and len(shape) == 4
-        and shape[3] == 4
+    found = _BY_VIEW.get((info.memory_layout, info.data_type))
+    if found is not None and len(shape) == 4 and shape[1 if found.planar else 3] == (
+        3 if found.planar else 4
     ):
-        return ColourFormat.RGBX
-    if (
-        info.data_type is DataType.FLOAT32
-        and info.memory_layout is MemoryLayout.NCHW
-        and len(shape) == 4
-        and shape[1] == 3
-    ):
-        return ColourFormat.RGBP_FLOAT
+        return found
     raise LayoutError(
-        f"tensor {info.describe()} is no image input: preprocessing writes UINT8 NHWC4 "
-        "[N,H,W,4] (RGBX/BGRX) or FLOAT32 NCHW [N,3,H,W] (RGBP_FLOAT)"
+        f"tensor {info.describe()} is no image input: preprocessing writes NHWC4 "
+        "[N,H,W,4] in UINT8/FP16/BF16 (RGBX, BGRX, RGBX_FP16, RGBX_BF16) or NCHW [N,3,H,W] in "
+        "UINT8/FP16/FLOAT32 (RGBP, RGBP_FP16, RGBP_FLOAT)"
     )
 
 
@@ -93,7 +116,8 @@ def image_view(
 ) -> npt.NDArray[Any]:
     """A writable ``(height, width, C)`` view of image ``batch_index`` of ``dst`` (no copy).
 
-    C is 4 for RGBX/BGRX and 3 for RGBP_FLOAT (a transposed, strided view of the planes).
+    C is 4 for the packed formats and 3 for the planar ones (a transposed, strided view of
+    the planes).
     Raises :class:`~copyless.LayoutError` naming both byte sizes when ``dst`` does not hold
     ``colour_format`` images of that size, :class:`~copyless.TensorError` when it is
     read-only or ``batch_index`` is out of range.
@@ -118,16 +142,14 @@ def image_view(
     if not array.flags.writeable:
         raise TensorError(f"tensor {info.name!r}: destination is read-only")
     image: npt.NDArray[Any] = array[batch_index]
-    if colour_format is ColourFormat.RGBP_FLOAT:
+    if colour_format.planar:
         image = image.transpose(1, 2, 0)
     return image
 
 
-_COMPATIBLE = {
-    ColourFormat.RGBX: (ColourFormat.RGBX,),
-    ColourFormat.BGRX: (ColourFormat.RGBX,),  # same bytes; the info cannot tell them apart
-    ColourFormat.RGBP_FLOAT: (ColourFormat.RGBP_FLOAT,),
-}
+_COMPATIBLE = {f: (f,) for f in ColourFormat}
+_COMPATIBLE[ColourFormat.BGRX] = (ColourFormat.RGBX,)  # same bytes; the info cannot tell
+
 
 
 def _tensor_array(dst: Destination) -> tuple[npt.NDArray[Any], NpuTensorInfo]:

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from ..memory import NpuTensor
 from ..memory import cuda as cuda_memory
-from ..types import TensorError
+from ..types import DataType, TensorError
 from ._formats import ColourFormat, colour_format_for
 from ._preprocess import Letterbox, _source, classify_geometry, letterbox_geometry
 
@@ -105,9 +105,9 @@ def resample(
     image = xp.matmul(cols, rows.reshape(oh, width, 3))  # (oh, ow, 3)
     if fmt is ColourFormat.BGRX:
         image = image[..., ::-1]
-    if fmt is ColourFormat.RGBP_FLOAT:
+    if fmt.planar:
         canvas = canvas.transpose(1, 2, 0)
-    else:
+    if fmt.data_type is DataType.UINT8:
         image = xp.floor(image + 0.5)
     canvas[..., :3] = fill
     if canvas.shape[-1] == 4:

@@ -1,8 +1,9 @@
 /* copyless.vision._kernels: fused image preprocessing and DB text-map labelling.
  *
- * resample(src, dst, src_box, rect, fill, bgr)
+ * resample(src, dst, src_box, rect, fill, bgr, bf16=False)
  *     One pass from a packed uint8 RGB/RGBX image to a destination image view of any strides
- *     (uint8 or float32, 3 or 4 channels): antialiased bilinear resampling (PIL's
+ *     (uint8, float32 or float16, 3 or 4 channels; with bf16, a 2-byte view written as
+ *     bfloat16, rounded to nearest even): antialiased bilinear resampling (PIL's
  *     convolution scheme: a triangle filter whose support grows with the downscale factor,
  *     so downscaling averages every source pixel), crop (src_box), placement (rect),
  *     padding with `fill` outside rect, RGB/BGR channel order, the 4th channel zeroed, and
@@ -85,13 +86,49 @@ static int coeffs_init(Coeffs *c, int in_size, double in0, double in1, int out_s
     return 0;
 }
 
+/* The destination's element type. */
+typedef enum { KIND_U8, KIND_F32, KIND_F16, KIND_BF16 } Kind;
+
+/* float -> IEEE half, round to nearest even (finite pixel values; inf/NaN kept). */
+static inline uint16_t to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u, bexp = (x >> 23) & 0xffu;
+    uint32_t mant = x & 0x7fffffu;
+    if (bexp == 0xffu) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0u));
+    const int32_t exp = (int32_t)bexp - 127 + 15;
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (exp <= 0) { /* subnormal half (or zero) */
+        if (exp < -10) return (uint16_t)sign;
+        mant |= 0x800000u;
+        const uint32_t shift = (uint32_t)(14 - exp), half = 1u << (shift - 1);
+        uint32_t h = mant >> shift;
+        const uint32_t rem = mant & ((1u << shift) - 1u);
+        if (rem > half || (rem == half && (h & 1u))) h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13);
+    const uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry rounds the exponent up */
+    return (uint16_t)h;
+}
+
+/* float -> bfloat16 (the upper half of the float), round to nearest even. */
+static inline uint16_t to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu)) return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
 typedef struct {
     const uint8_t *src;
     Py_ssize_t src_row; /* bytes between source rows */
     int src_w, src_h, src_px; /* source pixel stride: 3 or 4 bytes */
     char *dst;
     Py_ssize_t dst_sy, dst_sx, dst_sc; /* byte strides of the (H, W, C) destination */
-    int dst_w, dst_h, dst_c, dst_float;
+    int dst_w, dst_h, dst_c, dst_kind; /* a Kind */
     int ox, oy, ow, oh; /* where the resampled image lands in dst */
     float fill;
     int bgr;
@@ -106,14 +143,14 @@ static void store_row(const Job *j, int y, const float *v, int x0, int x1, uint8
     char *p = j->dst + y * j->dst_sy + x0 * j->dst_sx;
     const int r = j->bgr ? 2 : 0, b = 2 - r, n = x1 - x0;
     const int aligned = ((uintptr_t)p % 4 == 0) && j->dst_sc % 4 == 0;
-    if (!j->dst_float && j->dst_c == 4 && j->dst_sc == 1 && j->dst_sx == 4) {
+    if (j->dst_kind == KIND_U8 && j->dst_c == 4 && j->dst_sc == 1 && j->dst_sx == 4) {
         for (int i = 0; i < 3 * n; i++) u8[i] = to_u8(v[i]);
         for (int x = 0; x < n; x++) {
             const uint8_t *t = u8 + 3 * x;
             uint32_t px = (uint32_t)t[r] | (uint32_t)t[1] << 8 | (uint32_t)t[b] << 16;
             memcpy(p + 4 * x, &px, 4); /* little-endian bytes: R G B 0 */
         }
-    } else if (j->dst_float && j->dst_c == 3 && j->dst_sx == 4 && aligned) {
+    } else if (j->dst_kind == KIND_F32 && j->dst_c == 3 && j->dst_sx == 4 && aligned) {
         float *pr = (float *)(p + r * j->dst_sc), *pg = (float *)(p + j->dst_sc);
         float *pb = (float *)(p + b * j->dst_sc);
         for (int x = 0; x < n; x++, v += 3) { /* min: 255 + rounding error is 255 */
@@ -127,8 +164,14 @@ static void store_row(const Job *j, int y, const float *v, int x0, int x1, uint8
             float px[4] = {v[r], v[1], v[b], 0.0f};
             for (int c = 0; c < 3; c++) px[c] = px[c] < 255.0f ? px[c] : 255.0f;
             for (int c = 0; c < j->dst_c; c++) {
-                if (j->dst_float) memcpy(q + c * j->dst_sc, &px[c], sizeof(float));
-                else q[c * j->dst_sc] = (char)to_u8(px[c]);
+                char *e = q + c * j->dst_sc;
+                uint16_t h;
+                switch (j->dst_kind) {
+                case KIND_F32: memcpy(e, &px[c], sizeof(float)); break;
+                case KIND_F16: h = to_f16(px[c]); memcpy(e, &h, 2); break;
+                case KIND_BF16: h = to_bf16(px[c]); memcpy(e, &h, 2); break;
+                default: *e = (char)to_u8(px[c]); break;
+                }
             }
         }
     }
@@ -137,8 +180,8 @@ static void store_row(const Job *j, int y, const float *v, int x0, int x1, uint8
 /* A fill row: converted once (row `*first`), then copied byte for byte where rows are dense. */
 static void fill_row(const Job *j, int y, const float *fill, int x0, int x1, uint8_t *u8,
                      int *first) {
-    const int packed_u8 = !j->dst_float && j->dst_c == 4 && j->dst_sc == 1 && j->dst_sx == 4;
-    const int planar_f32 = j->dst_float && j->dst_c == 3 && j->dst_sx == 4;
+    const int packed_u8 = j->dst_kind == KIND_U8 && j->dst_c == 4 && j->dst_sc == 1 && j->dst_sx == 4;
+    const int planar_f32 = j->dst_kind == KIND_F32 && j->dst_c == 3 && j->dst_sx == 4;
     if (x0 == 0 && x1 == j->dst_w && *first >= 0 && (packed_u8 || planar_f32)) {
         const char *src = j->dst + *first * j->dst_sy;
         char *dst = j->dst + y * j->dst_sy;
@@ -257,26 +300,46 @@ static int check_src(const Py_buffer *b) {
     return 0;
 }
 
-static int check_dst(const Py_buffer *b, int *is_float) {
+/* A float16 item format: "e", with an optional byte-order prefix as for is_f32. */
+static int is_f16(const Py_buffer *b) {
+    if (b->itemsize != 2 || b->format == NULL) return 0;
+    const char *f = b->format;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (*f == '<') f++;
+#endif
+    if (*f == '=' || *f == '@') f++;
+    return strcmp(f, "e") == 0;
+}
+
+static int check_dst(const Py_buffer *b, int bf16, int *kind) {
     if (b->ndim != 3 || (b->shape[2] != 3 && b->shape[2] != 4) || b->shape[0] < 1 ||
         b->shape[1] < 1 || b->shape[0] > INT32_MAX || b->shape[1] > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "destination must be an (H, W, 3|4) view");
         return -1;
     }
-    if (is_f32(b)) {
-        *is_float = 1;
+    if (bf16) {
+        if (b->itemsize != 2) {
+            PyErr_SetString(PyExc_ValueError, "a bf16 destination must be a 2-byte view");
+            return -1;
+        }
+        *kind = KIND_BF16;
+    } else if (is_f32(b)) {
+        *kind = KIND_F32;
+    } else if (is_f16(b)) {
+        *kind = KIND_F16;
     } else if (b->itemsize == 1 && (!b->format || strcmp(b->format, "B") == 0)) {
-        *is_float = 0;
+        *kind = KIND_U8;
     } else {
-        PyErr_SetString(PyExc_ValueError, "destination must be uint8 or float32");
+        PyErr_SetString(PyExc_ValueError, "destination must be uint8, float32 or float16");
         return -1;
     }
     return 0;
 }
 
-/* resample(src, dst, src_box, rect, fill, bgr). Every argument is checked here, whatever
+/* resample(src, dst, src_box, rect, fill, bgr, bf16). Every argument is checked here, whatever
  * the caller: check_src (uint8 (H, W, 3|4), packed pixels, rows of positive stride, dims
- * <= INT32_MAX), check_dst ((H, W, 3|4) uint8 or float32 of any strides, dims <= INT32_MAX),
+ * <= INT32_MAX), check_dst ((H, W, 3|4) uint8, float32, float16, or a 2-byte view written
+ * as bf16, of any strides, dims <= INT32_MAX),
  * rect inside dst without an overflowing sum, the box inside the source (NaN fails), fill
  * in 0..255. Python (preprocess.classify_preprocess / letterbox, through
  * preprocess._source, which copies a non-packed image, and formats.image_view, which
@@ -286,9 +349,9 @@ static PyObject *resample(PyObject *self, PyObject *args) {
     PyObject *src_obj, *dst_obj;
     double bx0, by0, bx1, by1, fill;
     Py_ssize_t ox, oy, ow, oh;
-    int bgr;
-    if (!PyArg_ParseTuple(args, "OO(dddd)(nnnn)dp", &src_obj, &dst_obj, &bx0, &by0, &bx1, &by1,
-                          &ox, &oy, &ow, &oh, &fill, &bgr))
+    int bgr, bf16 = 0;
+    if (!PyArg_ParseTuple(args, "OO(dddd)(nnnn)dp|p", &src_obj, &dst_obj, &bx0, &by0, &bx1, &by1,
+                          &ox, &oy, &ow, &oh, &fill, &bgr, &bf16))
         return NULL;
     Py_buffer sb, db;
     if (PyObject_GetBuffer(src_obj, &sb, PyBUF_RECORDS_RO) < 0) return NULL;
@@ -296,14 +359,14 @@ static PyObject *resample(PyObject *self, PyObject *args) {
         PyBuffer_Release(&sb);
         return NULL;
     }
-    int is_float = 0, rc = -1;
-    if (check_src(&sb) < 0 || check_dst(&db, &is_float) < 0) goto done;
+    int kind = KIND_U8, rc = -1;
+    if (check_src(&sb) < 0 || check_dst(&db, bf16, &kind) < 0) goto done;
     Job j = {
         .src = sb.buf, .src_row = sb.strides[0], .src_w = (int)sb.shape[1],
         .src_h = (int)sb.shape[0], .src_px = (int)sb.shape[2], .dst = db.buf,
         .dst_sy = db.strides[0], .dst_sx = db.strides[1], .dst_sc = db.strides[2],
         .dst_w = (int)db.shape[1], .dst_h = (int)db.shape[0], .dst_c = (int)db.shape[2],
-        .dst_float = is_float, .ox = (int)ox, .oy = (int)oy, .ow = (int)ow, .oh = (int)oh,
+        .dst_kind = kind, .ox = (int)ox, .oy = (int)oy, .ow = (int)ow, .oh = (int)oh,
         .fill = (float)fill, .bgr = bgr,
     };
     /* No sum that can overflow: ox + ow with ox near PY_SSIZE_T_MAX wrapped negative and
@@ -477,7 +540,8 @@ static PyObject *components(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"resample", resample, METH_VARARGS,
-     "resample(src, dst, src_box, rect, fill, bgr): fused resize/crop/pad/pack into dst."},
+     "resample(src, dst, src_box, rect, fill, bgr, bf16=False): fused resize/crop/pad/pack "
+     "into dst."},
     {"components", components, METH_VARARGS,
      "components(prob, threshold): 8-connected components of prob > threshold."},
     {NULL, NULL, 0, NULL},

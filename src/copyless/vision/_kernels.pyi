@@ -7,6 +7,7 @@ def resample(
     rect: tuple[int, int, int, int],
     fill: float,
     bgr: bool,
+    bf16: bool = False,
     /,
 ) -> None: ...
 def components(prob: Any, threshold: float, /) -> list[tuple[int, int, int, int, int, float]]: ...

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..types import DataType
 from . import _kernels
 from ._formats import ColourFormat, Destination, _tensor_array, colour_format_for, image_view
 
@@ -69,7 +70,7 @@ def classify_preprocess(
     view = image_view(dst, fmt, crop, crop, batch_index)
     height, width = src.shape[:2]
     box, rect = classify_geometry(width, height, resize_short, crop)
-    _kernels.resample(src, view, box, rect, 0.0, fmt.bgr)
+    _resample(src, view, box, rect, 0.0, fmt)
 
 
 Box = tuple[float, float, float, float]
@@ -121,7 +122,7 @@ def letterbox(
     height, width = src.shape[:2]
     placement, rect = letterbox_geometry(width, height, size)
     box = (0.0, 0.0, float(width), float(height))
-    _kernels.resample(src, view, box, rect, float(fill), fmt.bgr)
+    _resample(src, view, box, rect, float(fill), fmt)
     return placement
 
 
@@ -142,13 +143,28 @@ def stretch(
     src = _source(image)
     fmt = _format(dst, colour_format)
     shape = _tensor_array(dst)[1].shape
-    height, width = (shape[2], shape[3]) if fmt is ColourFormat.RGBP_FLOAT else shape[1:3]
+    height, width = (shape[2], shape[3]) if fmt.planar else shape[1:3]
     view = image_view(dst, fmt, height, width, batch_index)
     src_h, src_w = src.shape[:2]
-    _kernels.resample(
-        src, view, (0.0, 0.0, float(src_w), float(src_h)), (0, 0, width, height), 0.0, fmt.bgr
-    )
+    box = (0.0, 0.0, float(src_w), float(src_h))
+    _resample(src, view, box, (0, 0, width, height), 0.0, fmt)
     return src_w / width, src_h / height
+
+
+def _resample(
+    src: npt.NDArray[np.uint8],
+    view: npt.NDArray[Any],
+    box: Box,
+    rect: Rect,
+    fill: float,
+    fmt: ColourFormat,
+) -> None:
+    """The fused kernel into ``view``; a BF16 view goes as its 2-byte bits (numpy's buffer
+    protocol has no bfloat16), written as bf16 by the kernel."""
+    if fmt.data_type is DataType.BF16:
+        _kernels.resample(src, view.view(np.uint16), box, rect, fill, fmt.bgr, True)
+    else:
+        _kernels.resample(src, view, box, rect, fill, fmt.bgr)
 
 
 def limit_side(height: int, width: int, max_side: int | None, multiple: int = 1) -> tuple[int, int]:
