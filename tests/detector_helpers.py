@@ -151,7 +151,9 @@ def run_engine(model: Path, image: np.ndarray, engine: str) -> Found:
     return Found(outputs["boxes"], outputs["scores"], outputs["classes"], outputs.get("landmarks"))
 
 
-def assert_same_detections(ours: Found, ref: Found) -> None:
+def assert_same_detections(
+    ours: Found, ref: Found, score_tolerance: float = SCORE_TOLERANCE
+) -> None:
     """Same detections as the reference: matched by class and best box overlap, boxes within
     2 px, scores within 1e-3 (landmarks too when both have them)."""
     assert len(ours) == len(ref), (ours, ref)
@@ -164,6 +166,6 @@ def assert_same_detections(ours: Found, ref: Found) -> None:
         j = min(same_class, key=lambda j: np.abs(ref.boxes[j] - ours.boxes[i]).max())
         unmatched.remove(j)
         np.testing.assert_allclose(ours.boxes[i], ref.boxes[j], atol=BOX_TOLERANCE)
-        assert abs(float(ours.scores[i]) - float(ref.scores[j])) <= SCORE_TOLERANCE
+        assert abs(float(ours.scores[i]) - float(ref.scores[j])) <= score_tolerance
         if ours.landmarks is not None and ref.landmarks is not None:
             np.testing.assert_allclose(ours.landmarks[i], ref.landmarks[j], atol=BOX_TOLERANCE)

@@ -72,7 +72,9 @@ def test_picodet_on_a_scanned_page_in_its_own_frame_size(object_detector) -> Non
     found = run_engine(object_detector("picodet-layout", page.shape[:2]), page, "onnxruntime")
     reference = rapid_layout(page)
     assert reference.classes.tolist() == [1, 1]  # two titles, per MODELS.md
-    assert_same_detections(found, reference)
+    # upscaled 191x384 -> 800x608 in the graph with PIL's filter rounded to whole levels,
+    # by OpenCV's INTER_LINEAR in rapid-layout: boxes within 0.03 px, scores within 1.1e-3
+    assert_same_detections(found, reference, score_tolerance=2e-3)
 
 
 def test_max_detections_is_the_capacity_and_keeps_the_best(object_detector) -> None:
