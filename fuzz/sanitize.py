@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = {
     "copyless/layout/_kernels": "src/copyless/layout/_kernels.c",
     "copyless/vision/_kernels": "src/copyless/vision/_kernels.c",
+    "copyless/vision/_text": "src/copyless/vision/_text.c",
     "copyless/runner/_fast": "src/copyless/runner/_fast.c",
     "copyless/model/_mapped": "src/copyless/model/_mapped.c",
 }
@@ -71,7 +72,7 @@ UBSAN_OPTIONS = "print_stacktrace=1:halt_on_error=1"
 
 
 def build(flavour: str, name: str = "") -> Path:
-    """The package copied to build/sanitize-<flavour>[-name]/ with the four C extensions
+    """The package copied to build/sanitize-<flavour>[-name]/ with the C extensions
     instrumented (one folder per fuzz harness, so a new build never changes a running one)."""
     compiler, extra, _ = FLAVOURS[flavour]
     compiler = os.environ.get("CC", compiler) if flavour == "test" else compiler
