@@ -134,6 +134,16 @@ def test_without_openvino_vaiml_is_onnxruntime_and_says_so(compiled, cache_dir, 
     assert not cache_dir.exists()
 
 
+def test_under_address_sanitizer_openvino_is_not_loaded(compiled, cache_dir, monkeypatch):
+    """OpenVINO aborts a process that preloads ASan (fuzz/sanitize.py's test build): the
+    default runner runs onnxruntime there, and says why, instead of loading it to measure."""
+    monkeypatch.setenv("LD_PRELOAD", "/usr/lib/gcc/x86_64-linux-gnu/12/libasan.so")
+    with RunnerFactory.from_compiled(compiled) as runner:
+        assert runner.engine is ORT
+        assert "AddressSanitizer" in runner.engine_reason
+    assert not cache_dir.exists()
+
+
 def test_dims_unknown_until_run_time_are_not_measured(cache_dir) -> None:
     model = compile_to_memory(unknown_rank_model())
     with RunnerFactory.from_compiled(model) as runner:

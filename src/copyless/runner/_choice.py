@@ -141,6 +141,10 @@ def _no_choice(model: CompiledModel, options: RunnerOptions) -> tuple[RunnerType
         return RunnerType.OPENVINO, f"device {options.device!r} is an OpenVINO device"
     if importlib.util.find_spec("openvino") is None:
         return ort, "OpenVINO is not installed (pip install copyless[openvino]): onnxruntime"
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        # OpenVINO's TBB dlopens with RTLD_DEEPBIND, which AddressSanitizer refuses by
+        # aborting the process: loading it to measure would end the caller.
+        return ort, "not measured: OpenVINO cannot load under AddressSanitizer (LD_PRELOAD)"
     unknown = [s.name for s in model.inputs + model.outputs if -1 in s.hw.shape]
     if unknown:
         return ort, f"not measured: tensors {unknown} have dims unknown until run time"
