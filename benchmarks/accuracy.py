@@ -501,8 +501,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.getLogger("copyless").setLevel(logging.WARNING)
+    # The runners' INFO lines (engine choices) would bury the table; the level is put back,
+    # since tests run this in-process and later tests read copyless's INFO records.
+    quiet = logging.getLogger("copyless")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        return _run(args)
+    finally:
+        quiet.setLevel(level)
 
+
+def _run(args: argparse.Namespace) -> int:
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
