@@ -56,7 +56,7 @@ postprocess._kernels = GUARD  # type: ignore[assignment]
 SENTINEL = 0xA5
 # The formats this harness's references model (packed uint8 within 1 level, planar float32):
 # the later RGBP (planar uint8) and FP16/BF16 formats are checked against numpy by
-# tests/vision/test_vision_preprocess.py::test_every_compiled_format_is_written_straight_in_its_dtype.
+# test_every_compiled_format_is_written_straight_in_its_dtype (tests/vision/).
 CHECKED_FORMATS = [ColourFormat.RGBX, ColourFormat.BGRX, ColourFormat.RGBP_FLOAT]
 FILLS = [0.0, 114.0, 255.0, -1.0, 256.0, math.nan, math.inf, -0.0, 1e300, 127.5]
 EDGES = [0.0, 0.5, 1.0, 1e-9, -1e-9, 1e-6, 2.0**31, math.nan, math.inf, -math.inf]
