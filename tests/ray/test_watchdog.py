@@ -14,10 +14,7 @@ import pytest
 pytest.importorskip("ray")
 
 from copyless.ray import (
-    ClassificationJob,
-    JobSettings,
     StallError,
-    cluster_state,
     stall_message,
     watch,
 )
@@ -86,24 +83,3 @@ def test_outside_the_main_thread_a_stall_is_logged(caplog) -> None:
         worker.join(timeout=30)
     assert got == [1, 2]
     assert any("Ray cannot place 3 x {CPU: 0.9}" in r.message for r in caplog.records)
-
-
-def test_actors_holding_every_cpu_fail_in_seconds_on_a_real_head(
-    ray_driver, photo_folder, batch_model
-) -> None:
-    _, expected = photo_folder
-    # Not planned: 2 actors of 1 CPU on the head's 2 CPUs leave the decode tasks nothing.
-    settings = JobSettings(actors=2, batch_size=4, stall_s=5)
-    start = time.monotonic()
-    with pytest.raises(StallError) as info:
-        for _ in ClassificationJob(sorted(expected), batch_model, settings).run():
-            pass
-    assert time.monotonic() - start < 120
-    message = str(info.value)
-    assert message.startswith("no progress for 5 s: Ray cannot place ")
-    assert "{CPU: 0.9} (pending); the cluster has {CPU: 2} on 1 node(s)" in message
-    # The executor was shut down: the actors gave their CPUs back.
-    deadline = time.monotonic() + 60
-    while cluster_state().free.get("CPU", 0) < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert cluster_state().free.get("CPU") == 2
