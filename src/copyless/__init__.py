@@ -1,8 +1,8 @@
 """copyless: zero-copy, asynchronous ML inference for Python vision pipelines.
 
 ``import copyless as cl`` gives the whole public API, documented in the repository's
-``docs/api.md``: the enums, the metadata, :class:`NpuTensor`, the runner, the compiler, and
-the ``layout`` and ``ipc`` modules.
+``docs/api.md``: the enums, the metadata, :class:`NpuTensor`, the runner, the pipeline, the
+compiler, and the ``layout`` and ``ipc`` modules.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 from . import ipc, layout
 from .memory import HostMemory, NpuTensor
 from .model import CompiledModel, load_model
+from .pipeline import Pipeline, PipelineStats, Result
 from .runner import DeviceSession, Runner, RunnerFactory, RunnerOptions
 from .types import (
     CopylessError,
     DataType,
     ExecuteAsyncCallback,
+    JobError,
     JobHandle,
     LayoutError,
     MemoryLayout,
@@ -62,6 +64,7 @@ __all__ = [
     "DeviceSession",
     "ExecuteAsyncCallback",
     "HostMemory",
+    "JobError",
     "JobHandle",
     "LayoutError",
     "MemoryLayout",
@@ -72,7 +75,10 @@ __all__ = [
     "NpuTensorInfo",
     "OptionError",
     "OutOfMemoryError",
+    "Pipeline",
+    "PipelineStats",
     "QuantParameters",
+    "Result",
     "RoundingMode",
     "Runner",
     "RunnerClosedError",

@@ -13,6 +13,7 @@ from ._enums import (
 from ._errors import (
     CopylessError,
     DeviceUnavailableError,
+    JobError,
     LayoutError,
     MemoryTypeError,
     ModelLoadError,
@@ -33,6 +34,7 @@ __all__ = [
     "DataType",
     "DeviceUnavailableError",
     "ExecuteAsyncCallback",
+    "JobError",
     "JobHandle",
     "LayoutError",
     "MemoryLayout",

@@ -12,7 +12,8 @@
           +-- UnknownTensorError (KeyError)  no tensor of that name
           +-- UnsupportedError            the operation exists but not for this model/backend
           |    +-- DeviceUnavailableError (also an OptionError)  device="cuda" cannot run here
-          +-- RunnerClosedError           use of a runner after close()
+          +-- RunnerClosedError           use of a runner (or a pipeline) after close()
+          +-- JobError                    a job the runner refused or failed; carries its status
           +-- OutOfMemoryError (MemoryError)  an allocation failed; carries the numbers
 
 Which call raises what (execution never raises: ``execute``/``execute_async``/``wait`` and
@@ -29,6 +30,8 @@ Which call raises what (execution never raises: ``execute``/``execute_async``/``
 """
 
 from __future__ import annotations
+
+from ._enums import StatusCode
 
 
 class CopylessError(RuntimeError):
@@ -75,6 +78,16 @@ class DeviceUnavailableError(OptionError, UnsupportedError):
 
 class RunnerClosedError(CopylessError):
     """A runner (or other owner) was used after ``close()``."""
+
+
+class JobError(CopylessError):
+    """A job the runner refused or that failed: ``status`` is the :class:`StatusCode` it
+    returned (a :class:`copyless.Pipeline` result's ``error`` for a runner status)."""
+
+    def __init__(self, status: StatusCode, detail: str) -> None:
+        super().__init__(f"{detail}: {status.name}")
+        self.status = status
+        self.detail = detail
 
 
 class OutOfMemoryError(CopylessError, MemoryError):
