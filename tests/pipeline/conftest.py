@@ -9,11 +9,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from model_helpers import conv_net
 
 import copyless as cl
 from copyless.model import CompiledModel, compile_to_memory
 from copyless.runner import Runner, RunnerFactory
+from model_helpers import conv_net
 
 ENGINES = [cl.RunnerType.ONNXRUNTIME, cl.RunnerType.OPENVINO]
 

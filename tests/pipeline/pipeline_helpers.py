@@ -8,6 +8,7 @@ import numpy as np
 
 import copyless as cl
 
+
 def frames(count: int, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [rng.standard_normal((1, 3, 16, 16)).astype(np.float32) for _ in range(count)]

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from model_helpers import nonzero_net
 from pipeline_helpers import copy_in, frames, logits
 
 import copyless as cl
 from copyless.model import CompiledModel, compile_to_memory
+from model_helpers import nonzero_net
 
 
 def _pipeline_threads() -> list[str]:
@@ -43,7 +43,8 @@ def test_each_failure_is_one_error_result(
             return "not tensors"
         if item == 5:  # a tensor the runner refuses: its status comes back as a JobError
             wrong = cl.NpuTensorInfo("input", cl.DataType.FLOAT32, cl.TensorDirection.INPUT,
-                                     cl.TensorType.HW, cl.MemoryLayout.NCHW, (1, 3, 8, 8))  # fmt: skip
+                                     cl.TensorType.HW, cl.MemoryLayout.NCHW,
+                                     (1, 3, 8, 8))  # fmt: skip
             return [cl.NpuTensor(wrong, np.zeros((1, 3, 8, 8), np.float32),
                                  cl.MemoryType.USER_POINTER_CMA)]  # fmt: skip
         prepare_in(item, inputs)

@@ -75,7 +75,12 @@ def test_prepare_may_return_its_own_tensors(
                                  info.memory_layout, (1, *info.shape[1:]))  # fmt: skip
         bound: list[int] = []
 
-        def own(item: int, inputs: list[cl.NpuTensor], frame: cl.NpuTensorInfo = frame) -> Any:
+        def own(
+            item: int,
+            inputs: list[cl.NpuTensor],
+            frame: cl.NpuTensorInfo = frame,
+            bound: list[int] = bound,
+        ) -> Any:
             tensor = cl.NpuTensor(frame, xs[item], cl.MemoryType.USER_POINTER_CMA)
             bound.append(tensor.get_virtual_address())
             return [tensor]
