@@ -31,7 +31,7 @@ PUBLIC = {
     "copyless.apps.bench.measure",
     "copyless.apps.bench.models",
     "copyless.apps.bench.peers",
-    "copyless.apps.bench.pipeline",
+    "copyless.apps.bench.contender",
     "copyless.apps.bench.prefix",
     "copyless.apps.bench.report",
     "copyless.apps.bench.spin",

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from copyless.apps.bench import cli
+from copyless.apps.bench.contender import Contender
 from copyless.apps.bench.gate import disagreement
 from copyless.apps.bench.models import Config
 from copyless.apps.bench.peers import plain
-from copyless.apps.bench.pipeline import Pipeline
 from copyless.apps.bench.report import Row, verdicts
 from copyless.apps.bench.tasks import Outcome
 
@@ -101,7 +101,7 @@ def test_table_on_stdout(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     assert "efficientnet-lite0 fp32 b1" in captured.err  # progress goes to stderr
 
 
-def _zeros_pipeline(assets: cli.Assets) -> Pipeline:
+def _zeros_pipeline(assets: cli.Assets) -> Contender:
     """The plain pipeline fed zeros instead of the photo: a deliberately wrong pipeline."""
     honest = plain(assets.peer_model, assets.task, assets.photo, assets.config.batch)
     import onnxruntime as ort
@@ -113,7 +113,7 @@ def _zeros_pipeline(assets: cli.Assets) -> Pipeline:
         return assets.task.postprocess(session.run(None, {"input": x})[0][0])
 
     assert honest.run(1).classes[0] in CAT
-    return Pipeline("zeros", "copyless", False, run)
+    return Contender("zeros", "copyless", False, run)
 
 
 def test_wrong_pipeline_is_flagged_and_not_timed() -> None:

@@ -46,10 +46,10 @@ from ...model import zoo
 from ...types import CopylessError
 from ...vision import decode
 from . import contenders, limits, peers, suites
+from .contender import FAMILY_LIMIT, PLAIN, Contender
 from .gate import detail, disagreement
 from .measure import Samples, batches_per_round, interleaved
 from .models import MODELS, PRECISIONS, Config, copyless_model, peer_model
-from .pipeline import FAMILY_LIMIT, PLAIN, Pipeline
 from .report import (
     FAILED,
     OK,
@@ -99,7 +99,7 @@ class Assets:
         return self.settings.ov_precision or "f32"
 
 
-Factory = Callable[[Assets], Pipeline]
+Factory = Callable[[Assets], Contender]
 
 
 def _cl_sync(backend: str, zero_copy: bool) -> Factory:
@@ -278,7 +278,7 @@ def prepare(config: Config, settings: Settings) -> Assets:
 
 
 def run_config(
-    config: Config, settings: Settings, extra: Sequence[Callable[[Assets], Pipeline]] = ()
+    config: Config, settings: Settings, extra: Sequence[Callable[[Assets], Contender]] = ()
 ) -> list[Row]:
     """Gate, then time every pipeline of ``config``; ``extra`` adds pipelines (tests)."""
     _say(f"{config.label}: preparing models")
@@ -288,7 +288,7 @@ def run_config(
         note = f"unavailable: {_short(exc)}"
         return [_row(config, n, None, UNAVAILABLE, note) for n in settings.pipelines]
     rows: dict[str, Row] = {}
-    built: list[Pipeline] = []
+    built: list[Contender] = []
     factories = [FACTORIES[n] for n in settings.pipelines] + list(extra)
     names = [*settings.pipelines, *(f"extra{i}" for i in range(len(extra)))]
     for name, factory in zip(names, factories, strict=True):
@@ -315,7 +315,7 @@ def run_config(
     return sorted(rows.values(), key=lambda r: order.get(r.pipeline, -1))
 
 
-def _timed_row(config: Config, pipeline: Pipeline, samples: Samples) -> Row:
+def _timed_row(config: Config, pipeline: Contender, samples: Samples) -> Row:
     ms = statistics.median(samples.rounds[pipeline.name]) * 1e3
     stages = samples.stages[pipeline.name].medians_ms()
     return _row(
@@ -342,8 +342,8 @@ def _relate(rows: dict[str, Row]) -> None:
 
 
 def _gate(
-    built: list[Pipeline], config: Config, rows: dict[str, Row], settings: Settings
-) -> list[Pipeline]:
+    built: list[Contender], config: Config, rows: dict[str, Row], settings: Settings
+) -> list[Contender]:
     """Run each pipeline once; keep those that agree with plain. Prints a time estimate."""
     reference: Outcome | None = None
     timed, estimate = [], 0.0
@@ -381,7 +381,7 @@ def _gate(
 
 
 def _row(
-    config: Config, name: str, pipeline: Pipeline | None, status: str, note: str = "",
+    config: Config, name: str, pipeline: Contender | None, status: str, note: str = "",
     **timing: Any,
 ) -> Row:  # fmt: skip
     family = pipeline.family if pipeline is not None else ""
@@ -391,7 +391,7 @@ def _row(
                note=note, engine=engine, **timing)  # fmt: skip
 
 
-def _fail(rows: dict[str, Row], config: Config, pipeline: Pipeline, exc: Exception) -> None:
+def _fail(rows: dict[str, Row], config: Config, pipeline: Contender, exc: Exception) -> None:
     logger.debug("pipeline %s failed", pipeline.name, exc_info=exc)
     _say(f"{config.label}: {pipeline.name} failed: {_short(exc)}")
     rows[pipeline.name] = _row(config, pipeline.name, pipeline, FAILED, f"failed: {_short(exc)}")

@@ -14,8 +14,8 @@ with ``copyless.vision.decode`` at the smallest libjpeg-turbo DCT scale the resi
   converts it into the HW view inside ``execute`` (one conversion copy per input and
   output).
 * ``copyless-<backend>-async<S>``: the zero-copy pipeline with ``max_concurrent_runs=S``
-  job slots, pipelined: while the oldest job runs, the next frame is preprocessed into the
-  next slot's input; a slot's output is postprocessed after ``wait`` on its job.
+  on a :class:`copyless.Pipeline`: while jobs run, the next frames are preprocessed into the
+  next slot's rows; each slot's outputs are postprocessed when its job ends.
 
 ``<backend>`` is ``ort`` (RunnerType.ONNXRUNTIME) or ``ov`` (RunnerType.OPENVINO); runner
 options are copyless's defaults except ``inference_precision`` when ``--ov-precision`` sets
@@ -27,7 +27,6 @@ thread each on a machine of up to ``max_concurrent_runs`` cores).
 
 from __future__ import annotations
 
-import collections
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +34,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ...memory import NpuTensor
+from ...pipeline import Pipeline as CopylessPipeline
+from ...pipeline import Row
 from ...runner import Runner, RunnerFactory
 from ...types import (
     CopylessError,
-    JobHandle,
     QuantParameters,
     RunnerType,
     StatusCode,
@@ -46,7 +46,7 @@ from ...types import (
     TensorType,
 )
 from .._prepare import Preparer, preparer_for
-from .pipeline import FAMILY_COPYLESS, Pipeline
+from .contender import FAMILY_COPYLESS, Contender
 from .stages import Stopwatch
 from .tasks import Outcome, Photo, Task
 
@@ -98,7 +98,7 @@ def _runner(model: Path, backend: str, view: str, slots: int, precision: str | N
 
 
 def sync(model: Path, task: Task, photo: Photo, batch: int, backend: str, zero_copy: bool,
-         precision: str | None, spin: bool = True) -> Pipeline:  # fmt: skip
+         precision: str | None, spin: bool = True) -> Contender:  # fmt: skip
     view = TensorType.HW if zero_copy else TensorType.CPU
     runner = _runner(model, backend, view.name, 1, precision, spin)
     slot = _JobBuffers(runner, view)
@@ -123,38 +123,38 @@ def sync(model: Path, task: Task, photo: Photo, batch: int, backend: str, zero_c
         return outcome
 
     name = f"copyless-{backend}-{'zc' if zero_copy else 'cpu'}"
-    return Pipeline(name, FAMILY_COPYLESS, False, run, runner.close, watch=watch, engine=backend)
+    return Contender(name, FAMILY_COPYLESS, False, run, runner.close, watch=watch, engine=backend)
 
 
 def pipelined(model: Path, task: Task, photo: Photo, batch: int, backend: str, slots: int,
-              precision: str | None) -> Pipeline:  # fmt: skip
+              precision: str | None) -> Contender:  # fmt: skip
+    """``max_concurrent_runs=slots`` on a :class:`copyless.Pipeline` (its default slots: one
+    more, prepared while the engine holds the others): frames are decoded and preprocessed
+    straight into their rows of a slot's batch tensor, ``batch`` frames a job."""
     runner = _runner(model, backend, "HW", slots, precision)
-    ring = [_JobBuffers(runner, TensorType.HW) for _ in range(slots)]
+    buffers = _JobBuffers(runner, TensorType.HW)  # the preparer, the quantization
+    full = (photo.pixels.shape[0], photo.pixels.shape[1])
+    placements: dict[int, Any] = {}
+
+    def prepare(frame: int, inputs: Row) -> None:
+        image = buffers.prepare.decode(photo.data) if photo.per_frame else photo.pixels
+        placements[inputs.row] = buffers.prepare(image, inputs[0], 0, full)
+
+    def finish(frame: int, outputs: Row) -> Outcome:
+        return task.copyless_postprocess(outputs[0], buffers.quant, placements[outputs.row], 0)
+
+    pipeline = CopylessPipeline(runner, prepare, finish, batch=batch)
 
     def run(batches: int) -> Outcome:
-        in_flight: collections.deque[tuple[_JobBuffers, JobHandle]] = collections.deque()
         outcome = Outcome()
-        for index in range(batches):
-            slot = ring[index % slots]
-            if len(in_flight) == slots:  # steady state: the oldest job frees this slot
-                outcome = _collect(runner, task, batch, *in_flight.popleft())
-            slot.preprocess(photo, slot.decode(photo, batch))  # overlaps the running jobs
-            handle = runner.execute_async(slot.inputs, slot.outputs)
-            if handle.status is not StatusCode.SUCCESS:
-                raise CopylessError(f"execute_async returned {handle.status.name}")
-            in_flight.append((slot, handle))
-        while in_flight:  # drain
-            outcome = _collect(runner, task, batch, *in_flight.popleft())
+        for result in pipeline.map(range(batches * batch)):
+            if result.index % batch == 0:  # frame 0 of each batch, as the sync contenders
+                outcome = result.unwrap()
         return outcome
 
+    def close() -> None:
+        pipeline.close()
+        runner.close()
+
     name = f"copyless-{backend}-async{slots}"
-    return Pipeline(name, FAMILY_COPYLESS, True, run, runner.close, engine=backend)
-
-
-def _collect(
-    runner: Runner, task: Task, batch: int, slot: _JobBuffers, handle: JobHandle
-) -> Outcome:
-    status = runner.wait(handle, -1)
-    if status is not StatusCode.SUCCESS:
-        raise CopylessError(f"job {handle.job_id} ended with {status.name}")
-    return slot.postprocess(task, batch)
+    return Contender(name, FAMILY_COPYLESS, True, run, close, engine=backend)

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .contender import FAMILY_LIMIT, Contender
 from .peers import import_openvino, ov_config, ov_precision_note
-from .pipeline import FAMILY_LIMIT, Pipeline
 from .tasks import Outcome, Photo, Task
 
 
@@ -34,7 +34,7 @@ def _prepared(task: Task, photo: Photo, batch: int) -> npt.NDArray[np.float32]:
     return np.ascontiguousarray(np.stack([one] * batch))
 
 
-def engine_ort(model: Path, task: Task, photo: Photo, batch: int) -> Pipeline:
+def engine_ort(model: Path, task: Task, photo: Photo, batch: int) -> Contender:
     import onnxruntime as ort
 
     options = ort.SessionOptions()  # defaults, as users get them; only quieter logs
@@ -58,10 +58,10 @@ def engine_ort(model: Path, task: Task, photo: Photo, batch: int) -> Pipeline:
         return first[0]
 
     note = "onnxruntime defaults, prepared input"
-    return Pipeline("engine-ort", FAMILY_LIMIT, False, run, note=note, engine="ort")
+    return Contender("engine-ort", FAMILY_LIMIT, False, run, note=note, engine="ort")
 
 
-def engine_ov(model: Path, task: Task, photo: Photo, batch: int, precision: str) -> Pipeline:
+def engine_ov(model: Path, task: Task, photo: Photo, batch: int, precision: str) -> Contender:
     ov = import_openvino()
     core = ov.Core()
     net = core.read_model(str(model))
@@ -84,4 +84,4 @@ def engine_ov(model: Path, task: Task, photo: Photo, batch: int, precision: str)
         return first[0]
 
     note = f"{ov_precision_note(compiled)}, prepared input"
-    return Pipeline("engine-ov", FAMILY_LIMIT, False, run, note=note, engine="ov")
+    return Contender("engine-ov", FAMILY_LIMIT, False, run, note=note, engine="ov")

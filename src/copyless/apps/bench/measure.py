@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .pipeline import Pipeline
+from .contender import Contender
 from .stages import StageTimes
 
 logger = logging.getLogger(__name__)
@@ -32,12 +32,12 @@ class Samples:
     stages: dict[str, StageTimes] = field(default_factory=dict)
 
 
-def batches_per_round(pipeline: Pipeline, frames: int, batch: int) -> int:
+def batches_per_round(pipeline: Contender, frames: int, batch: int) -> int:
     count = max(1, math.ceil(frames / batch))
     return max(count, MIN_ASYNC_BATCHES) if pipeline.asynchronous else count
 
 
-def one_round(pipeline: Pipeline, frames: int, batch: int) -> float:
+def one_round(pipeline: Contender, frames: int, batch: int) -> float:
     """Seconds per frame of one round (see the module docstring)."""
     count = batches_per_round(pipeline, frames, batch)
     if pipeline.asynchronous:
@@ -53,11 +53,11 @@ def one_round(pipeline: Pipeline, frames: int, batch: int) -> float:
 
 
 def interleaved(
-    pipelines: list[Pipeline],
+    pipelines: list[Contender],
     frames: int,
     batch: int,
     rounds: int,
-    failed: Callable[[Pipeline, Exception], None],
+    failed: Callable[[Contender, Exception], None],
 ) -> Samples:
     """Every pipeline's samples; one untimed warm-up round first.
 

@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ...types import UnsupportedError
-from .pipeline import FAMILY_PEER, FAMILY_PLAIN, PLAIN, Pipeline
+from .contender import FAMILY_PEER, FAMILY_PLAIN, PLAIN, Contender
 from .stages import Stopwatch
 from .tasks import FILL, Outcome, Photo, Task
 
@@ -51,7 +51,7 @@ def _session(model: Path) -> Any:
     return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
 
 
-def plain(model: Path, task: Task, photo: Photo, batch: int) -> Pipeline:
+def plain(model: Path, task: Task, photo: Photo, batch: int) -> Contender:
     session = _session(model)
     name = session.get_inputs()[0].name
     watch = Stopwatch()
@@ -73,10 +73,10 @@ def plain(model: Path, task: Task, photo: Photo, batch: int) -> Pipeline:
             outcome = outcomes[0]
         return outcome
 
-    return Pipeline(PLAIN, FAMILY_PLAIN, False, run, watch=watch, engine="ort")
+    return Contender(PLAIN, FAMILY_PLAIN, False, run, watch=watch, engine="ort")
 
 
-def iobinding(model: Path, task: Task, photo: Photo, batch: int) -> Pipeline:
+def iobinding(model: Path, task: Task, photo: Photo, batch: int) -> Contender:
     session = _session(model)
     (xin,), (yout,) = session.get_inputs(), session.get_outputs()
     size = task.spec.size
@@ -107,7 +107,7 @@ def iobinding(model: Path, task: Task, photo: Photo, batch: int) -> Pipeline:
             outcome = outcomes[0]
         return outcome
 
-    return Pipeline("ort-iobinding", FAMILY_PEER, False, run, watch=watch, engine="ort")
+    return Contender("ort-iobinding", FAMILY_PEER, False, run, watch=watch, engine="ort")
 
 
 def import_openvino() -> Any:
@@ -176,7 +176,7 @@ def ov_precision_note(compiled: Any) -> str:
 
 def openvino_sync(
     model: Path, task: Task, photo: Photo, batch: int, precision: str | None
-) -> Pipeline:
+) -> Contender:
     ov = import_openvino()
     compiled = ov.Core().compile_model(
         _ppp_model(ov, model, task, batch), "CPU", ov_config("LATENCY", precision)
@@ -201,12 +201,12 @@ def openvino_sync(
         return outcome
 
     note = ov_precision_note(compiled)
-    return Pipeline("openvino-sync", FAMILY_PEER, False, run, note=note, watch=watch, engine="ov")
+    return Contender("openvino-sync", FAMILY_PEER, False, run, note=note, watch=watch, engine="ov")
 
 
 def openvino_async(
     model: Path, task: Task, photo: Photo, batch: int, precision: str | None
-) -> Pipeline:
+) -> Contender:
     ov = import_openvino()
     compiled = ov.Core().compile_model(
         _ppp_model(ov, model, task, batch), "CPU", ov_config("THROUGHPUT", precision)
@@ -231,4 +231,4 @@ def openvino_async(
         return results[batches - 1]
 
     note = f"{jobs} requests, {ov_precision_note(compiled)}"
-    return Pipeline("openvino-async", FAMILY_PEER, True, run, note=note, engine="ov")
+    return Contender("openvino-async", FAMILY_PEER, True, run, note=note, engine="ov")

@@ -1,4 +1,5 @@
-"""What every measured pipeline is: a name, a family, a mode and ``run(batches)``.
+"""What every measured contender (one way of running the model) is: a name, a family, a
+mode and ``run(batches)``.
 
 ``run(n)`` processes ``n`` batches of the photo end to end (decode and preprocess every
 frame, infer, postprocess every frame) and returns the :class:`~.tasks.Outcome` of frame 0
@@ -26,7 +27,7 @@ def _nothing() -> None:
 
 
 @dataclass(slots=True)
-class Pipeline:
+class Contender:
     """One way of running the model on the photo (see the module docstring)."""
 
     name: str
