@@ -202,16 +202,19 @@ def test_bad_arguments(
 
 def test_data_dependent_outputs(runner_type: cl.RunnerType) -> None:
     """NonZero's output: with no bound the pipeline cannot allocate it and says how to give
-    one; with a capacity it is one tensor per job, read through produced_shape."""
-    net = nonzero_net(batch=1)
+    one; with a capacity it is one tensor per job, read through produced_shape. The model's
+    batch is 1 while its input's first dim is 3: the rows are the whole tensors."""
+    net = nonzero_net()
     with cl.RunnerFactory.from_compiled(compile_to_memory(net), {}, runner_type) as runner:
         (nz,) = [i for i in runner.get_tensors_info(cl.TensorDirection.OUTPUT) if i.name == "nz"]
         if any(d < 0 for d in nz.shape):
             with pytest.raises(cl.UnsupportedError, match="--output-capacity"):
                 cl.Pipeline(runner, lambda i, x: None, lambda i, y: i)
-    bounded = compile_to_memory(net, output_capacity={"nz": (2, 4)})
+    bounded = compile_to_memory(net, output_capacity={"nz": (2, 12)})
     with cl.RunnerFactory.from_compiled(bounded, {}, runner_type) as runner:
-        xs = [np.eye(1, 4, k, dtype=np.float32) * (k + 1) for k in range(4)]
+        xs = [np.zeros((3, 4), np.float32) for _ in range(4)]
+        for k, x in enumerate(xs):
+            x[k % 3, k] = k + 1
 
         def prepare(item: int, inputs: list[cl.NpuTensor]) -> None:
             inputs[0].numpy()[...] = xs[item]
@@ -223,7 +226,7 @@ def test_data_dependent_outputs(runner_type: cl.RunnerType) -> None:
 
         with cl.Pipeline(runner, prepare, finish) as pipeline:
             values = [r.unwrap() for r in pipeline.map(range(4))]
-    assert values == [[[0], [k]] for k in range(4)]
+    assert values == [[[k % 3], [k]] for k in range(4)]
 
 
 def test_capacity_beyond_the_runner(

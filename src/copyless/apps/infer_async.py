@@ -2,11 +2,13 @@
 
 One IFM batch (``--input-binary``: raw bytes in the model's HW input layout, or ``--dry-run``:
 random, and then any ``--input-binary`` is not read, as in the sample) is copied once into
-every job slot's runner-allocated input tensors; then ``--num-iteration`` jobs run through
-three phases: prime (fill all slots), steady state (wait for the oldest job, resubmit on its
-slot), drain (wait for the rest). Without --dry-run/--benchmark the outputs of the last
-completed job are written as ``output_f<frame>_<tensor>.bin``, one file per frame of its
-batch (frame = submission index x batch size + position in the batch).
+every job slot's input tensors; then ``--num-iteration`` jobs run through the sample's three
+phases, prime (fill the slots), steady state (a slot resubmitted as its job ends) and drain,
+which :class:`copyless.Pipeline` owns (``max_concurrent_runs`` 2, as kNumConcurrentJobs,
+and the Pipeline's default of one more slot prepared meanwhile). Without
+--dry-run/--benchmark the outputs of the last job are written as
+``output_f<frame>_<tensor>.bin``, one file per frame of its batch (frame = submission index
+x batch size + position in the batch).
 
 ``--benchmark`` adds a synchronous ``execute`` pass on the same data. Both passes are timed
 after a warm-up that neither counts (``Runner.warm_up`` and one untimed round of each, as
@@ -14,40 +16,33 @@ the sample's prime phase runs before its steady state), in ``--rounds`` alternat
 (on a shared machine, load that drifts weighs on both passes alike). ``--host-work-ms MS``
 adds MS of host CPU work per frame after each job completes (numpy passes that release the
 GIL, as decoding and pre/postprocessing do): the async pass overlaps it with the next job,
-the sync pass cannot.
+the sync pass cannot. SIGINT/SIGTERM stop submitting; the jobs in flight end, the counts
+are printed, and the exit status is 130/143.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..runner import Runner, RunnerFactory, batch_axis
-from ..types import (
-    CopylessError,
-    JobHandle,
-    RunnerType,
-    StatusCode,
-    TensorDirection,
-    TensorType,
-)
+from ..pipeline import Pipeline, Row
+from ..runner import Runner, RunnerFactory
+from ..types import CopylessError, RunnerType, TensorDirection, TensorType
 from ..vision import download, upload
 from ._checks import UsageError, check_model_path
 from ._setup import add_runner_argument, engine_line, runner_options, runner_type, say_precision
+from ._signals import Interruption
 
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
 NUM_CONCURRENT_JOBS = 2
 EXIT_USAGE = 2
-
-Slots = list[tuple[list[NpuTensor], list[NpuTensor]]]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -102,16 +97,18 @@ def main(argv: list[str] | None = None) -> int:
             # pass / sync pass without and with --host-work-ms 5: batch 1 1.05-1.07x /
             # 1.25-1.27x (own sessions: 1.04-1.19x / 1.05-1.11x); batch 8 1.02x (0.87x)
             options["async_engines"] = "shared"
-        with RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
+        with Interruption("copyless-infer-async") as interrupted, \
+                RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
             print(engine_line(runner), file=sys.stderr)
             say_precision(runner)
-            return _run(runner, args)
+            code = _run(runner, args, interrupted)
+        return interrupted.exit_code(code)
     except CopylessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 
-def _run(runner: Runner, args: argparse.Namespace) -> int:
+def _run(runner: Runner, args: argparse.Namespace, interrupted: Interruption) -> int:
     in_infos = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
     out_infos = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
     ifm = _load_ifm(args, sum(i.size_in_bytes for i in in_infos))
@@ -125,116 +122,131 @@ def _run(runner: Runner, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    slots: Slots = []
-    for _ in range(NUM_CONCURRENT_JOBS):
-        inputs = [runner.allocate_npu_tensor(info) for info in in_infos]
-        offset = 0
-        for tensor in inputs:
-            size = tensor.info.size_in_bytes
-            upload(tensor, ifm[offset : offset + size])
-            offset += size
-        slots.append((inputs, [runner.allocate_npu_tensor(info) for info in out_infos]))
     batch = runner.get_batch_size()
-    work = host_work(args.host_work_ms * batch)
-    if args.benchmark:
-        completed, async_ms, sync_ms = _benchmark(runner, slots, args, work)
-        print(f"Batches completed: {completed} / {args.num_iteration}")
-        frames = args.num_iteration * batch
-        print(f"[INFO] async infer pass: {async_ms:.3f} ms ({async_ms / frames:.3f} ms/frame)")
-        print(f"[INFO] sync infer pass: {sync_ms:.3f} ms ({sync_ms / frames:.3f} ms/frame)")
-        return 0 if completed == args.num_iteration else 1
-    completed, last = _pipeline(runner, slots, args.num_iteration, work)
-    print(f"Batches completed: {completed} / {args.num_iteration}")
-    if not args.dry_run and last is not None:
-        slot, index = last
-        _write_outputs(slots[slot][1], index, batch)
-    return 0 if completed == args.num_iteration else 1
+    jobs = _Jobs(runner, ifm, batch, host_work(args.host_work_ms), write=not args.dry_run)
+    with Pipeline(runner, jobs.prepare, jobs.finish, batch=batch) as pipeline:
+        interrupted.on_signal(pipeline.stop)
+        if args.benchmark:
+            async_ms, sync_ms = _benchmark(runner, pipeline, jobs, args)
+            print(f"Batches completed: {jobs.completed} / {args.num_iteration}")
+            frames = args.num_iteration * batch
+            print(f"[INFO] async infer pass: {async_ms:.3f} ms ({async_ms / frames:.3f} ms/frame)")
+            print(f"[INFO] sync infer pass: {sync_ms:.3f} ms ({sync_ms / frames:.3f} ms/frame)")
+        else:
+            jobs.last = args.num_iteration - 1
+            jobs.run(pipeline, args.num_iteration)
+            print(f"Batches completed: {jobs.completed} / {args.num_iteration}")
+    return 0 if jobs.completed == args.num_iteration else 1
+
+
+class _Jobs:
+    """The sample's submissions on a :class:`copyless.Pipeline` of ``batch``-frame jobs.
+
+    Each job slot's input rows are filled with the IFM once, the first time the slot comes
+    round (the sample copies the IFM into every slot before its prime phase); then jobs run
+    on what is there. After each job, ``work`` per frame (the host work the async pass
+    overlaps with the next job); the last submission's outputs are written (``write``)."""
+
+    def __init__(self, runner: Runner, ifm: npt.NDArray[np.uint8], batch: int,
+                 work: Callable[[], None], write: bool) -> None:  # fmt: skip
+        self.runner, self.ifm, self.batch, self.work, self.write = runner, ifm, batch, work, write
+        self.filled: set[int] = set()
+        self.completed = 0
+        self.last = -1  # the submission whose outputs are written
+
+    def prepare(self, frame: int, inputs: Row) -> None:
+        if id(inputs) in self.filled:
+            return
+        offset = 0
+        for tensor in inputs:  # frame ``row`` of each input, in the model's order
+            size = tensor.info.size_in_bytes
+            start = offset + inputs.row * size
+            upload(tensor, self.ifm[start : start + size])
+            offset += size * self.batch
+        self.filled.add(id(inputs))
+
+    def finish(self, frame: int, outputs: Row) -> None:
+        submission, row = divmod(frame, self.batch)
+        if row == 0:
+            self.completed += 1
+        if self.write and submission == self.last:
+            _write_outputs(outputs, frame, row)
+        self.work()
+
+    def run(self, pipeline: Pipeline, submissions: int) -> None:
+        """Prime, steady state and drain: the Pipeline's own loop."""
+        failed = None
+        for result in pipeline.map(range(submissions * self.batch)):
+            if result.error is not None and result.index // self.batch != failed:
+                failed = result.index // self.batch
+                print(f"error: job {failed} failed: {result.error}", file=sys.stderr)
 
 
 def _benchmark(
-    runner: Runner, slots: Slots, args: argparse.Namespace, work: Callable[[], None]
-) -> tuple[int, float, float]:
-    """(async jobs completed, async ms, sync ms) over ``--num-iteration`` submissions each.
+    runner: Runner, pipeline: Pipeline, jobs: _Jobs, args: argparse.Namespace
+) -> tuple[float, float]:
+    """(async ms, sync ms) over ``--num-iteration`` submissions each.
 
     Warm-up first, untimed (bindings and plans of every slot, as the sample's prime phase
     before its steady state). Then the passes alternate in ``--rounds`` rounds (async
     first in even rounds, sync first in odd ones) so that a machine whose load drifts
-    weighs on both alike; each pass's time is the sum of its rounds.
+    weighs on both alike; each pass's time is the sum of its rounds. The sync pass runs
+    ``execute`` on tensors of its own holding the same IFM.
     """
-    _pipeline(runner, slots, len(slots), work)
-    runner.execute(*_frame(slots[0]))
+    inputs, outputs = _sync_tensors(runner, jobs.ifm)
+    jobs.run(pipeline, pipeline.slots)
+    runner.execute(inputs, outputs)
+    jobs.completed = 0
     rounds = max(1, min(args.rounds, args.num_iteration))
-    completed, async_s, sync_s = 0, 0.0, 0.0
+    async_s = sync_s = 0.0
+    per_frame = jobs.work
     for index in range(rounds):
         count = args.num_iteration // rounds + (index < args.num_iteration % rounds)
         for mode in ("async", "sync") if index % 2 == 0 else ("sync", "async"):
             start = time.perf_counter()
             if mode == "async":
-                completed += _pipeline(runner, slots, count, work)[0]
+                jobs.run(pipeline, count)
                 async_s += time.perf_counter() - start
             else:
                 for _ in range(count):
-                    runner.execute(*_frame(slots[0]))
-                    work()
+                    runner.execute(inputs, outputs)
+                    for _ in range(jobs.batch):
+                        per_frame()
                 sync_s += time.perf_counter() - start
-    return completed, async_s * 1000.0, sync_s * 1000.0
+    return async_s * 1000.0, sync_s * 1000.0
 
 
-def _frame(
-    slot: tuple[list[NpuTensor], list[NpuTensor]],
+def _sync_tensors(
+    runner: Runner, ifm: npt.NDArray[np.uint8]
 ) -> tuple[list[list[NpuTensor]], list[list[NpuTensor]]]:
-    inputs, outputs = slot
+    """Whole-batch tensors for the sync pass, the IFM uploaded once."""
+    inputs = [runner.allocate_npu_tensor(i)
+              for i in runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)]  # fmt: skip
+    offset = 0
+    for tensor in inputs:
+        size = tensor.info.size_in_bytes
+        upload(tensor, ifm[offset : offset + size])
+        offset += size
+    outputs = [runner.allocate_npu_tensor(o)
+               for o in runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)]  # fmt: skip
     return [inputs], [outputs]
 
 
-def _pipeline(
-    runner: Runner, slots: Slots, total: int, work: Callable[[], None]
-) -> tuple[int, tuple[int, int] | None]:
-    """Prime, steady state, drain. Returns (completed jobs, (slot, submission index) of the
-    last completed job)."""
-    in_flight: collections.deque[tuple[int, int, JobHandle]] = collections.deque()
-    submitted = completed = 0
-    last: tuple[int, int] | None = None
-    while submitted < total or in_flight:
-        if len(in_flight) < len(slots) and submitted < total:
-            # prime, then resubmit on the slot the oldest job freed
-            slot = submitted % len(slots)
-            handle = runner.execute_async(*_frame(slots[slot]))
-            if handle.status is StatusCode.SUCCESS:
-                in_flight.append((slot, submitted, handle))
-                submitted += 1
-                continue
-            if handle.status is not StatusCode.RESOURCE_UNAVAILABLE:
-                print(f"error: execute_async returned {handle.status.name}", file=sys.stderr)
-                submitted += 1
-                continue
-        slot, index, oldest = in_flight.popleft()
-        status = runner.wait(oldest, -1)
-        if status is StatusCode.SUCCESS:
-            completed += 1
-            last = (slot, index)
-            work()  # this job's host work overlaps the job still in flight
-        else:
-            print(f"error: job failed with {status.name}", file=sys.stderr)
-    return completed, last
-
-
-def _write_outputs(outputs: list[NpuTensor], index: int, batch: int) -> None:
-    """``output_f<frame>_<tensor>.bin`` for each frame of submission ``index``'s batch. A
-    data-dependent output writes what the job produced (``produced_shape``, C-contiguous at
-    the start of its capacity), not the whole capacity."""
+def _write_outputs(outputs: Sequence[NpuTensor], frame: int, row: int) -> None:
+    """``output_f<frame>_<tensor>.bin`` for one frame of the last submission. A
+    data-dependent output (one tensor for the whole job) is written once, by the job's first
+    frame, as what the job produced (``produced_shape``, C-contiguous at the start of its
+    capacity), not the whole capacity."""
     for number, tensor in enumerate(outputs):
         data = download(tensor)  # a view of host memory; a copy of device memory
         produced = tensor.produced_shape
         if produced is not None:
-            count = int(np.prod(produced))
-            data = data.reshape(-1)[:count].reshape(produced)
-            Path(f"output_f{index * batch}_{number}.bin").write_bytes(data.tobytes())
+            if row == 0:
+                count = int(np.prod(produced))
+                data = data.reshape(-1)[:count].reshape(produced)
+                Path(f"output_f{frame}_{number}.bin").write_bytes(data.tobytes())
             continue
-        axis = batch_axis(tensor.info)
-        for b in range(batch):
-            frame = np.take(data, b, axis=axis) if batch > 1 else data
-            Path(f"output_f{index * batch + b}_{number}.bin").write_bytes(frame.tobytes())
+        Path(f"output_f{frame}_{number}.bin").write_bytes(data.tobytes())
 
 
 def host_work(ms: float) -> Callable[[], None]:

@@ -131,12 +131,14 @@ class Pipeline:
     # -- iteration -----------------------------------------------------------------------
     def map(self, items: Iterable[Any]) -> Iterator[Result]:
         """One :class:`Result` per item, in the order of ``items``, pulled lazily as slots
-        free up (an endless generator is fine). At ``batch > 1`` a reader thread pulls the
-        items (so a batch can be cut after ``batch_wait_ms``); at batch 1 the worker that
-        takes an item pulls it. Iteration starts on the first ``next()``."""
+        free up (an endless generator is fine). Iteration starts on the first ``next()``.
+
+        At ``batch > 1`` jobs are full batches (but the last) unless ``batch_wait_ms > 0``:
+        then a reader thread pulls the items and a job that has waited that long for a full
+        batch goes out short. Otherwise the worker that takes the items pulls them."""
         self._check_open()
         iterator = iter(items)
-        if self._batch == 1:
+        if self._batch == 1 or self._wait_s == 0:
             return self._iterate(lambda: DirectFeed(iterator, self._clock))
         return self._iterate(lambda: SourceFeed({None: iterator}, self._depth(), self._clock))
 

@@ -44,10 +44,10 @@ class Slot:
 
 
 def _rows(runner: Runner, info: NpuTensorInfo, rows: int, shared: bool) -> list[NpuTensor]:
-    """``rows`` views of a new tensor of ``info`` (the whole tensor when it is one frame, or
-    when ``shared``: a data-dependent output)."""
+    """``rows`` views of a new tensor of ``info`` (the whole tensor on a model of batch 1,
+    whatever its first dim holds, or when ``shared``: a data-dependent output)."""
     tensor = runner.allocate_npu_tensor(info)
-    if shared or (rows == 1 and frame_shape(info) == info.shape):
+    if shared or runner.get_batch_size() == 1:
         return [tensor] * rows
     if batch_axis(info) != 0 or info.strides is not None:
         raise UnsupportedError(
