@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from copyless.ipc import Pipeline, Producer, SlotPool
+from copyless.ipc import Producer, SlotPipeline, SlotPool
 from copyless.memory import HostMemory, NpuTensor
 from copyless.types import (
     DataType,
@@ -280,7 +280,7 @@ def run_model_fd_shared(
     inputs, outputs = _infos(runner)
     with (
         tempfile.TemporaryDirectory() as cpu_dir,
-        Pipeline(runner, inputs, outputs, slots, max_in_flight=IN_FLIGHT, prefetch=2) as pipe,
+        SlotPipeline(runner, inputs, outputs, slots, max_in_flight=IN_FLIGHT, prefetch=2) as pipe,
     ):
         cpu_file = os.path.join(cpu_dir, "cpu")
         for _ in range(producers):

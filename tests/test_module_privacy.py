@@ -55,6 +55,7 @@ PUBLIC = {
     "copyless.model.postprocess",
     "copyless.model.zoo",
     "copyless.ocr",
+    "copyless.pipeline",
     "copyless.ray",
     "copyless.runner",
     "copyless.types",

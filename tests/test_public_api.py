@@ -23,6 +23,7 @@ CURATED = [
     "DeviceSession",
     "ExecuteAsyncCallback",
     "HostMemory",
+    "JobError",
     "JobHandle",
     "LayoutError",
     "MemoryLayout",
@@ -33,7 +34,10 @@ CURATED = [
     "NpuTensorInfo",
     "OptionError",
     "OutOfMemoryError",
+    "Pipeline",
+    "PipelineStats",
     "QuantParameters",
+    "Result",
     "RoundingMode",
     "Runner",
     "RunnerClosedError",
@@ -249,7 +253,8 @@ def test_version_and_typing_marker() -> None:
 
 @pytest.mark.parametrize(
     "layer",
-    ["types", "memory", "ipc", "layout", "model", "backends", "runner", "vision", "apps"],
+    ["types", "memory", "ipc", "layout", "model", "backends", "runner", "pipeline", "vision",
+     "apps"],
 )
 def test_every_layer_imports(layer: str) -> None:
     importlib.import_module(f"copyless.{layer}")

@@ -1,4 +1,4 @@
-"""Pipeline: producer processes -> runner-allocated slots -> execute_async (real model)."""
+"""SlotPipeline: producer processes -> runner-allocated slots -> execute_async (real model)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import ipc_helpers
 import numpy as np
 import pytest
 
-from copyless.ipc import Pipeline
+from copyless.ipc import SlotPipeline
 from copyless.model._compiler import compile_model
 from copyless.model.zoo import build
 from copyless.runner import Runner, RunnerFactory
@@ -30,8 +30,8 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
         yield runner
 
 
-def _pipeline(runner: Runner, num_slots: int) -> Pipeline:
-    return Pipeline(
+def _pipeline(runner: Runner, num_slots: int) -> SlotPipeline:
+    return SlotPipeline(
         runner,
         runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW),
         runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW),

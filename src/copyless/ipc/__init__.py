@@ -8,7 +8,7 @@ Two levels:
   the same pages. Only XRT_BO and DMA_FD tensors can travel (``MemoryTypeError`` for the
   USER_POINTER types, raised before anything is sent). Received tensors are DMA_FD and own
   their descriptors.
-* :class:`SlotPool` / :class:`Pipeline`: a pool of runner-allocated input slots, shared
+* :class:`SlotPool` / :class:`SlotPipeline`: a pool of runner-allocated input slots, shared
   once with N producer processes. Producers decode frames straight into a slot's HW view
   and hand back the slot index; the consumer runs ``execute_async`` on it and yields the
   results. Per frame only two small control records travel (``filled`` and ``grant``,
@@ -36,7 +36,7 @@ Design of the pool:
 Example (the consumer is the main process; ``decode_into`` is yours)::
 
     import copyless as cl
-    from copyless.ipc import Pipeline
+    from copyless.ipc import SlotPipeline
 
     def produce(producer, paths):                 # runs in a spawned child process
         for path in paths:
@@ -48,7 +48,7 @@ Example (the consumer is the main process; ``decode_into`` is yours)::
         runner = cl.RunnerFactory.create_runner("model.rai")
         ins = runner.get_tensors_info(cl.TensorDirection.INPUT, cl.TensorType.HW)
         outs = runner.get_tensors_info(cl.TensorDirection.OUTPUT, cl.TensorType.HW)
-        with Pipeline(runner, ins, outs, num_slots=8) as pipeline:
+        with SlotPipeline(runner, ins, outs, num_slots=8) as pipeline:
             pipeline.start_producer(produce, ["a.jpg", "b.jpg"])
             pipeline.start_producer(produce, ["c.jpg"])
             for result in pipeline.results():     # in submission order
@@ -63,7 +63,7 @@ messages; :class:`PeerClosedError` when the other side has gone.
 from __future__ import annotations
 
 from ._errors import IpcError, PeerClosedError
-from ._pipeline import AsyncRunner, FrameResult, Pipeline
+from ._pipeline import AsyncRunner, FrameResult, SlotPipeline
 from ._pool import FilledSlot, SlotAllocator, SlotPool
 from ._producer import Producer, Slot
 from ._transport import recv_tensors, send_tensors
@@ -71,7 +71,7 @@ from ._transport import recv_tensors, send_tensors
 __all__ = [
     "AsyncRunner",
     "FrameResult",
-    "Pipeline",
+    "SlotPipeline",
     "FilledSlot",
     "IpcError",
     "PeerClosedError",

@@ -1,8 +1,17 @@
 """Inference over a slot pool: producers fill input slots, the consumer runs the model.
 
-:class:`Pipeline` owns a :class:`~copyless.ipc.SlotPool` whose slots a runner allocated,
+:class:`SlotPipeline` owns a :class:`~copyless.ipc.SlotPool` whose slots a runner allocated,
 one set of output tensors per slot, and the loop that submits filled slots with
 ``execute_async`` and yields results in submission order.
+
+Why this is not a :class:`copyless.Pipeline`: the items are filled by other processes,
+so nothing is left for a ``prepare`` to do; the slots are the producers' shared memory,
+handed back (``release``) over the pool's sockets, which only the consumer's thread may
+drive (``SlotPool.poll``), where a Pipeline pulls and finishes items on its worker
+threads; and a result hands the consumer the slot's output tensors themselves (reused
+when the iteration moves on) instead of what a ``finish`` copied out. It is also below
+the runner layer (it drives any :class:`AsyncRunner`), where ``copyless.pipeline`` sits
+above it.
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ class FrameResult:
     outputs: tuple[NpuTensor, ...]
 
 
-class Pipeline:
+class SlotPipeline:
     """Producers (processes) -> shared input slots -> ``runner.execute_async`` -> results.
 
     ``input_infos`` / ``output_infos`` are the model's views as the runner reports them
@@ -118,7 +127,7 @@ class Pipeline:
         self._pool.close()
         self._outputs = ()
 
-    def __enter__(self) -> Pipeline:
+    def __enter__(self) -> SlotPipeline:
         return self
 
     def __exit__(self, *exc: object) -> None:
