@@ -9,8 +9,10 @@ graph; at batch B a ``batch_index`` output says whose rows) an object detector
 (``frame N: K detections``, then ``box: ...`` lines).
 The built-in models (``-m efficientnet-lite0`` (default), ``-m ppocr-det``, ``-m face``
 (CenterFace), ``-m layout`` (PP-PicoDet layout)) are the zoo's, compiled for the clip's
-planes, size and colours (and a batch of B frames) and cached. A task reads row ``row`` of
-a batched output in place.
+planes, size and colours (and a batch of B frames) and cached. A task reads the frame's
+output tensors in place: its own row views of a batch's outputs (``copyless.Pipeline``
+hands them out), and for a data-dependent output shared by the batch's rows the rows whose
+``batch_index`` is the frame's ``row``.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ _DETECTION_OUTPUTS = {"boxes", "scores", "classes"}
 
 
 @dataclass(frozen=True, slots=True)
-class Result:
+class FrameResult:
     """One frame's result: printed ``lines``, the output video's ``banner`` and ``boxes``."""
 
     lines: list[str]
@@ -57,11 +59,13 @@ class Result:
 
 
 class VideoTask(Protocol):
-    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> Result: ...
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> FrameResult:
+        """The result of frame ``index`` from its ``outputs`` (valid during the call only);
+        ``row``: the frame's row in its job (the ``batch_index`` of a shared output)."""
 
 
 class Classify:
-    """Top-1 label of a row of ``[B, classes]`` logits."""
+    """Top-1 label of the frame's ``[1, classes]`` logits (its row of the batch's)."""
 
     def __init__(self, quant: QuantParameters | None) -> None:
         self.quant = quant
@@ -70,44 +74,45 @@ class Classify:
         except CopylessError:
             self.labels = []
 
-    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> Result:
-        ((class_id, score),) = softmax_topk(outputs[0], 1, self.quant, batch_index=row)
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> FrameResult:
+        ((class_id, score),) = softmax_topk(outputs[0], 1, self.quant)
         label = self.labels[class_id] if class_id < len(self.labels) else f"class {class_id}"
-        return Result([f"frame {index}: {class_id} {label} {score:.3f}"],
+        return FrameResult([f"frame {index}: {class_id} {label} {score:.3f}"],
                       f"{index}: {label} {score:.2f}")  # fmt: skip
 
 
 class TextBoxes:
-    """Text boxes of a row of a ``[B, 1, h, w]`` probability map over the whole (stretched)
-    frame."""
+    """Text boxes of the frame's ``[1, 1, h, w]`` probability map (its row of the batch's)
+    over the whole (stretched) frame."""
 
     def __init__(self, out: NpuTensorInfo, width: int, height: int) -> None:
         self.size = max(out.shape[2:]) * 4  # canvas: the map scaled as text_boxes does
         self.width, self.height = width, height
 
-    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> Result:
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> FrameResult:
         canvas = Letterbox(1.0, 0, 0, self.size, self.size, self.size)
         sx, sy = self.width / self.size, self.height / self.size
         boxes = tuple(
             Box(b.x0 * sx, b.y0 * sy, b.x1 * sx, b.y1 * sy, b.score)
-            for b in text_boxes(outputs[0], canvas, batch_index=row)
+            for b in text_boxes(outputs[0], canvas)
         )
         lines = [f"frame {index}: {len(boxes)} text boxes"]
         lines += [f"  box ({b.x0:.0f}, {b.y0:.0f}) - ({b.x1:.0f}, {b.y1:.0f}) {b.score:.2f}"
                   for b in boxes]  # fmt: skip
-        return Result(lines, f"{index}: {len(boxes)} text boxes", boxes)
+        return FrameResult(lines, f"{index}: {len(boxes)} text boxes", boxes)
 
 
 class Detect:
     """Objects of a folded postprocess's ``boxes``/``scores``/``classes`` (+ ``landmarks``)
     outputs, in frame pixels (``produced_shape[0]`` rows, read in place; at batch B > 1 the
-    rows whose ``batch_index`` is the frame's row, a small index copy)."""
+    outputs are the job's, shared by its frames: the rows whose ``batch_index`` is the
+    frame's ``row``, a small index copy)."""
 
     def __init__(self, names: Sequence[str], labels: list[str]) -> None:
         self.at = {name: i for i, name in enumerate(names)}
         self.labels = labels
 
-    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> Result:
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> FrameResult:
         by_name = {name: outputs[i] for name, i in self.at.items()}
         shape = by_name["scores"].produced_shape
         count = shape[0] if shape else 0
@@ -125,7 +130,7 @@ class Detect:
         lines = [f"frame {index}: {len(found)} detections"]
         lines += [f"  {det.line()}" for det in found]
         boxes = tuple(det.box for det in found)
-        return Result(lines, f"{index}: {len(found)} detections", boxes)
+        return FrameResult(lines, f"{index}: {len(found)} detections", boxes)
 
 
 def task_for(

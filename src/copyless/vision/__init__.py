@@ -11,8 +11,9 @@ sampled straight into a recogniser's batch tensor).
 Video (``copyless[video]``, PyAV imported on first use): ``VideoSource`` yields the
 decoder's I420/NV12 planes for models compiled with ``input_format="i420" | "nv12"``;
 ``VideoWriter`` encodes annotated frames; ``StreamSet`` decodes many streams side by side
-and assembles their frames into batches for one model, with per-stream ``StreamStats`` and
-the latest ``Annotated`` frame of each stream (for a dashboard or a web page).
+(each stream's frames a source of ``Pipeline.map_sources``, or batches it assembles), with
+per-stream ``StreamStats`` and the latest ``Annotated`` frame of each stream (for a
+dashboard or a web page).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Many video streams feeding one model: a decoder thread per stream, a batch assembler
-across them, per-stream metrics and the latest annotated frame of each stream.
+"""Many video streams feeding one model: a decoder thread per stream, per-stream metrics
+and the latest annotated frame of each stream.
 
-:class:`StreamSet` opens the sources (:class:`~copyless.vision.VideoSource`), runs one
-decoder thread per stream into a bounded per-stream queue, and :meth:`StreamSet.batches`
-assembles the frames that are ready into batches, the way Triton's dynamic batcher and
+:class:`StreamSet` opens the sources (:class:`~copyless.vision.VideoSource`) and runs one
+decoder thread per stream into a bounded per-stream queue. :meth:`StreamSet.frames` is one
+stream's frames in order, a source for :meth:`copyless.Pipeline.map_sources` (which takes
+the streams round robin and batches across them); :meth:`StreamSet.batches` assembles
+batches itself, for a consumer without a pipeline, the way Triton's dynamic batcher and
 DeepStream's stream muxer do: take what is ready (round robin over the streams, each
 stream's frames in order), up to ``max_batch`` frames; when fewer are ready, wait at most
 ``max_wait`` seconds from the first frame of the batch for more, then go with what there is.
@@ -130,7 +132,8 @@ class StreamSet:
     stream; ``threads``, ``live``, ``planes``: as :class:`VideoSource`; ``max_frames``: stop
     each stream after that many frames. Raises :class:`VideoError` when a source does not
     open (the ones opened are closed). Call :meth:`start` once the sources are set up
-    (``use_planes``, ``padded``), then iterate :meth:`batches`; close it (or ``with``).
+    (``use_planes``, ``padded``), then iterate :meth:`frames` of each stream (or
+    :meth:`batches`); close it (or ``with``).
     """
 
     def __init__(
@@ -273,6 +276,22 @@ class StreamSet:
                 return None
         return batch
 
+    def frames(self, stream: int) -> Iterator[StreamFrame]:
+        """Stream ``stream``'s frames in order, as its decoder queues them, until it ends or
+        the set stops: one source of :meth:`copyless.Pipeline.map_sources`. Waits while the
+        queue is empty; taking a frame makes room for the decoder. No copy: the frame holds
+        the decoder's memory."""
+        state = self._streams[stream]
+        while True:
+            with self._lock:
+                while not state.queue and not state.ended and not self._stop.is_set():
+                    self._ready.wait(0.1)
+                if self._stop.is_set() or not state.queue:
+                    return
+                item = state.queue.popleft()
+                self._room.notify_all()
+            yield item
+
     def _take(self, batch: list[StreamFrame], max_batch: int) -> None:
         """Move ready frames into ``batch``, one stream after the other (round robin, going
         on from where the last batch stopped)."""
@@ -317,9 +336,15 @@ class StreamSet:
         with self._lock:
             return [_snapshot(s) for s in self._streams]
 
+    def stop(self) -> None:
+        """Stop decoding: the decoder threads end, :meth:`frames` and :meth:`batches` end
+        within 0.1 s and the queued frames are not handed out. Takes no lock, so a signal
+        handler may call it; :meth:`close` still closes the sources."""
+        self._stop.set()
+
     def close(self) -> None:
         """Stop the decoder threads, drop the queued frames, close the sources."""
-        self._stop.set()
+        self.stop()
         with self._lock:
             self._room.notify_all()
             self._ready.notify_all()

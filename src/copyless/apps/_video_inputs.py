@@ -1,0 +1,137 @@
+"""copyless-video's inputs and the model between them: one model for every stream (the same
+size and pixel format), its planes checked against the decoders' (compact, or with the
+decoders' line padding: then bound as they are, no copy), the annotated outputs, and
+FFmpeg's error messages (how the app learns of a damaged or cut-off frame).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ..runner import Runner
+from ..types import DataType, NpuTensorInfo, TensorDirection, TensorType
+from ..vision import StreamInfo, StreamSet, VideoError, VideoWriter, import_av
+from ._checks import UsageError, check_model_path
+from ._models import CLASSIFIER
+from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes
+
+
+class FFmpegErrors(logging.Handler):
+    """Collects FFmpeg's error messages while the app runs (PyAV forwards them to the
+    ``libav`` logger once its level is set). FFmpeg conceals a damaged or cut-off frame and
+    goes on; these messages are how the app learns of it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+        self._av = import_av()
+        self._logger = logging.getLogger("libav")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> FFmpegErrors:
+        self._level, self._propagate = self._av.logging.get_level(), self._logger.propagate
+        self._av.logging.set_level(self._av.logging.ERROR)
+        self._logger.addHandler(self)
+        self._logger.propagate = False  # reported once, in the app's own words
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.propagate = self._propagate
+        self._av.logging.set_level(self._level)
+
+
+def common_info(streams: StreamSet) -> StreamInfo:
+    """The inputs' shared geometry; VideoError naming the first input that differs."""
+    first = streams.sources[0].info
+    key = (first.width, first.height, first.input_format, first.yuv_matrix, first.yuv_range)
+    for i, source in enumerate(streams.sources[1:], 1):
+        info = source.info
+        if (info.width, info.height, info.input_format, info.yuv_matrix, info.yuv_range) != key:
+            raise VideoError(
+                f"input {i} ({source.source}) is {info.width}x{info.height} {info.input_format} "
+                f"{info.yuv_matrix}/{info.yuv_range}, input 0 is {first.width}x{first.height} "
+                f"{first.input_format} {first.yuv_matrix}/{first.yuv_range}: one model takes "
+                "one size and format; run such streams in separate copyless-video processes"
+            )
+    return first
+
+
+def model_for(name: str | None, streams: StreamSet, info: StreamInfo, batch: int) -> Path:
+    """The compiled model ``-m`` names, or the built-in one compiled for these streams
+    (``info``: their :func:`common_info`; the decoders' line sizes when every stream has the
+    same) and ``batch`` frames per run; VideoError when there is none."""
+    name = name or CLASSIFIER
+    if name in BUILTIN:
+        sizes = {source.line_sizes() for source in streams.sources}
+        model = builtin_for(name, info, sizes.pop() if len(sizes) == 1 else None, batch)
+    else:
+        model = Path(name)
+    try:
+        check_model_path(model)
+    except UsageError as exc:
+        raise VideoError(f"{exc} (built-in models: {', '.join(BUILTIN)})") from None
+    return model
+
+
+def model_planes(runner: Runner) -> str:
+    """``"nv12"`` for a model of two inputs (Y, UV), else ``"i420"``."""
+    return "nv12" if runner.get_num_input_tensors() == 2 else "i420"
+
+
+def check_inputs(runner: Runner, streams: StreamSet, batch: int | None) -> list[NpuTensorInfo]:
+    """The model's HW inputs, checked against the planes of the sources' frames: compact,
+    or with the decoder's line padding (then each ``source.padded`` is set: no copy at
+    all); any batch size, equal to ``--batch`` when given."""
+    infos = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
+    source = streams.sources[0]
+    info, got = source.info, [i.shape[1:] for i in infos]
+    compact = _plane_shapes(info.input_format, info.height, compact_line_sizes(info))
+    padded = _plane_shapes(info.input_format, info.height, source.line_sizes())
+    model_batch = infos[0].shape[0] if infos and infos[0].shape else 0
+    if any(i.data_type is not DataType.UINT8 for i in infos) or got not in (compact, padded) \
+            or any(i.shape[0] != model_batch for i in infos):  # fmt: skip
+        raise VideoError(
+            f"the model takes {[i.describe() for i in infos]}; this clip gives "
+            f"{info.input_format} planes {[(1, *s) for s in compact]} uint8: compile it with "
+            f"--input-format {info.input_format} --input-size {info.height}x{info.width}"
+        )
+    if batch is not None and batch != model_batch:
+        raise VideoError(f"--batch {batch}: the model is compiled for batch {model_batch}")
+    for each in streams.sources:
+        if got == padded and got != compact and each.line_sizes() != source.line_sizes():
+            raise VideoError(
+                f"{each.source} has other line sizes than {source.source}; use a model "
+                "compiled for compact planes"
+            )
+        each.padded = got == padded and got != compact
+    return infos
+
+
+def _plane_shapes(fmt: str, height: int, lines: tuple[int, int]) -> list[tuple[int, ...]]:
+    """Plane shapes of one frame, without the batch dim."""
+    rows = (height + 1) // 2
+    if fmt == "nv12":
+        return [(height, lines[0]), (rows, lines[1] // 2, 2)]
+    return [(height, lines[0]), (rows, lines[1]), (rows, lines[1])]
+
+
+def open_writers(output: str | None, count: int, info: StreamInfo) -> list[VideoWriter]:
+    """One annotated video per stream: ``output`` itself for one input, else ``NAME.S.SUFFIX``."""
+    if output is None:
+        return []
+    path = Path(output)
+    paths = [path] if count == 1 else [path.with_name(f"{path.stem}.{s}{path.suffix}")
+                                       for s in range(count)]  # fmt: skip
+    writers: list[VideoWriter] = []
+    try:
+        for target in paths:
+            writers.append(VideoWriter(target, info.width, info.height, info.rate))
+    except VideoError:
+        for writer in writers:
+            writer.close()
+        raise
+    return writers
