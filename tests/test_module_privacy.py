@@ -179,13 +179,14 @@ def _module_names(root: Path) -> dict[str, Path]:
 
 
 def _import_graph(root: Path) -> dict[str, set[str]]:
-    """Module -> the copyless modules it imports, function-level imports included (they
-    run too), ``if TYPE_CHECKING:`` blocks and a module's own parent packages left out."""
+    """Module -> the copyless modules it imports, function-level imports and ``if
+    TYPE_CHECKING:`` blocks included (a type-only circle is a circle of meaning: the two
+    modules cannot be understood apart), a module's own parent packages left out."""
     names = _module_names(root)
     graph: dict[str, set[str]] = {name: set() for name in names}
     for name, path in names.items():
         package = ["copyless", *path.relative_to(root).parent.parts]
-        for _line, target in _imported(path, package, typing_too=False):
+        for _line, target in _imported(path, package):
             dotted = ".".join(target)
             while dotted not in names and "." in dotted:
                 dotted = dotted.rsplit(".", 1)[0]  # a name imported from a module
@@ -232,8 +233,8 @@ def test_no_import_circle() -> None:
 
 
 def test_the_circle_walk_sees_a_circle(tmp_path: Path) -> None:
-    """Two modules that import each other, one of them inside a function, are a circle;
-    an import under ``if TYPE_CHECKING:`` is not."""
+    """Two modules that import each other, one of them inside a function, are a circle; so
+    are two that import each other only for types."""
     (tmp_path / "bench").mkdir()
     (tmp_path / "bench" / "__init__.py").write_text("")
     (tmp_path / "bench" / "cli.py").write_text("from . import suites\n")
@@ -242,4 +243,26 @@ def test_the_circle_walk_sees_a_circle(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .other import X\n"
     )
     (tmp_path / "bench" / "other.py").write_text("from .typed import Y\n")
-    assert import_circles(tmp_path) == [["copyless.bench.cli", "copyless.bench.suites"]]
+    assert import_circles(tmp_path) == [
+        ["copyless.bench.cli", "copyless.bench.suites"],
+        ["copyless.bench.other", "copyless.bench.typed"],
+    ]
+
+
+def class_names(root: Path = SOURCE) -> dict[str, list[str]]:
+    """Class name -> where each class of that name is defined (``path:line``)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where = f"{path.relative_to(root)}:{node.lineno}"
+                found.setdefault(node.name, []).append(where)
+    return found
+
+
+def test_no_two_classes_share_a_name() -> None:
+    """One name, one concept: two classes of one name (public or private) are two things a
+    reader must tell apart by their module (there were two Pipelines, PlanErrors,
+    StageTimes and _Bounds)."""
+    shared = {name: places for name, places in class_names().items() if len(places) > 1}
+    assert not shared, shared

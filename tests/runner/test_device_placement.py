@@ -18,7 +18,7 @@ from copyless.memory._device import DeviceMemory
 from copyless.model import compile_to_memory
 from copyless.runner import RunnerFactory
 from copyless.runner._factory import _check_capabilities
-from copyless.runner._plan import PlanError, build_plan
+from copyless.runner._plan import BindError, build_plan
 
 IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT
 CMA = cl.MemoryType.USER_POINTER_CMA
@@ -73,7 +73,7 @@ def test_the_plan_binds_device_memory_in_place_and_lists_producer_streams() -> N
     assert plan.waits == (0x51,)
     host = cl.NpuTensor(ins[0].hw, np.zeros(ins[0].hw.shape, np.float32), CMA)
     assert build_plan(ins, outs, 2, [[host]], [[y]], BOTH).waits == ()
-    with pytest.raises(PlanError, match="memory on cpu, but this runner binds memory on cuda:0"):
+    with pytest.raises(BindError, match="memory on cpu, but this runner binds memory on cuda:0"):
         build_plan(ins, outs, 2, [[host]], [[y]], ("cuda:0",))
 
 
@@ -81,7 +81,7 @@ def test_device_memory_is_never_converted_or_gathered_on_the_host() -> None:
     ins, outs = _specs()
     y = _device_tensor(outs[0].hw)
     cpu_view = _device_tensor(ins[0].cpu)
-    with pytest.raises(PlanError, match="converted on the host: use the HW view") as exc:
+    with pytest.raises(BindError, match="converted on the host: use the HW view") as exc:
         build_plan(ins, outs, 2, [[cpu_view]], [[y]], BOTH)
     assert exc.value.status is cl.StatusCode.INVALID_INPUT
     frame = cl.NpuTensorInfo(
@@ -92,7 +92,7 @@ def test_device_memory_is_never_converted_or_gathered_on_the_host() -> None:
         "logits", cl.DataType.FLOAT32, OUT, cl.TensorType.HW, cl.MemoryLayout.NC, (1, 10)
     )
     out_frames = [[_device_tensor(half)], [_device_tensor(half)]]
-    with pytest.raises(PlanError, match="not one contiguous batch"):
+    with pytest.raises(BindError, match="not one contiguous batch"):
         build_plan(ins, outs, 2, frames, out_frames, BOTH)
 
 

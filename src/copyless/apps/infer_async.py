@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..pipeline import Pipeline, Row
+from ..pipeline import ItemTensors, Pipeline
 from ..runner import Runner, RunnerFactory
 from ..types import CopylessError, RunnerType, TensorDirection, TensorType
 from ..vision import download, upload
@@ -154,7 +154,7 @@ class _Jobs:
         self.completed = 0
         self.last = -1  # the submission whose outputs are written
 
-    def prepare(self, frame: int, inputs: Row) -> None:
+    def prepare(self, frame: int, inputs: ItemTensors) -> None:
         if id(inputs) in self.filled:
             return
         offset = 0
@@ -165,7 +165,7 @@ class _Jobs:
             offset += size * self.batch
         self.filled.add(id(inputs))
 
-    def finish(self, frame: int, outputs: Row) -> None:
+    def finish(self, frame: int, outputs: ItemTensors) -> None:
         submission, row = divmod(frame, self.batch)
         if row == 0:
             self.completed += 1

@@ -26,7 +26,9 @@ from ._openvino_tensors import host_tensor, owned_tensor
 
 
 @dataclass(frozen=True, slots=True)
-class _Bound:
+class _Capacity:
+    """Where a caller bound a data-dependent output, and how many bytes it holds."""
+
     address: int
     nbytes: int  # the caller's capacity
 
@@ -39,7 +41,7 @@ class DynamicOutputs:
     def __init__(self, request: Any, ports: dict[str, int]) -> None:
         self._request = request
         self._ports = ports
-        self._bound: dict[str, _Bound] = {}
+        self._bound: dict[str, _Capacity] = {}
         self.shapes: dict[str, tuple[int, ...]] = {}
 
     def __bool__(self) -> bool:
@@ -59,7 +61,7 @@ class DynamicOutputs:
                 tensor = None
         if tensor is None:
             self._own(port)
-        self._bound[name] = _Bound(address, nbytes)
+        self._bound[name] = _Capacity(address, nbytes)
 
     def unbind(self, name: str) -> None:
         """``name`` is bound to fixed memory now (a static plan took the context)."""

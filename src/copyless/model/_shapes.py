@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import onnx
 import onnxruntime as ort
@@ -29,8 +29,22 @@ from ..types import (
 from . import _capacity as capacity
 from ._graph import IR_VERSION, PARSE_ERRORS, cpu_layout_for, dtype_of_elem, graph_inputs
 
-if TYPE_CHECKING:  # the options import the postprocess package, which imports this module
-    from ._options import CompileOptions
+
+class ShapeOptions(Protocol):
+    """The compile options the shape work reads (``copyless.model._options.CompileOptions``
+    has them; that module imports the postprocess package, which imports this one, so
+    this one does not import it, even for types)."""
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def input_shapes(self) -> tuple[tuple[str, tuple[int, ...]], ...]: ...
+
+    @property
+    def output_capacity(self) -> tuple[tuple[str, tuple[int, ...]], ...]: ...
+
+    def shape_for(self, name: str) -> tuple[int, ...] | None: ...
 
 _log = logging.getLogger(__name__)
 
@@ -103,7 +117,7 @@ class FixedInputs:
     batch_size: int
 
 
-def fix_inputs(model: onnx.ModelProto, options: CompileOptions) -> FixedInputs:
+def fix_inputs(model: onnx.ModelProto, options: ShapeOptions) -> FixedInputs:
     """Give every input dim a value, in place: batch dims -> N, others from input_shapes."""
     inputs = graph_inputs(model.graph)
     names = {vi.name for vi in inputs}
@@ -155,7 +169,7 @@ def _static(dim: Any) -> bool:
 
 
 def _input_dims(
-    vi: onnx.ValueInfoProto, options: CompileOptions, batch_symbols: set[str], n: int
+    vi: onnx.ValueInfoProto, options: ShapeOptions, batch_symbols: set[str], n: int
 ) -> tuple[int, ...]:
     if not vi.type.tensor_type.HasField("shape"):
         given = options.shape_for(vi.name)
@@ -293,7 +307,7 @@ def _onnx_dims(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...] | Non
 
 
 def output_infos(
-    model: onnx.ModelProto, probed: dict[str, Probed], options: CompileOptions
+    model: onnx.ModelProto, probed: dict[str, Probed], options: ShapeOptions
 ) -> tuple[tuple[NpuTensorInfo, ...], dict[str, tuple[int, ...]]]:
     """CPU views of the outputs (data-dependent dims hold their capacity, or -1), and the
     data-dependent dims of each output that has some."""

@@ -9,7 +9,7 @@ Above ``runner/`` (it drives a Runner's ``execute_async``), below ``vision/``, `
 
 from ._pipeline import CLOSE_TIMEOUT_S, Pipeline
 from ._result import STAGES, Result
-from ._slots import Row
+from ._slots import ItemTensors
 from ._stats import WINDOW, PipelineStats, SourceStats, StageClock, StageStats
 
 __all__ = [
@@ -19,7 +19,7 @@ __all__ = [
     "Pipeline",
     "PipelineStats",
     "Result",
-    "Row",
+    "ItemTensors",
     "SourceStats",
     "StageClock",
     "StageStats",

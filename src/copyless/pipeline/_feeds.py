@@ -88,7 +88,7 @@ class DirectFeed:
         self._ended = True
 
 
-class _Reader:
+class _SourceReader:
     """A source's thread and queue (the queue is guarded by the feed's condition)."""
 
     __slots__ = ("ended", "iterator", "key", "pulled", "queue", "thread")
@@ -111,7 +111,7 @@ class SourceFeed:
         self._cond = threading.Condition()
         self._depth = max(1, depth)
         self._clock = clock
-        self._readers = [_Reader(key, iterator) for key, iterator in sources.items()]
+        self._readers = [_SourceReader(key, iterator) for key, iterator in sources.items()]
         self._next = 0  # round robin: the reader asked first
         self._stopping = False
         for number, reader in enumerate(self._readers):
@@ -121,7 +121,7 @@ class SourceFeed:
             )  # fmt: skip
             reader.thread.start()
 
-    def _read(self, reader: _Reader) -> None:
+    def _read(self, reader: _SourceReader) -> None:
         while True:
             with self._cond:
                 while len(reader.queue) >= self._depth and not self._stopping:

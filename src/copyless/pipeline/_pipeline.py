@@ -36,8 +36,8 @@ from ..types import OptionError, RunnerClosedError
 from ._feeds import DirectFeed, Feed, SourceFeed
 from ._result import STAGES, Result
 from ._run import Run
-from ._slots import Row, Slot, allocate
-from ._stats import Counts, PipelineStats, StageClock
+from ._slots import ItemTensors, JobSlot, allocate
+from ._stats import ItemCounts, PipelineStats, StageClock
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +76,8 @@ class Pipeline:
     def __init__(
         self,
         runner: Runner,
-        prepare: Callable[[Any, Row], Sequence[NpuTensor] | None],
-        finish: Callable[[Any, Row], Any],
+        prepare: Callable[[Any, ItemTensors], Sequence[NpuTensor] | None],
+        finish: Callable[[Any, ItemTensors], Any],
         *,
         slots: int | None = None,
         batch: int = 1,
@@ -105,9 +105,9 @@ class Pipeline:
         self._runner = runner
         self._prepare, self._finish = prepare, finish
         self._batch, self._wait_s = batch, float(batch_wait_ms) / 1000.0
-        self._slots: list[Slot] = allocate(runner, slots, batch)
+        self._slots: list[JobSlot] = allocate(runner, slots, batch)
         self._clock = StageClock(("source", *STAGES))
-        self._counts = Counts()
+        self._counts = ItemCounts()
         self._lock = threading.Lock()
         self._run: Run | None = None
         self._closed = False

@@ -30,13 +30,13 @@ from ..runner import Runner
 from ..types import JobError, JobHandle, StatusCode
 from ._feeds import POLL_S, Feed, Pulled
 from ._result import STAGES, Result
-from ._slots import Row, Slot
-from ._stats import Counts, StageClock
+from ._slots import ItemTensors, JobSlot
+from ._stats import ItemCounts, StageClock
 
 logger = logging.getLogger(__name__)
 
-Prepare = Callable[[Any, Row], "Sequence[NpuTensor] | None"]
-Finish = Callable[[Any, Row], Any]
+Prepare = Callable[[Any, ItemTensors], "Sequence[NpuTensor] | None"]
+Finish = Callable[[Any, ItemTensors], Any]
 
 #: How long a worker waits for the runner's capacity before asking again, seconds.
 _CAPACITY_POLL_S = 0.002
@@ -61,14 +61,14 @@ class Run:
     def __init__(
         self,
         runner: Runner,
-        slots: Sequence[Slot],
+        slots: Sequence[JobSlot],
         feed: Feed,
         prepare: Prepare,
         finish: Finish,
         batch: int,
         wait_s: float,
         clock: StageClock,
-        counts: Counts,
+        counts: ItemCounts,
     ) -> None:
         self._runner, self._feed = runner, feed
         self._prepare, self._finish = prepare, finish
@@ -150,7 +150,7 @@ class Run:
             return 0 if self._abandon else self._outstanding
 
     # -- the workers ---------------------------------------------------------------------
-    def _work(self, slot: Slot) -> None:
+    def _work(self, slot: JobSlot) -> None:
         try:
             while True:
                 pulled = self._take()
@@ -184,7 +184,7 @@ class Run:
                 self._counts.pulled(each.source)
             return pulled
 
-    def _process(self, slot: Slot, pulled: list[Pulled]) -> None:
+    def _process(self, slot: JobSlot, pulled: list[Pulled]) -> None:
         rows: list[_Prepared] = []
         for each in pulled:
             if each.error is not None:
@@ -205,7 +205,7 @@ class Run:
         if rows:
             self._run_job(slot, rows)
 
-    def _bind(self, own: Sequence[NpuTensor] | None, row: Row) -> Sequence[NpuTensor]:
+    def _bind(self, own: Sequence[NpuTensor] | None, row: ItemTensors) -> Sequence[NpuTensor]:
         """What the row binds: the slot's views, or the item's own tensors (batch 1: bound
         as they are; batch > 1: copied into the row, the one copy)."""
         if own is None:
@@ -227,7 +227,7 @@ class Run:
                 convert(src, dst)
         return row
 
-    def _run_job(self, slot: Slot, rows: list[_Prepared]) -> None:
+    def _run_job(self, slot: JobSlot, rows: list[_Prepared]) -> None:
         outputs = slot.outputs[: len(rows)]
         handle = self._submit([list(r.tensors) for r in rows], [list(o) for o in outputs])
         submitted = time.perf_counter()

@@ -19,7 +19,7 @@ from ..runner import Runner, batch_axis, frame_shape
 from ..types import NpuTensorInfo, TensorDirection, TensorType, UnsupportedError
 
 
-class Row(list[NpuTensor]):
+class ItemTensors(list[NpuTensor]):
     """The tensors of one item, in the model's order: a list, plus ``row`` (the item's
     position in its job's batch: the row of a data-dependent output's ``batch_index``)."""
 
@@ -31,12 +31,12 @@ class Row(list[NpuTensor]):
 
 
 @dataclass(eq=False, slots=True)
-class Slot:
+class JobSlot:
     """One job's tensors: ``inputs[r]`` / ``outputs[r]`` are row ``r``'s views."""
 
     index: int
-    inputs: list[Row]
-    outputs: list[Row]
+    inputs: list[ItemTensors]
+    outputs: list[ItemTensors]
     owners: list[NpuTensor]  # the whole-batch tensors the views keep alive
 
     def close(self) -> None:
@@ -71,7 +71,7 @@ def _check_bounded(runner: Runner) -> None:
             )
 
 
-def allocate(runner: Runner, count: int, rows: int) -> list[Slot]:
+def allocate(runner: Runner, count: int, rows: int) -> list[JobSlot]:
     """``count`` slots of ``rows`` rows each, over new runner-allocated memory."""
     _check_bounded(runner)
     ins = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
@@ -82,10 +82,10 @@ def allocate(runner: Runner, count: int, rows: int) -> list[Slot]:
         in_views = [_rows(runner, info, rows, False) for info in ins]
         out_views = [_rows(runner, info, rows, d) for info, d in zip(outs, dynamic, strict=True)]
         owners = [views[0] for views in in_views + out_views]
-        slots.append(Slot(
+        slots.append(JobSlot(
             index,
-            [Row([views[r] for views in in_views], r) for r in range(rows)],
-            [Row([views[r] for views in out_views], r) for r in range(rows)],
+            [ItemTensors([views[r] for views in in_views], r) for r in range(rows)],
+            [ItemTensors([views[r] for views in out_views], r) for r in range(rows)],
             owners,
         ))  # fmt: skip
     return slots

@@ -2,7 +2,7 @@
 
 :class:`StageClock` keeps, per stage, a count, a total and the most recent
 :data:`WINDOW` samples (percentiles are over those: memory stays flat however many items
-run). :class:`Counts` counts items per source. Both are thread-safe; :meth:`snapshot`
+run). :class:`ItemCounts` counts items per source. Both are thread-safe; :meth:`snapshot`
 gives frozen figures (:class:`StageStats`, :class:`PipelineStats`) to print or serve.
 """
 
@@ -130,7 +130,7 @@ class PipelineStats:
         return lines
 
 
-class Counts:
+class ItemCounts:
     """Items per source, and the runs' elapsed time; thread-safe."""
 
     def __init__(self) -> None:

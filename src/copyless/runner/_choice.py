@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from ..backends import cpu_tag
 from ..model import CompiledModel
@@ -47,15 +47,34 @@ from ..model.zoo import cache_root
 from ..types import (
     CopylessError,
     ModelLoadError,
+    NpuTensorInfo,
     RunnerType,
     StatusCode,
     TensorDirection,
+    TensorType,
     UnsupportedError,
 )
 from ._options import RunnerOptions
 
-if TYPE_CHECKING:
-    from ._runner import Runner
+
+class Candidate(Protocol):
+    """What the choice needs of a runner: to time it and to close the one not chosen (the
+    factory's runners; this module never imports the runner)."""
+
+    def warm_up(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def get_tensors_info(
+        self, direction: TensorDirection, tensor_type: TensorType | None = None
+    ) -> list[NpuTensorInfo]: ...
+
+    def allocate_npu_tensor(self, info: NpuTensorInfo, memory_bank: int | None = None) -> Any: ...
+
+    def execute(self, inputs: Any, outputs: Any) -> StatusCode: ...
+
+
+R = TypeVar("R", bound=Candidate)
 
 __all__ = ["BUDGET_S", "MIN_RUNS", "EngineChoice", "choose_engine"]
 
@@ -80,7 +99,7 @@ _KEYED_OPTIONS = (
 _NAMES = {RunnerType.ONNXRUNTIME: "onnxruntime", RunnerType.OPENVINO: "openvino"}
 
 #: ``build(engine, options)``: a runner of the model on that engine (the factory's).
-Build = Callable[[RunnerType, RunnerOptions], "Runner"]
+Build = Callable[[RunnerType, RunnerOptions], R]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,31 +124,27 @@ class EngineChoice:
         return cls(engine, engine, f"forced by runner_type=RunnerType.{engine.name}")
 
 
-def choose_engine(model: CompiledModel, options: RunnerOptions, build: Build) -> Runner:
-    """The runner ``RunnerType.VAIML`` gives for ``model``: on the cached choice, or on the
-    engine measured fastest now (then cached). Its ``engine_choice`` says which and why."""
+def choose_engine(
+    model: CompiledModel, options: RunnerOptions, build: Build[R]
+) -> tuple[R, EngineChoice]:
+    """The runner ``RunnerType.VAIML`` gives for ``model``, on the cached choice or on the
+    engine measured fastest now (then cached), and the choice (which engine and why)."""
     reason = _no_choice(model, options)
     if reason is not None:
         engine, why = reason
-        return _adopt(build(engine, options), EngineChoice(engine, RunnerType.VAIML, why))
+        return build(engine, options), EngineChoice(engine, RunnerType.VAIML, why)
     path, record = _cache_file(model, options)
     cached = _read(path, record)
     if cached is not None:
         try:
-            return _adopt(build(cached.engine, options), cached)
+            return build(cached.engine, options), cached
         except (UnsupportedError, ModelLoadError) as exc:  # e.g. a check added since
             logger.warning("%s: the cached engine %s cannot load it (%s): measuring again",
                            model.name, cached.engine_name, exc)  # fmt: skip
     runner, choice = _measure(model, options, build)
     if choice.medians_ms:
         _write(path, record, choice)
-    return _adopt(runner, choice)
-
-
-def _adopt(runner: Runner, choice: EngineChoice) -> Runner:
-    runner._engine_choice = choice  # the factory's side of the runner
-    logger.info("%s: runs on %s (%s)", runner.model.name, choice.engine_name, choice.reason)
-    return runner
+    return runner, choice
 
 
 def _no_choice(model: CompiledModel, options: RunnerOptions) -> tuple[RunnerType, str] | None:
@@ -152,12 +167,12 @@ def _no_choice(model: CompiledModel, options: RunnerOptions) -> tuple[RunnerType
 
 
 def _measure(
-    model: CompiledModel, options: RunnerOptions, build: Build
-) -> tuple[Runner, EngineChoice]:
+    model: CompiledModel, options: RunnerOptions, build: Build[R]
+) -> tuple[R, EngineChoice]:
     """Load both engines, time them alternately, keep the faster runner, close the other."""
     start = time.perf_counter()
     quiet = dataclasses.replace(options, warm_up=False)
-    runners: dict[RunnerType, Runner] = {}
+    runners: dict[RunnerType, R] = {}
     refused: dict[RunnerType, Exception] = {}
     try:
         for engine in (RunnerType.ONNXRUNTIME, RunnerType.OPENVINO):
@@ -197,10 +212,10 @@ def _measure(
 
 
 def _one_left(
-    runners: dict[RunnerType, Runner],
+    runners: dict[RunnerType, R],
     refused: dict[RunnerType, Exception],
     options: RunnerOptions,
-) -> tuple[Runner, EngineChoice]:
+) -> tuple[R, EngineChoice]:
     if not runners:
         raise refused[RunnerType.ONNXRUNTIME]
     engine, runner = runners.popitem()
@@ -216,7 +231,7 @@ def _one_left(
 
 
 def _time_runs(
-    runners: dict[RunnerType, Runner], start: float
+    runners: dict[RunnerType, R], start: float
 ) -> dict[RunnerType, float] | str:
     """Median milliseconds of ``execute`` per engine, on zero-filled runner-allocated
     tensors, alternating engines so load from elsewhere hits both alike; one untimed run

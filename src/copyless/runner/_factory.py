@@ -57,7 +57,9 @@ class RunnerFactory:
         if parsed.config_json is not None:
             check_compiled_with(model, read_config(parsed.config_json))
         if runner_type is RunnerType.VAIML:
-            return choose_engine(model, parsed, functools.partial(_build, model))
+            runner, choice = choose_engine(model, parsed, functools.partial(_build, model))
+            runner._adopt_choice(choice)  # the factory's side of the runner
+            return runner
         return _build(model, runner_type, parsed)
 
 

@@ -126,7 +126,7 @@ class CallPlan:
         return live(self.refs)
 
 
-class PlanError(Exception):
+class BindError(Exception):
     """Internal: a call's tensors do not fit the model; carries the status to return."""
 
     def __init__(self, status: StatusCode, message: str) -> None:
@@ -143,12 +143,12 @@ def build_plan(
     memory: tuple[str, ...] = ("cpu",),
 ) -> CallPlan:
     """Validate ``inputs``/``outputs`` ([batch][tensor] lists) for a runner whose engines
-    bind memory on the devices ``memory`` names. Raises :class:`PlanError`."""
+    bind memory on the devices ``memory`` names. Raises :class:`BindError`."""
     in_frames = _frames(inputs, len(in_specs), batch_size, StatusCode.INVALID_INPUT, "inputs")
     out_frames = _frames(outputs, len(out_specs), batch_size, StatusCode.INVALID_OUTPUT, "outputs")
     _check_writable(out_frames)
     if len(in_frames) != len(out_frames):
-        raise PlanError(
+        raise BindError(
             StatusCode.INVALID_OUTPUT,
             f"{len(in_frames)} input frame(s) but {len(out_frames)} output frame(s)",
         )
@@ -196,7 +196,7 @@ def _check_writable(out_frames: list[list[NpuTensor]]) -> None:
             readonly = device.readonly if device is not None else (
                 not tensor.bytes_view().flags.writeable)  # fmt: skip
             if readonly:
-                raise PlanError(
+                raise BindError(
                     StatusCode.INVALID_OUTPUT,
                     f"outputs[{b}][{t}] {tensor.info.describe()} is read-only memory",
                 )
@@ -206,21 +206,21 @@ def _frames(
     rows: Any, width: int, batch_size: int, status: StatusCode, what: str
 ) -> list[list[NpuTensor]]:
     if not isinstance(rows, (list, tuple)) or not rows:
-        raise PlanError(status, f"{what} must be a non-empty [batch][tensor] list")
+        raise BindError(status, f"{what} must be a non-empty [batch][tensor] list")
     if len(rows) > batch_size:
-        raise PlanError(status, f"{len(rows)} {what} frames exceed the batch size {batch_size}")
+        raise BindError(status, f"{len(rows)} {what} frames exceed the batch size {batch_size}")
     frames: list[list[NpuTensor]] = []
     for b, row in enumerate(rows):
         if not isinstance(row, (list, tuple)) or len(row) != width:
             got = len(row) if isinstance(row, (list, tuple)) else type(row).__name__
-            raise PlanError(status, f"{what}[{b}] must list {width} tensor(s), got {got}")
+            raise BindError(status, f"{what}[{b}] must list {width} tensor(s), got {got}")
         for t, tensor in enumerate(row):
             if not isinstance(tensor, NpuTensor):
-                raise PlanError(
+                raise BindError(
                     status, f"{what}[{b}][{t}] is a {type(tensor).__name__}, not an NpuTensor"
                 )
             if tensor.closed:
-                raise PlanError(status, f"{what}[{b}][{t}] {tensor.info.describe()} is closed")
+                raise BindError(status, f"{what}[{b}][{t}] {tensor.info.describe()} is closed")
         frames.append(list(row))
     return frames
 
@@ -235,7 +235,7 @@ def _placed(
     """:func:`_bind`, after checking each tensor's device; device memory binds DIRECT only."""
     for tensor in tensors:
         if tensor.device not in memory:
-            raise PlanError(
+            raise BindError(
                 status,
                 f"tensor {spec.name!r}: memory on {tensor.device}, but this runner binds "
                 f"memory on {', '.join(memory)} only",
@@ -247,7 +247,7 @@ def _placed(
             GATHER: "its frames are not one contiguous batch",
             DYNAMIC: "a data-dependent output is copied on the host: pass host memory",
         }[bind.kind]
-        raise PlanError(status, f"tensor {spec.name!r} on {tensors[0].device}: {why}")
+        raise BindError(status, f"tensor {spec.name!r} on {tensors[0].device}: {why}")
     return bind
 
 
@@ -272,7 +272,7 @@ def _bind(spec: TensorSpec, tensors: list[NpuTensor], status: StatusCode, batch_
         _check_view(tensor.info, expected, status)
     whole = tensors[0].info.shape == expected.shape
     if len(tensors) > 1 and whole and batch_size > 1:
-        raise PlanError(status, f"{spec.name!r}: per-frame tensors must have batch 1")
+        raise BindError(status, f"{spec.name!r}: per-frame tensors must have batch 1")
     if view is TensorType.CPU:
         return Bind(CONVERT, spec, view, _refs(tensors))
     if not _packed(tensors[0].info):
@@ -294,7 +294,7 @@ def _same_view(info: NpuTensorInfo, expected: NpuTensorInfo) -> bool:
 
 def _check_view(info: NpuTensorInfo, expected: NpuTensorInfo, status: StatusCode) -> None:
     if not (_same_view(info, expected) and info.shape in (expected.shape, frame_shape(expected))):
-        raise PlanError(
+        raise BindError(
             status,
             f"tensor {info.describe()} does not match the model's "
             f"{expected.tensor_type.name} view {expected.describe()}",
@@ -315,14 +315,14 @@ def _check_dynamic(
         and all(info.shape[i] == expected.shape[i] for i in fixed)
     )
     if not fits:
-        raise PlanError(
+        raise BindError(
             status,
             f"tensor {info.describe()} does not fit the model's {expected.tensor_type.name} "
             f"view {expected.describe()}: same dtype and layout, packed, and the same dims "
             f"except the data-dependent ones {list(spec.dynamic_dims)} (a capacity there)",
         )
     if any(t is not tensors[0] for t in tensors):
-        raise PlanError(
+        raise BindError(
             status,
             f"output {spec.name!r} depends on the data: one tensor holds the whole batch's "
             "result; pass the same tensor in every row",

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..model import CompiledModel
 from ..types import StatusCode
-from ._plan import CallPlan, PlanError, build_plan
+from ._plan import BindError, CallPlan, build_plan
 
 #: Plans kept at most; the cache is cleared when full (a loop re-enters its plan at once).
 CACHE_SIZE = 64
@@ -31,7 +31,7 @@ class PlanCache:
 
     def plan(self, inputs: Any, outputs: Any) -> tuple[CallPlan, bool]:
         """The call's plan, and whether it came from the cache (a repeated call). Raises
-        :class:`PlanError` (with the status to return) for tensors that do not fit."""
+        :class:`BindError` (with the status to return) for tensors that do not fit."""
         try:
             key = (
                 *[id(t) for row in inputs for t in row],
@@ -65,10 +65,10 @@ class PlanCache:
             return build_plan(
                 model.inputs, model.outputs, model.batch_size, inputs, outputs, self._memory
             )
-        except PlanError:
+        except BindError:
             raise
         except Exception as exc:  # a broken tensor is bad input: never raise from execute
-            raise PlanError(StatusCode.INVALID_INPUT, f"unusable tensor: {exc}") from exc
+            raise BindError(StatusCode.INVALID_INPUT, f"unusable tensor: {exc}") from exc
 
     def clear(self) -> None:
         with self._lock:

@@ -39,7 +39,7 @@ from ._execution import Execution
 from ._jobs import Job, JobTable
 from ._log import RunnerLog
 from ._options import RunnerOptions
-from ._plan import PlanError
+from ._plan import BindError
 from ._plan_cache import PlanCache
 from ._queries import ModelQueries
 from ._replay import Replays
@@ -181,7 +181,7 @@ class Runner(ModelQueries):
             return StatusCode.FAILURE
         try:
             plan, cached = self._plans.plan(inputs, outputs)
-        except PlanError as exc:
+        except BindError as exc:
             self._log.error("execute: %s", exc)
             return exc.status
         call = self._jobs.enter_sync(plan.in_ranges, plan.out_ranges)
@@ -218,7 +218,7 @@ class Runner(ModelQueries):
             return JobHandle(StatusCode.INVALID_INPUT, 0)
         try:
             plan, _cached = self._plans.plan(inputs, outputs)
-        except PlanError as exc:
+        except BindError as exc:
             self._log.error("execute_async: %s", exc)
             return JobHandle(exc.status, 0)
         admitted = self._jobs.admit(plan.in_ranges, plan.out_ranges, callback)
@@ -277,6 +277,11 @@ class Runner(ModelQueries):
     def engine_reason(self) -> str:
         """Why :attr:`engine` runs the model, in one line (with the measured medians)."""
         return self._engine_choice.reason
+
+    def _adopt_choice(self, choice: EngineChoice) -> None:
+        """The factory's: ``RunnerType.VAIML`` chose this runner's engine (and says why)."""
+        self._engine_choice = choice
+        logger.info("%s: runs on %s (%s)", self._model.name, choice.engine_name, choice.reason)
 
     @property
     def engine_choice(self) -> EngineChoice:

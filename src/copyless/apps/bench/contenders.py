@@ -34,8 +34,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ...memory import NpuTensor
+from ...pipeline import ItemTensors
 from ...pipeline import Pipeline as CopylessPipeline
-from ...pipeline import Row
 from ...runner import Runner, RunnerFactory
 from ...types import (
     CopylessError,
@@ -136,11 +136,11 @@ def pipelined(model: Path, task: Task, photo: Photo, batch: int, backend: str, s
     full = (photo.pixels.shape[0], photo.pixels.shape[1])
     placements: dict[int, Any] = {}
 
-    def prepare(frame: int, inputs: Row) -> None:
+    def prepare(frame: int, inputs: ItemTensors) -> None:
         image = buffers.prepare.decode(photo.data) if photo.per_frame else photo.pixels
         placements[inputs.row] = buffers.prepare(image, inputs[0], 0, full)
 
-    def finish(frame: int, outputs: Row) -> Outcome:
+    def finish(frame: int, outputs: ItemTensors) -> Outcome:
         return task.copyless_postprocess(outputs[0], buffers.quant, placements[outputs.row], 0)
 
     pipeline = CopylessPipeline(runner, prepare, finish, batch=batch)
