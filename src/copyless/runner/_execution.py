@@ -71,7 +71,7 @@ class Execution:
     def submit(self, job: Job) -> bool:
         """Hand an admitted job to a worker; False (the job finished as FAILURE) when the
         workers are shut down."""
-        plan = job.payload[0]
+        plan = job.plan
         with self._lock:
             if self._closing:
                 self._jobs.finish(job, StatusCode.FAILURE)
@@ -135,7 +135,7 @@ class Execution:
             self._native_jobs.pop(job.job_id, None)
 
     def _run_job(self, job: Job) -> None:
-        plan = job.payload[0]
+        plan = job.plan
         status = StatusCode.FAILURE
         try:
             # The async engines load here, on the worker, not on the submitting thread: a

@@ -26,14 +26,15 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..memory import NpuTensor
 from ..types import JobHandle, StatusCode
 from ._fast import FastPath
 from ._log import RunnerLog
-from ._plan import overlaps
+from ._plan import CallPlan, overlaps
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,16 @@ Ranges = tuple[tuple[int, int], ...]
 MAX_UNCOLLECTED = 65536
 
 
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """What an async job holds while in flight: its plan and the caller's tensor lists (so
+    that the tensors, their memory and fds, outlive the job whatever the caller drops)."""
+
+    plan: CallPlan
+    inputs: Sequence[Sequence[NpuTensor]]
+    outputs: Sequence[Sequence[NpuTensor]]
+
+
 @dataclass(eq=False, slots=True)
 class Job:
     """One async job, from admission to collection (``wait``)."""
@@ -52,7 +63,7 @@ class Job:
     callback: Callback | None
     in_ranges: Ranges
     out_ranges: Ranges
-    payload: Any = None  # what the job holds while in flight (plan, tensors)
+    payload: Payload | None = None  # set on admission, dropped when the job finishes
     status: StatusCode = StatusCode.JOB_PENDING
     finished: bool = False
     callback_error: BaseException | None = None
@@ -60,6 +71,13 @@ class Job:
 
     def describe(self) -> str:
         return f"job {self.job_id}"
+
+    @property
+    def plan(self) -> CallPlan:
+        """The job's call plan (while in flight: its payload is set on admission)."""
+        if self.payload is None:
+            raise RuntimeError(f"job {self.job_id} holds no payload (finished or not admitted)")
+        return self.payload.plan
 
     @property
     def trace_id(self) -> int:

@@ -36,7 +36,7 @@ from ._allocation import allocate_tensor, sub_tensor
 from ._choice import EngineChoice
 from ._engine_set import EngineSet
 from ._execution import Execution
-from ._jobs import Job, JobTable
+from ._jobs import Job, JobTable, Payload
 from ._log import RunnerLog
 from ._options import RunnerOptions
 from ._plan import BindError
@@ -225,7 +225,7 @@ class Runner(ModelQueries):
         if not isinstance(admitted, Job):
             return JobHandle(admitted, 0)
         # the job holds its tensors (the caller's lists) until it finishes
-        admitted.payload = (plan, inputs, outputs)
+        admitted.payload = Payload(plan, inputs, outputs)
         if not self._execution.submit(admitted):
             return JobHandle(StatusCode.FAILURE, 0)
         return JobHandle(StatusCode.SUCCESS, admitted.job_id)
