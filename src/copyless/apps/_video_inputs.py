@@ -1,19 +1,29 @@
-"""copyless-video's inputs and the model between them: one model for every stream (the same
-size and pixel format), its planes checked against the decoders' (compact, or with the
-decoders' line padding: then bound as they are, no copy), the annotated outputs, and
-FFmpeg's error messages (how the app learns of a damaged or cut-off frame).
+"""copyless-video's inputs, model and runner: one model for every stream (the same size and
+pixel format), its planes checked against the decoders' (compact, or with the decoders' line
+padding: then bound as they are, no copy), the runner's options and warm-up, the annotated
+outputs, and FFmpeg's error messages (how the app learns of a damaged or cut-off frame).
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 from pathlib import Path
+from typing import Any
 
-from ..runner import Runner
-from ..types import DataType, NpuTensorInfo, TensorDirection, TensorType
+from ..runner import Runner, RunnerOptions
+from ..types import (
+    DataType,
+    NpuTensorInfo,
+    RunnerType,
+    StatusCode,
+    TensorDirection,
+    TensorType,
+)
 from ..vision import StreamInfo, StreamSet, VideoError, VideoWriter, import_av
 from ._checks import UsageError, check_model_path
 from ._models import CLASSIFIER
+from ._setup import runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes
 
 
@@ -135,3 +145,29 @@ def open_writers(output: str | None, count: int, info: StreamInfo) -> list[Video
             writer.close()
         raise
     return writers
+
+
+def engine_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The runner's options for ``--slots`` jobs in flight (and ``--device``)."""
+    options = runner_options(args, max_concurrent_runs=args.slots)
+    if runner_type(args) is not RunnerType.OPENVINO and args.device == "cpu":
+        # only async jobs run here: the sync engines, sized for them (cores // slots
+        # threads each), are theirs; no second set loaded on the first job
+        options["num_threads"] = RunnerOptions(max_concurrent_runs=args.slots) \
+            .async_engine_threads()  # fmt: skip
+        options["async_engines"] = "shared"
+    return options
+
+
+def warm_up(runner: Runner) -> str | None:
+    """One untimed job on blank tensors (starts the async engines, as the VART-ML samples'
+    prime phase does): None, or why it failed."""
+    ins, outs = (
+        [runner.allocate_npu_tensor(info) for info in runner.get_tensors_info(way, TensorType.HW)]
+        for way in (TensorDirection.INPUT, TensorDirection.OUTPUT)
+    )
+    handle = runner.execute_async([ins], [outs])
+    status = handle.status
+    if status is StatusCode.SUCCESS:
+        status = runner.wait(handle, -1)
+    return None if status is StatusCode.SUCCESS else f"warm-up inference returned {status.name}"

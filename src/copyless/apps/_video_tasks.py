@@ -50,7 +50,7 @@ _DETECTION_OUTPUTS = {"boxes", "scores", "classes"}
 
 
 @dataclass(frozen=True, slots=True)
-class FrameResult:
+class TaskResult:
     """One frame's result: printed ``lines``, the output video's ``banner`` and ``boxes``."""
 
     lines: list[str]
@@ -59,7 +59,7 @@ class FrameResult:
 
 
 class VideoTask(Protocol):
-    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> FrameResult:
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> TaskResult:
         """The result of frame ``index`` from its ``outputs`` (valid during the call only);
         ``row``: the frame's row in its job (the ``batch_index`` of a shared output)."""
 
@@ -74,10 +74,10 @@ class Classify:
         except CopylessError:
             self.labels = []
 
-    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> FrameResult:
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> TaskResult:
         ((class_id, score),) = softmax_topk(outputs[0], 1, self.quant)
         label = self.labels[class_id] if class_id < len(self.labels) else f"class {class_id}"
-        return FrameResult([f"frame {index}: {class_id} {label} {score:.3f}"],
+        return TaskResult([f"frame {index}: {class_id} {label} {score:.3f}"],
                       f"{index}: {label} {score:.2f}")  # fmt: skip
 
 
@@ -89,7 +89,7 @@ class TextBoxes:
         self.size = max(out.shape[2:]) * 4  # canvas: the map scaled as text_boxes does
         self.width, self.height = width, height
 
-    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> FrameResult:
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> TaskResult:
         canvas = Letterbox(1.0, 0, 0, self.size, self.size, self.size)
         sx, sy = self.width / self.size, self.height / self.size
         boxes = tuple(
@@ -99,7 +99,7 @@ class TextBoxes:
         lines = [f"frame {index}: {len(boxes)} text boxes"]
         lines += [f"  box ({b.x0:.0f}, {b.y0:.0f}) - ({b.x1:.0f}, {b.y1:.0f}) {b.score:.2f}"
                   for b in boxes]  # fmt: skip
-        return FrameResult(lines, f"{index}: {len(boxes)} text boxes", boxes)
+        return TaskResult(lines, f"{index}: {len(boxes)} text boxes", boxes)
 
 
 class Detect:
@@ -112,7 +112,7 @@ class Detect:
         self.at = {name: i for i, name in enumerate(names)}
         self.labels = labels
 
-    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> FrameResult:
+    def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> TaskResult:
         by_name = {name: outputs[i] for name, i in self.at.items()}
         shape = by_name["scores"].produced_shape
         count = shape[0] if shape else 0
@@ -130,7 +130,7 @@ class Detect:
         lines = [f"frame {index}: {len(found)} detections"]
         lines += [f"  {det.line()}" for det in found]
         boxes = tuple(det.box for det in found)
-        return FrameResult(lines, f"{index}: {len(found)} detections", boxes)
+        return TaskResult(lines, f"{index}: {len(found)} detections", boxes)
 
 
 def task_for(

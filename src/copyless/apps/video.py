@@ -5,57 +5,44 @@ one model.
                    [--batch B] [--batch-wait MS] [--metrics-port [HOST:]PORT] [--runner openvino]
                    [--serve [HOST:]PORT [--serve-fps F]]
 
-The stages overlap:
+1. One decoder thread per input (:class:`copyless.vision.StreamSet`) yields I420/NV12 planes
+   over the decoder's frame memory into a bounded queue per stream (built-in models are
+   compiled for the decoder's line sizes: no copy even for padded lines; a model compiled for
+   compact planes gets them compacted, counted as ``copied``). A file waits for room; a live
+   source (camera, URL, pipe; ``--live``) drops its oldest queued frame, counted per stream.
+2. Each stream is one source of a :class:`copyless.Pipeline` (``map_sources``): streams taken
+   round robin, batched across (``--batch`` frames, waiting at most ``--batch-wait`` ms for
+   a fuller batch), ``--slots`` jobs in flight. ``prepare`` hands over the frame's planes as
+   ``USER_POINTER_CMA`` tensors: bound in place at batch 1; at batch B > 1 the pipeline
+   copies each plane once into the frame's row (counted as ``batched``). The graph converts
+   colours, crops, resizes and normalises (``--input-format i420|nv12 --input-size HxW``).
+3. ``finish`` reads the frame's outputs in place (:mod:`._video_tasks`); the main thread
+   prints ``frame N: ID LABEL SCORE`` (``stream S frame N: ...`` with several inputs, S the
+   input's position, each stream's frames in order; text boxes or detections as
+   copyless-detect prints them) and draws it into the ``-o`` video (one file per stream,
+   ``NAME.S.SUFFIX``, with several inputs; dropped frames are not written).
 
-1. One decoder thread per input (PyAV, FFmpeg's own threads) yields I420/NV12 planes over
-   the decoder's frame memory (:class:`copyless.vision.VideoSource`; the built-in models are
-   compiled for the decoder's line sizes, so no copy even when lines are padded; a model
-   compiled for compact planes gets padded lines compacted, counted as ``copied``) into a
-   bounded queue per stream (:class:`copyless.vision.StreamSet`). From a file it waits for
-   room; from a live source (camera, URL, pipe: ``--live`` forces it) it drops that stream's
-   oldest queued frame, counted per stream, so no stream stalls another.
-2. Each stream's queue is one source of a :class:`copyless.Pipeline` (``map_sources``): it
-   takes the streams round robin, batches across them (up to ``--batch`` frames, waiting at
-   most ``--batch-wait`` ms for more once the first is ready) and keeps ``--slots`` jobs in
-   flight. ``prepare`` hands over the frame's planes as HW input tensors
-   (``USER_POINTER_CMA``): at batch 1 bound in place, no copy; at batch B > 1 the pipeline
-   writes each plane once into the frame's row of the batch tensors (one copy per plane,
-   counted as ``batched``). The graph converts colours, crops, resizes and normalises (the
-   model is compiled with ``--input-format i420|nv12 --input-size HxW --batch-size B``).
-3. ``finish`` reads the frame's outputs in place (:mod:`._video_tasks`): for a classifier
-   the top-1 label, printed as ``frame N: ID LABEL SCORE`` (``stream S frame N: ...`` with
-   more than one input, S numbering the inputs in the order given, each stream's frames in
-   order), for a text detector ``frame N: K text boxes`` and the boxes as copyless-detect
-   prints them; drawn into the ``-o`` video (with several inputs one file per stream,
-   ``NAME.S.SUFFIX``; a live source's dropped frames are not written).
+The closing block: a line per stream (frames, FPS, latency decode to result p50/p99, drops,
+its error), the stages per frame (the pipeline's figures; decode the decoders') and totals.
+``--metrics-port`` serves the per-stream figures in Prometheus' text format
+(:mod:`._video_metrics`). A failing stream is reported and the others go on.
 
-The closing block has a line per stream (frames, FPS, latency from decode to result p50 and
-p99, drops, its error), the stages per frame (the pipeline's figures; decode the decoders')
-and the totals. ``--metrics-port`` serves the per-stream figures live in Prometheus' text
-format (:mod:`._video_metrics`). One stream failing (corrupt data, a cut, a size change, a
-disconnect) is reported and the others go on.
+``--serve HOST:PORT`` (loopback unless a host is named; port 0 picks one; the URL goes to
+stderr) serves a live page (:mod:`._live`, :mod:`._board`): a tile per stream (latest frame
+as MJPEG, encoded only while watched, at most ``--serve-fps`` a second) and ``/metrics``;
+after the inputs end it serves the final frames until SIGINT/SIGTERM (then the run's status).
 
-``--serve HOST:PORT`` (loopback unless a host is named; port 0 picks one, and the URL is
-printed on stderr) serves a live page while the streams play (:mod:`._live`): a tile per
-stream with its latest annotated frame as MJPEG and its FPS, p50/p99 latency and drops, and
-``/metrics`` for Prometheus; after the inputs end the page keeps the final frames and
-figures until SIGINT or SIGTERM (then exit 0, or 1 after a failure). Frames are JPEG-encoded
-only while a client watches, at most ``--serve-fps`` a second per stream, on the page's own
-thread (:mod:`._board`): the app only hands over each result (:meth:`StreamSet.subscribe`).
+SIGINT/SIGTERM during the run stop the inputs: the jobs running end and their frames are
+shown, the ``-o`` files are finished, the closing block printed, and the app exits 130 /
+143 with one line on stderr (with ``--serve`` too, at once: no serving after an interrupted
+run). A second signal stops at once.
 
-SIGINT or SIGTERM during the run stops the inputs; the jobs running end and their frames are
-printed and written, the ``-o`` files are finished, the closing block is printed and the app
-exits 130 (SIGINT) / 143 (SIGTERM) with one line on stderr (with ``--serve`` too, at once:
-the page does not serve on after an interrupted run). A second signal stops at once.
-
-Default model: the built-in EfficientNet-Lite0 compiled for the clip's format, size and
-colour matrix (resize 256 / crop 224 in the graph), cached; ``-m ppocr-det`` the built-in
-PP-OCRv4 text detector, ``-m face`` CenterFace and ``-m layout`` PP-PicoDet layout (decoding
-and NMS folded into the graph: ``frame N: K detections`` then ``box:`` lines as
-copyless-detect prints them), compiled the same way. All inputs must share one size and
-pixel format (one model). Exit status: 0 when every frame was classified, 1 when decoding or
-inference failed part way (the results so far are printed and the ``-o`` files are
-finished), 2 for a bad argument, source or model.
+Models: the built-in EfficientNet-Lite0 (default) compiled for the clip's format, size and
+colour matrix, cached; ``-m ppocr-det`` (text boxes), ``face`` (CenterFace), ``layout``
+(PP-PicoDet; NMS folded into the graph), compiled the same way; or a compiled model. All
+inputs share one size and format. Exit status: 0 when every frame was classified, 1 when
+decoding or inference failed part way (the results so far printed, the ``-o`` files
+finished), 2 for a bad argument, source or model; 130/143 after a signal.
 """
 
 from __future__ import annotations
@@ -67,21 +54,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from ..memory import NpuTensor
-from ..pipeline import Pipeline, PipelineStats, Result, Row, StageClock
-from ..runner import Runner, RunnerFactory, RunnerOptions, frame_shape
-from ..types import (
-    CopylessError,
-    JobError,
-    MemoryType,
-    NpuTensorInfo,
-    RunnerType,
-    StatusCode,
-    TensorDirection,
-    TensorType,
-)
+from ..pipeline import ItemTensors, Pipeline, PipelineStats, Result, StageClock
+from ..runner import Runner, RunnerFactory, frame_shape
+from ..types import CopylessError, JobError, MemoryType, NpuTensorInfo, TensorDirection, TensorType
 from ..vision import (
     Annotated,
     StreamFrame,
@@ -94,25 +71,20 @@ from ..vision import (
 from ._checks import UsageError, check_output
 from ._live import LivePage
 from ._serve import parse_address as serve_address
-from ._setup import (
-    EXIT_USAGE,
-    add_runner_argument,
-    engine_line,
-    runner_options,
-    runner_type,
-    say_precision,
-)
+from ._setup import EXIT_USAGE, add_runner_argument, engine_line, runner_type, say_precision
 from ._signals import Interruption
 from ._video_inputs import (
     FFmpegErrors,
     check_inputs,
     common_info,
+    engine_options,
     model_for,
     model_planes,
     open_writers,
+    warm_up,
 )
 from ._video_metrics import MetricsServer, parse_address, stream_lines
-from ._video_tasks import FrameResult, task_for
+from ._video_tasks import TaskResult, task_for
 
 #: Frames per run of the built-in models, and the longest wait for a batch to fill. Batch 1:
 #: on a CPU engine EfficientNet-Lite0 on 640x480 I420 planes, 2 async slots, showed no steady
@@ -236,7 +208,8 @@ def _run(
     try:
         info = common_info(streams)
         model = model_for(args.model, streams, info, args.batch or DEFAULT_BATCH)
-        with RunnerFactory.create_runner(model, _options(args), runner_type(args)) as runner:
+        options = engine_options(args)
+        with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
             print(engine_line(runner), file=sys.stderr)
             say_precision(runner)
             planes = model_planes(runner)
@@ -258,31 +231,6 @@ def _run(
     except CopylessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
-
-def _options(args: argparse.Namespace) -> dict[str, Any]:
-    options = runner_options(args, max_concurrent_runs=args.slots)
-    if runner_type(args) is not RunnerType.OPENVINO and args.device == "cpu":
-        # only async jobs run here: the sync engines, sized for them (cores // slots
-        # threads each), are theirs; no second set loaded on the first job
-        options["num_threads"] = RunnerOptions(max_concurrent_runs=args.slots) \
-            .async_engine_threads()  # fmt: skip
-        options["async_engines"] = "shared"
-    return options
-
-
-def _warm_up(runner: Runner) -> str | None:
-    """One untimed job on blank tensors (starts the async engines, as the VART-ML samples'
-    prime phase does): None, or why it failed."""
-    ins, outs = (
-        [runner.allocate_npu_tensor(info) for info in runner.get_tensors_info(way, TensorType.HW)]
-        for way in (TensorDirection.INPUT, TensorDirection.OUTPUT)
-    )
-    handle = runner.execute_async([ins], [outs])
-    status = handle.status
-    if status is StatusCode.SUCCESS:
-        status = runner.wait(handle, -1)
-    return None if status is StatusCode.SUCCESS else f"warm-up inference returned {status.name}"
 
 
 class _Tally:
@@ -317,7 +265,7 @@ class _Video:
         self.output = StageClock(("output",))  # print, write, publish: the main thread's part
         self.failure: str | None = None
 
-    def prepare(self, item: StreamFrame, inputs: Row) -> list[NpuTensor]:
+    def prepare(self, item: StreamFrame, inputs: ItemTensors) -> list[NpuTensor]:
         """The frame's planes as HW input tensors over the decoder's memory
         (USER_POINTER_CMA): bound in place at batch 1, no copy; at batch > 1 the pipeline
         copies each into the frame's row of the batch tensors (one copy per plane)."""
@@ -325,14 +273,14 @@ class _Video:
         return [NpuTensor(info, plane, MemoryType.USER_POINTER_CMA)
                 for info, plane in zip(self.planes, item.frame.planes, strict=True)]  # fmt: skip
 
-    def finish(self, item: StreamFrame, outputs: Row) -> FrameResult:
+    def finish(self, item: StreamFrame, outputs: ItemTensors) -> TaskResult:
         """The frame's result, read from its outputs in place (``outputs.row``: its row of a
         data-dependent output shared by the job's frames)."""
         return self.task(outputs, item.frame.index, outputs.row)
 
     def run(self, args: argparse.Namespace, errors: list[str], interrupted: Interruption) -> int:
         """Decode, infer and show every frame; ``errors`` collects FFmpeg's messages."""
-        failure = _warm_up(self.runner)
+        failure = warm_up(self.runner)
         if failure is not None:
             print(f"error: {failure}", file=sys.stderr)
             return 1
@@ -355,7 +303,7 @@ class _Video:
             print(line)
         return self._status(stats, errors, live)
 
-    def _show(self, item: StreamFrame, result: FrameResult) -> None:
+    def _show(self, item: StreamFrame, result: TaskResult) -> None:
         """Print, write and publish one frame's result (each stream's frames in order)."""
         t0 = time.perf_counter()
         lines = result.lines
