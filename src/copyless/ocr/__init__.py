@@ -18,7 +18,7 @@ from ._batch import LINE_COLUMNS, OcrBatchReader
 from ._models import OcrModels, installed_generations
 from ._pages import DrawnPage, draw_page
 from ._pipeline import OcrError, OcrPipeline
-from ._results import OcrLine, OcrResult, StageTimes
+from ._results import OcrLine, OcrResult, PageTimes
 
 __all__ = [
     "LINE_COLUMNS",
@@ -29,7 +29,7 @@ __all__ = [
     "OcrModels",
     "OcrPipeline",
     "OcrResult",
-    "StageTimes",
+    "PageTimes",
     "draw_page",
     "installed_generations",
 ]

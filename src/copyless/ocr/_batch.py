@@ -16,6 +16,7 @@ import numpy as np
 
 from ..types import CopylessError, RunnerType
 from ._pipeline import OcrPipeline
+from ._results import OcrResult
 
 __all__ = ["LINE_COLUMNS", "OcrBatchReader"]
 
@@ -36,12 +37,14 @@ class OcrBatchReader:
 
     def __call__(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
         rows: dict[str, list[Any]] = {name: [] for name in LINE_COLUMNS}
-        for path in (str(p) for p in batch["path"]):
-            try:
-                result = self._ocr.read(path)
-            except (CopylessError, ValueError, OSError) as exc:
-                _append(rows, path, -1, (0, 0, 0, 0), 0.0, "", str(exc).splitlines()[0])
+        paths = [str(p) for p in batch["path"]]
+        for path, read in zip(paths, self._ocr.map(paths), strict=True):  # pages overlapped
+            if read.error is not None:
+                if not isinstance(read.error, CopylessError | ValueError | OSError):
+                    raise read.error
+                _append(rows, path, -1, (0, 0, 0, 0), 0.0, "", str(read.error).splitlines()[0])
                 continue
+            result: OcrResult = read.value
             for index, line in enumerate(result.lines):
                 _append(rows, path, index, line.box, line.score, line.text, None)
         return {

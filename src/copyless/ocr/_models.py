@@ -70,9 +70,9 @@ class OcrModels:
 
     generation: str
     characters: tuple[str, ...]
-    #: the recogniser's output name where the model declares no shape for it (PP-OCRv4):
-    #: it is compiled with a capacity; None where the shape is declared
-    rec_output: str | None
+    #: the recogniser's output (``[N, W / 8, classes]``); compiled with that capacity where
+    #: the compiler cannot derive its shape (PP-OCRv4's)
+    rec_output: str
 
     @classmethod
     def load(cls, generation: str | None = None) -> OcrModels:
@@ -103,7 +103,7 @@ class OcrModels:
 
 
 @cache
-def _recogniser_facts(generation: str) -> tuple[tuple[str, ...], str | None]:
+def _recogniser_facts(generation: str) -> tuple[tuple[str, ...], str]:
     path = zoo.build(f"ppocr-{generation}-rec", progress=False)
     model = onnx.load(str(path), load_external_data=False)
     meta = {prop.key: prop.value for prop in model.metadata_props}
@@ -112,6 +112,4 @@ def _recogniser_facts(generation: str) -> tuple[tuple[str, ...], str | None]:
         raise ModelLoadError(
             f"the PP-OCR {generation} recogniser ({path.name}) has no character list"
         )
-    output = model.graph.output[0]
-    declared = output.type.tensor_type.HasField("shape") and output.type.tensor_type.shape.dim
-    return ("", *text.splitlines(), " "), None if declared else output.name
+    return ("", *text.splitlines(), " "), model.graph.output[0].name

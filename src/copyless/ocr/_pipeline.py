@@ -1,41 +1,53 @@
-"""OcrPipeline: PP-OCR detection, crops and recognition as one zero-copy pipeline.
+"""OcrPipeline: PP-OCR detection, crops and recognition as chained zero-copy pipelines.
 
 The life of a page: decode -> the detector's RGBx input written in one resize pass
 (:func:`~copyless.vision.place_page`; normalisation is in the compiled graph) -> detect ->
 the probability map read in place by the DB postprocess (:func:`~copyless.vision.text_quads`)
--> each line's perspective crop sampled straight from the decoded page into the
-recogniser's bound batch tensor (:func:`~copyless.vision.warp_lines`; optionally the angle
+-> each line's perspective crop sampled straight from the decoded page into its row of the
+recogniser's batch tensor (:func:`~copyless.vision.warp_lines`; optionally the angle
 classifier's first) -> recognise, batched by width bucket -> CTC greedy decoding of the
 bound output in place. No crop image, no stacked copy, no intermediate page.
 
-:meth:`OcrPipeline.read_all` overlaps pages: page k+1's detection is submitted
-(``execute_async``) before page k's lines are recognised.
+The stages are :class:`copyless.Pipeline` s (their ``prepare``/``finish`` in :mod:`._stages`),
+chained: a detector pipeline per input size takes the pages (``prepare`` decodes a page
+and writes the detector's input, ``finish`` finds its lines), and its results feed the
+recogniser's pipelines, one per (batch, width) bucket, whose jobs are the buckets' chunks
+of up to :data:`REC_BATCH` lines (``prepare`` samples a line into its row, ``finish``
+decodes the row's text). While a page's lines are recognised, the detector's slots decode
+and detect the next pages. A page that cannot be read is one error result, and the others
+go on (:meth:`OcrPipeline.map`).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import logging
-import math
-import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from ..memory import NpuTensor
-from ..runner import Runner, RunnerFactory
-from ..types import CopylessError, JobHandle, RunnerType, StatusCode, TensorDirection, TensorType
-from ..vision import decode, line_crops, order_lines, place_page, text_quads, warp_lines
-from ._ctc import ctc_greedy
-from ._geometry import PagePlan, page_plan
+from ..model import load_model
+from ..pipeline import ItemTensors, Pipeline, Result
+from ..runner import RunnerFactory
+from ..types import CopylessError, JobError, RunnerType
+from ..vision import line_crops
 from ._models import PIXEL_MEAN, PIXEL_STD, OcrModels, compiled
-from ._results import OcrLine, OcrResult, StageTimes
+from ._results import OcrLine, OcrResult, PageTimes
+from ._stages import (
+    Image,
+    LineItem,
+    PageItem,
+    ReadText,
+    find_lines,
+    page_of,
+    place,
+    upside_down,
+    warp,
+)
 
 __all__ = ["OcrError", "OcrPipeline"]
 
@@ -48,67 +60,22 @@ REC_BATCH = 6
 #: batch sizes the recogniser is compiled at: a chunk of n lines runs at the smallest >= n
 REC_BATCHES = (1, 2, 3, REC_BATCH)
 CLS_WIDTH = 192
-CLS_THRESHOLD = 0.9
 TEXT_SCORE = 0.5
-Image = str | os.PathLike[str] | npt.NDArray[np.uint8]
+#: a recogniser job waits this long for its chunk's rows (every chunk is queued at once,
+#: idle rows included, so a job is cut at its chunk's end, not by this)
+_CHUNK_WAIT_MS = 1000.0
 
 
 class OcrError(CopylessError):
-    """A model run failed (the status is in the message)."""
+    """A model run failed (the status is in the message), or the pipeline is closed."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Bound:
-    """A runner and its input/output tensors, bound once and reused."""
+class _LineFailed(Exception):
+    """A line's recognition (or classification) failed: its page fails with ``error``."""
 
-    runner: Runner
-    x: NpuTensor
-    y: NpuTensor
-    shape: tuple[int, ...]
-
-    @classmethod
-    def open(
-        cls,
-        path: Path,
-        options: Mapping[str, Any],
-        runner_type: RunnerType,
-        output_shape: tuple[int, ...] | None = None,
-    ) -> _Bound:
-        """Open a runner on ``path`` and allocate its tensors; ``output_shape`` is the
-        capacity of an output whose shape the model does not declare (PP-OCRv4's
-        recogniser: ``[N, W / 8, classes]``)."""
-        runner = RunnerFactory.create_runner(path, options, runner_type)
-        (xi,) = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
-        (yi,) = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
-        shape = yi.shape
-        if output_shape is not None and any(d < 0 for d in yi.shape):
-            # unknown rank gives shape (-1,): a flat capacity, read back as output_shape
-            flat = (math.prod(output_shape),) if len(yi.shape) == 1 else output_shape
-            yi = dataclasses.replace(yi, shape=flat)
-            shape = output_shape
-        x, y = runner.allocate_npu_tensor(xi), runner.allocate_npu_tensor(yi)
-        return cls(runner, x, y, shape)
-
-    def output(self) -> npt.NDArray[Any]:
-        """The output tensor's memory as an array of the model's output shape (no copy)."""
-        return self.y.numpy().reshape(self.shape)
-
-    def run(self) -> None:
-        status = self.runner.execute([[self.x]], [[self.y]])
-        if status is not StatusCode.SUCCESS:
-            raise OcrError(f"{self.runner.model.name}: execute returned {status.name}")
-
-
-@dataclass(slots=True)
-class _Page:
-    """A page between detection and recognition."""
-
-    image: npt.NDArray[np.uint8]
-    plan: PagePlan
-    det: _Bound
-    job: JobHandle | None
-    times: StageTimes
-    start: float
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class OcrPipeline:
@@ -118,8 +85,8 @@ class OcrPipeline:
     default the newest installed. ``angle``: run the angle classifier and turn lines it
     reads as upside down (score > 0.9). ``runner_type``/``options``: the runners' engine
     and options (e.g. ``RunnerType.OPENVINO``). Models are compiled on first use per shape
-    and cached (see :mod:`._models`); runners are opened lazily and kept until
-    :meth:`close`.
+    and cached (see :mod:`._models`); runners and their pipelines are opened lazily and
+    kept until :meth:`close`.
 
     Copies: the page is decoded once; the detector input is one resize pass from it; crops
     are sampled from it into the recogniser's tensor; outputs are read in place. Results
@@ -137,25 +104,38 @@ class OcrPipeline:
         self.models = OcrModels.load(generation)
         self.angle = bool(angle)
         self._runner_type = runner_type
-        # one job per runner (each page slot has its own detector runner): the async
-        # detection then gets every core's thread, not a share of them
+        # one job per runner: a job then gets every core's thread, not a share of them;
+        # the pipelines' second slot prepares the next job meanwhile
         self._options = {"max_concurrent_runs": 1, **(options or {})}
-        self._det: dict[tuple[int, int], list[_Bound]] = {}
-        self._rec: dict[tuple[int, int], _Bound] = {}
-        self._cls: _Bound | None = None
-        self._lock = threading.Lock()
+        self._det: dict[tuple[int, int], Pipeline] = {}
+        self._rec: dict[tuple[int, int], Pipeline] = {}
+        self._cls: Pipeline | None = None
+        self._read_text = ReadText(self.models.characters)
+        self._rec_capacity: bool | None = None  # its output needs a capacity compiled in
+        self._current: Pipeline | None = None
+        self._stopping = threading.Event()
         self._closed = False
         self._last_done = 0.0
 
     # -- lifecycle ----------------------------------------------------------------------
 
+    def stop(self) -> None:
+        """Take no more pages: the pages already taken are read and come out, then
+        :meth:`map` (and any later one) ends. Safe from a signal handler (what SIGINT
+        calls in copyless-ocr)."""
+        self._stopping.set()
+        current = self._current
+        if current is not None:
+            current.stop()
+
     def close(self) -> None:
-        """Close every runner (idempotent); the pipeline cannot be used afterwards."""
+        """Close every pipeline and runner (idempotent); the pipeline cannot be used
+        afterwards."""
         self._closed = True
-        bound = [b for pair in self._det.values() for b in pair]
-        bound += list(self._rec.values()) + ([self._cls] if self._cls else [])
-        for item in bound:
-            item.runner.close()
+        pipelines = [*self._det.values(), *self._rec.values(), *([self._cls] if self._cls else [])]
+        for pipeline in pipelines:
+            pipeline.close()
+            pipeline.runner.close()
         self._det.clear()
         self._rec.clear()
         self._cls = None
@@ -169,191 +149,249 @@ class OcrPipeline:
     # -- reading ------------------------------------------------------------------------
 
     def read(self, image: Image) -> OcrResult:
-        """The text lines of one image (a path or an RGB ``(H, W, 3)`` uint8 array)."""
-        return self._finish(self._submit(image, 0))
+        """The text lines of one image (a path or an RGB ``(H, W, 3)`` uint8 array); raises
+        the page's error (``ValueError``/``OSError`` for an unreadable file, :class:`OcrError`
+        for a failed model run)."""
+        for result in self.map([image]):
+            return _unwrap(result)
+        raise OcrError("the OCR pipeline was stopped before the page was read")
 
     def read_all(self, images: Iterable[Image]) -> Iterator[OcrResult]:
-        """The results of ``images`` in order; page k+1's detection runs while page k's
-        lines are recognised."""
-        pending: _Page | None = None
-        for index, image in enumerate(images):
-            page = self._submit(image, index % 2)
-            if pending is not None:
-                yield self._finish(pending)
-            pending = page
-        if pending is not None:
-            yield self._finish(pending)
+        """The results of ``images`` in order, raising at the first page that fails."""
+        for result in self.map(images):
+            yield _unwrap(result)
 
-    # -- stages -------------------------------------------------------------------------
-
-    def _bound(
-        self, name: str, output_shape: tuple[int, ...] | None = None, **compile_options: Any
-    ) -> _Bound:
+    def map(self, images: Iterable[Image]) -> Iterator[Result]:
+        """One :class:`copyless.Result` per image, in order, pulled lazily: ``value`` the
+        page's :class:`OcrResult`, or ``error`` what made it fail (an unreadable file's
+        ``ValueError``/``OSError``, an :class:`OcrError` for a failed run); the other pages
+        go on. ``index`` is the image's position, ``timings`` its :class:`PageTimes` as a
+        dict. Raises :class:`OcrError` on a closed pipeline and whatever opening a model
+        raises (compiling, loading)."""
         if self._closed:
             raise OcrError("the OCR pipeline is closed")
-        path = compiled(name, **compile_options)
-        return _Bound.open(path, self._options, self._runner_type, output_shape)
+        pages = (page_of(index, image) for index, image in enumerate(images))
+        for size, group in _SameSize(pages, self._stopping.is_set):
+            if size is None:  # unreadable pages before the first readable one
+                for page in group:
+                    yield _failed(page, page.error or OcrError("unreadable page"))
+                continue
+            detector = self._current = self._detector(size)
+            results = cast(Generator[Result, None, None], detector.map(group))
+            try:
+                with contextlib.closing(results):
+                    for found in results:
+                        yield self._page_result(detector, found)
+            finally:
+                self._current = None
 
-    def _detector(self, size: tuple[int, int], slot: int) -> _Bound:
-        with self._lock:
-            pair = self._det.get(size)
-            if pair is None:
-                pair = self._det[size] = []
-            while len(pair) <= slot:
-                pair.append(
-                    self._bound(
-                        self.models.name("det"),
-                        input_format="rgbx",
-                        input_shapes={"x": (1, 3, *size)},
-                        mean=(PIXEL_MEAN,) * 3,
-                        std=(PIXEL_STD,) * 3,
-                        colour_order="rgb",
-                    )
-                )
-            return pair[slot]
+    # -- one page -----------------------------------------------------------------------
 
-    def _recogniser(self, batch: int, width: int) -> _Bound:
-        with self._lock:
-            if (batch, width) not in self._rec:
-                shape = (batch, width // 8, len(self.models.characters))
-                extra = {}
-                if self.models.rec_output is not None:
-                    extra["output_capacity"] = {self.models.rec_output: shape}
-                self._rec[batch, width] = self._bound(
-                    self.models.name("rec"),
-                    shape,
-                    input_shapes={"x": (batch, 3, HEIGHT, width)},
-                    **extra,
-                )
-            return self._rec[batch, width]
-
-    def _classifier(self) -> _Bound:
-        with self._lock:
-            if self._cls is None:
-                self._cls = self._bound(
-                    self.models.name("cls"),
-                    (REC_BATCH, 2),
-                    input_shapes={"x": (REC_BATCH, 3, HEIGHT, CLS_WIDTH)},
-                )
-            return self._cls
-
-    def _submit(self, image: Image, slot: int) -> _Page:
-        """Decode, write the detector's input and submit its run (async)."""
-        start = time.perf_counter()
-        times = StageTimes()
-        pixels = _as_image(image)
-        times.decode = time.perf_counter() - start
-        t0 = time.perf_counter()
-        plan = page_plan(*pixels.shape[:2])
-        det = self._detector(plan.size, slot)
-        place_page(pixels, det.x, plan.rect)
-        job = det.runner.execute_async([[det.x]], [[det.y]])
-        if job.status is not StatusCode.SUCCESS:
-            raise OcrError(f"detector refused the page: {job.status.name}")
-        times.detect = time.perf_counter() - t0
-        return _Page(pixels, plan, det, job, times, start)
-
-    def _finish(self, page: _Page) -> OcrResult:
-        times = page.times
-        t0 = time.perf_counter()
-        assert page.job is not None  # set by _submit
-        status = page.det.runner.wait(page.job, -1)
-        if status is not StatusCode.SUCCESS:
-            raise OcrError(f"detector run failed: {status.name}")
-        quads, _ = self._quads(page)
-        times.detect += time.perf_counter() - t0
-        lines: list[OcrLine] = []
-        if len(quads):
-            if self.angle:
-                t1 = time.perf_counter()
-                turn = self._turned(page.image, quads)
-                times.crops += time.perf_counter() - t1
-            else:
-                turn = None
-            lines = self._recognise(page.image, quads, turn, times)
+    def _page_result(self, detector: Pipeline, found: Result) -> Result:
+        """The page's result once the ``detector`` found its lines: recognised here."""
+        page: PageItem = found.item
+        if found.error is not None or page.pixels is None:
+            return _failed(page, _model_error(detector, found.error or OcrError("not decoded")))
+        received = time.perf_counter()
+        start = received - sum(found.timings.values())  # when the page left its source
+        t = found.timings
+        times = PageTimes(decode=page.decode,
+                          detect=t["prepare"] - page.decode + t["infer"] + t["finish"])  # fmt: skip
+        try:
+            lines = self._recognise(page.pixels, found.value, times)
+        except _LineFailed as failed:
+            return _failed(page, failed.error)
         done = time.perf_counter()
         # overlapped pages: a page's total is the wall time since the previous page was
-        # done (or since it was submitted, when that is later), so totals add up to the run
-        times.total = done - max(page.start, self._last_done)
+        # done (or since it was taken, when that is later), so totals add up to the run
+        times.total = done - max(start, self._last_done)
         self._last_done = done
-        return OcrResult(tuple(lines), page.image.shape[:2], times)
-
-    def _quads(self, page: _Page) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """DB quads in page pixels, clipped, small ones dropped, in reading order."""
-        prob = page.det.output()[0, 0]
-        quads, scores = text_quads(prob)
-        if not len(quads):
-            return quads, scores
-        rx, ry, rw, rh = page.plan.rect
-        ph, pw = page.plan.page
-        pts = quads.copy()
-        # RapidOCR rounds map -> page coordinates to whole pixels, then clips
-        pts[..., 0] = np.clip(np.round((pts[..., 0] - rx) * pw / rw), 0, pw - 1)
-        pts[..., 1] = np.clip(np.round((pts[..., 1] - ry) * ph / rh), 0, ph - 1)
-        wide = np.linalg.norm(pts[:, 0] - pts[:, 1], axis=1).astype(int) > 3
-        tall = np.linalg.norm(pts[:, 0] - pts[:, 3], axis=1).astype(int) > 3
-        keep = wide & tall
-        pts, scores = pts[keep], scores[keep]
-        order = order_lines(pts)
-        return pts[order], scores[order]
-
-    def _turned(self, image: npt.NDArray[np.uint8], quads: npt.NDArray[np.float64]) -> Any:
-        """The angle classifier's verdict per line: True where it reads 180 degrees."""
-        cls = self._classifier()
-        crops = line_crops(quads, height=HEIGHT, max_width=CLS_WIDTH)
-        turn = np.zeros(len(quads), dtype=bool)
-        batch = cls.x.numpy()
-        for first in range(0, len(quads), REC_BATCH):
-            idx = np.arange(first, min(first + REC_BATCH, len(quads)))
-            slots = np.arange(len(idx), dtype=np.int32)
-            warp_lines(image, batch, crops.homographies[idx], crops.widths[idx], slots)
-            cls.run()
-            probs = cls.output()[: len(idx)]
-            turn[idx] = (probs.argmax(axis=1) == 1) & (probs.max(axis=1) > CLS_THRESHOLD)
-        return turn
+        result = OcrResult(tuple(lines), page.pixels.shape[:2], times)
+        return Result(page.image, result, None, None, page.index, times.as_dict())
 
     def _recognise(
-        self, image: npt.NDArray[np.uint8], quads: npt.NDArray[np.float64], turn: Any,
-        times: StageTimes,
+        self, pixels: npt.NDArray[np.uint8], quads: npt.NDArray[np.float64], times: PageTimes
     ) -> list[OcrLine]:
+        if not len(quads):
+            return []
+        turn = self._turned(pixels, quads, times) if self.angle else None
         t0 = time.perf_counter()
         crops = line_crops(quads, height=HEIGHT, max_width=WIDTHS[-1], turn=turn)
         order = np.argsort(crops.ratios, kind="stable")
-        texts: list[tuple[str, float]] = [("", 0.0)] * len(quads)
-        times.crops += time.perf_counter() - t0
+        chunks: dict[tuple[int, int], list[int]] = {}  # bucket -> line per row (-1: idle)
         for first in range(0, len(order), REC_BATCH):
-            idx = order[first : first + REC_BATCH]
+            idx = [int(i) for i in order[first : first + REC_BATCH]]
             widest = int(crops.widths[idx].max())
             width = WIDTHS[min(int(np.searchsorted(WIDTHS, widest)), len(WIDTHS) - 1)]
-            rec = self._recogniser(_batch_for(len(idx)), width)
-            t1 = time.perf_counter()
-            slots = np.arange(len(idx), dtype=np.int32)
-            warp_lines(image, rec.x.numpy(), crops.homographies[idx], crops.widths[idx], slots)
-            t2 = time.perf_counter()
-            rec.run()
-            decoded = ctc_greedy(rec.output()[: len(idx)], self.models.characters)
-            for i, result in zip(idx, decoded, strict=True):
-                texts[int(i)] = result
-            times.crops += t2 - t1
-            times.recognise += time.perf_counter() - t2
-        lines = []
-        for quad, (text, score) in zip(quads, texts, strict=True):
-            if not text.strip() or score < TEXT_SCORE:
-                continue
-            x0, y0 = quad.min(axis=0)
-            x1, y1 = quad.max(axis=0)
-            corners = tuple((float(x), float(y)) for x, y in quad)
-            lines.append(OcrLine((int(x0), int(y0), int(x1), int(y1)), corners, text, score))  # type: ignore[arg-type]
-        return lines
+            batch = _batch_for(len(idx))
+            chunks.setdefault((batch, width), []).extend(idx + [-1] * (batch - len(idx)))
+        times.crops += time.perf_counter() - t0
+        texts: list[tuple[str, float]] = [("", 0.0)] * len(quads)
+        for (batch, width), rows in chunks.items():
+            items = [_line(pixels, crops, i) for i in rows]
+            values, prepare, run = _run(self._recogniser(batch, width), items, batch)
+            times.crops += prepare
+            times.recognise += run
+            for i, value in zip(rows, values, strict=True):
+                if i >= 0:
+                    texts[i] = value
+        return _lines(quads, texts)
+
+    def _turned(
+        self, pixels: npt.NDArray[np.uint8], quads: npt.NDArray[np.float64], times: PageTimes
+    ) -> npt.NDArray[np.bool_]:
+        """The angle classifier's verdict per line: True where it reads 180 degrees."""
+        t0 = time.perf_counter()
+        crops = line_crops(quads, height=HEIGHT, max_width=CLS_WIDTH)
+        rows = list(range(len(quads)))
+        rows += [-1] * (-len(rows) % REC_BATCH)  # whole jobs of REC_BATCH rows
+        items = [_line(pixels, crops, i) for i in rows]
+        times.crops += time.perf_counter() - t0
+        values, prepare, run = _run(self._classifier(), items, REC_BATCH)
+        times.crops += prepare + run
+        return np.array(values[: len(quads)], dtype=bool)
+
+    # -- the pipelines ------------------------------------------------------------------
+
+    def _pipeline(self, name: str, prepare: Callable[[Any, ItemTensors], None],
+                  finish: Callable[[Any, ItemTensors], Any], batch: int = 1,
+                  **compile_options: Any) -> Pipeline:  # fmt: skip
+        """A pipeline on a new runner of zoo model ``name`` compiled with the options."""
+        if self._closed:
+            raise OcrError("the OCR pipeline is closed")
+        path = compiled(name, **compile_options)
+        runner = RunnerFactory.create_runner(path, self._options, self._runner_type)
+        try:
+            return Pipeline(runner, prepare, finish, batch=batch,
+                            batch_wait_ms=_CHUNK_WAIT_MS if batch > 1 else 0.0)  # fmt: skip
+        except BaseException:
+            runner.close()
+            raise
+
+    def _detector(self, size: tuple[int, int]) -> Pipeline:
+        if size not in self._det:
+            self._det[size] = self._pipeline(
+                self.models.name("det"), place, find_lines, input_format="rgbx",
+                input_shapes={"x": (1, 3, *size)}, mean=(PIXEL_MEAN,) * 3,
+                std=(PIXEL_STD,) * 3, colour_order="rgb",
+            )  # fmt: skip
+        return self._det[size]
+
+    def _recogniser(self, batch: int, width: int) -> Pipeline:
+        if (batch, width) not in self._rec:
+            name = self.models.name("rec")
+            shape = (batch, 3, HEIGHT, width)
+            options: dict[str, Any] = {"batch_size": batch, "input_shapes": {"x": shape}}
+            if self._rec_capacity is None:  # PP-OCRv4's: the compiler derives no shape
+                self._rec_capacity = _unbounded(compiled(name, **options))
+            if self._rec_capacity:
+                capacity = (batch, width // 8, len(self.models.characters))
+                options["output_capacity"] = {self.models.rec_output: capacity}
+            self._rec[batch, width] = self._pipeline(name, warp, self._read_text, batch,
+                                                     **options)  # fmt: skip
+        return self._rec[batch, width]
+
+    def _classifier(self) -> Pipeline:
+        if self._cls is None:
+            self._cls = self._pipeline(
+                self.models.name("cls"), warp, upside_down, REC_BATCH, batch_size=REC_BATCH,
+                input_shapes={"x": (REC_BATCH, 3, HEIGHT, CLS_WIDTH)},
+            )  # fmt: skip
+        return self._cls
+
+
+class _SameSize:
+    """Runs of consecutive pages that share a detector input size: ``(size, pages)`` pairs,
+    lazily (each run is one detector pipeline's ``map``). A page that could not be read
+    joins the run it is in (its detector ``prepare`` raises its error); those before the
+    first readable page form a run of size None. Ends early once ``stopped()``."""
+
+    def __init__(self, pages: Iterator[PageItem], stopped: Callable[[], bool]) -> None:
+        self._pages = pages
+        self._stopped = stopped
+        self._held: PageItem | None = None  # the first page of the next run
+
+    def _take(self) -> PageItem | None:
+        if self._stopped():
+            return None
+        if self._held is not None:
+            page, self._held = self._held, None
+            return page
+        return next(self._pages, None)
+
+    def __iter__(self) -> Iterator[tuple[tuple[int, int] | None, Iterator[PageItem]]]:
+        while True:
+            first = self._take()
+            if first is None:
+                return
+            size = first.plan.size if first.plan is not None else None
+            yield size, self._run(first, size)
+
+    def _run(self, first: PageItem, size: tuple[int, int] | None) -> Iterator[PageItem]:
+        yield first
+        while (page := self._take()) is not None:
+            if page.plan is not None and page.plan.size != size:
+                self._held = page
+                return
+            yield page
+
+
+def _run(
+    pipeline: Pipeline, items: Sequence[LineItem | None], batch: int
+) -> tuple[list[Any], float, float]:
+    """``items`` through ``pipeline`` (whole jobs of ``batch`` rows): the values, the
+    seconds of ``prepare`` and those of the runs and ``finish``. Raises
+    :class:`_LineFailed` with the first line's error."""
+    values: list[Any] = []
+    prepare = run = 0.0
+    for k, result in enumerate(list(pipeline.map(items))):  # to the end: no early exit
+        if result.error is not None:
+            raise _LineFailed(_model_error(pipeline, result.error))
+        t = result.timings
+        prepare += t["prepare"]
+        run += t["finish"] + (t["infer"] if k % batch == 0 else 0.0)  # a job's rows share it
+        values.append(result.value)
+    return values, prepare, run
+
+
+def _line(pixels: npt.NDArray[np.uint8], crops: Any, index: int) -> LineItem | None:
+    if index < 0:
+        return None
+    return LineItem(pixels, crops.homographies[index], int(crops.widths[index]))
+
+
+def _lines(quads: npt.NDArray[np.float64], texts: list[tuple[str, float]]) -> list[OcrLine]:
+    lines = []
+    for quad, (text, score) in zip(quads, texts, strict=True):
+        if not text.strip() or score < TEXT_SCORE:
+            continue
+        x0, y0 = quad.min(axis=0)
+        x1, y1 = quad.max(axis=0)
+        corners = tuple((float(x), float(y)) for x, y in quad)
+        lines.append(OcrLine((int(x0), int(y0), int(x1), int(y1)), corners, text, score))  # type: ignore[arg-type]
+    return lines
 
 
 def _batch_for(lines: int) -> int:
     return next(size for size in REC_BATCHES if size >= lines)
 
 
-def _as_image(image: Image) -> npt.NDArray[np.uint8]:
-    if isinstance(image, np.ndarray):
-        if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (3, 4):
-            raise ValueError(f"image must be uint8 (H, W, 3) RGB, got {image.dtype} {image.shape}")
-        return image
-    return decode(Path(image))
+def _unbounded(path: Any) -> bool:
+    """Whether the compiled model's output has a dim with no bound (-1)."""
+    return any(d < 0 for d in load_model(path).outputs[0].hw.shape)
+
+
+def _model_error(pipeline: Pipeline, error: BaseException) -> BaseException:
+    """A runner's status as an :class:`OcrError` naming the model; other errors as they are."""
+    if isinstance(error, JobError):
+        return OcrError(f"{pipeline.runner.model.name}: {error}")
+    return error
+
+
+def _failed(page: PageItem, error: BaseException) -> Result:
+    return Result(page.image, None, error, None, page.index, {})
+
+
+def _unwrap(result: Result) -> OcrResult:
+    value: OcrResult = result.unwrap()
+    return value

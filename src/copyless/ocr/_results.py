@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["OcrLine", "OcrResult", "StageTimes"]
+__all__ = ["OcrLine", "OcrResult", "PageTimes"]
 
 Point = tuple[float, float]
 
@@ -28,8 +28,15 @@ class OcrLine:
 
 
 @dataclass(slots=True)
-class StageTimes:
-    """Seconds spent per stage on one image (filled as the pipeline goes)."""
+class PageTimes:
+    """Seconds spent per stage on one page, from its pipelines' stage timings
+    (:attr:`copyless.Result.timings`): ``decode`` (reading the file), ``detect`` (the
+    detector's input, run and box search), ``crops`` (line geometry, the crops sampled into
+    the recogniser's and the angle classifier's inputs, the classifier's runs),
+    ``recognise`` (the recogniser's runs and CTC decoding) and ``total`` (wall time since
+    the previous page was done, or since this page was taken when that is later: with pages
+    overlapped, the totals add up to the run). Time spent waiting for a slot is in none of
+    the stages but ``total``."""
 
     decode: float = 0.0
     detect: float = 0.0
@@ -49,7 +56,7 @@ class OcrResult:
 
     lines: tuple[OcrLine, ...]
     size: tuple[int, int]
-    times: StageTimes = field(default_factory=StageTimes, compare=False)
+    times: PageTimes = field(default_factory=PageTimes, compare=False)
 
     @property
     def text(self) -> str:

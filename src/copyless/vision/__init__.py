@@ -18,7 +18,7 @@ dashboard or a web page).
 
 from __future__ import annotations
 
-from ._decode import DECODE_HEADROOM, ImageSource, decode
+from ._decode import DECODE_HEADROOM, ImageSource, decode, image_size
 from ._detections import Detection, Placement, detections, draw_detections, to_image
 from ._extra import need
 from ._formats import ColourFormat, Destination, colour_format_for
@@ -59,6 +59,7 @@ __all__ = [
     "draw_boxes",
     "draw_detections",
     "image_format",
+    "image_size",
     "import_av",
     "letterbox",
     "limit_side",

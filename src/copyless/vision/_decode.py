@@ -127,3 +127,21 @@ def _decode_pillow(data: bytes, name: str, min_h: int, min_w: int) -> npt.NDArra
 def _checked(image: Any) -> npt.NDArray[np.uint8]:
     array: npt.NDArray[np.uint8] = np.ascontiguousarray(image, dtype=np.uint8)
     return array
+
+
+def image_size(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """``(height, width)`` of the image file at ``path`` as :func:`decode` returns it, read
+    from its header (nothing is decoded). Raises as :func:`decode` does:
+    ``FileNotFoundError`` for a missing file, ``ValueError`` naming the path for data that
+    is no image."""
+    image = need("PIL.Image")
+    name = os.fspath(path)
+    with open(name, "rb") as f:  # FileNotFoundError propagates as documented
+        try:
+            with image.open(f) as img:
+                width, height = img.size
+        except image.UnidentifiedImageError:
+            raise ValueError(f"{name}: not a decodable image (format not recognised)") from None
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise ValueError(f"{name}: not a decodable image ({exc})") from None
+    return int(height), int(width)
