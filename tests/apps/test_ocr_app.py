@@ -1,10 +1,13 @@
 """copyless-ocr end to end: drawn pages as PNG/JPEG/grayscale/CMYK files, folders, -o, --json,
-and the bad inputs (one error line, exit 2)."""
+the bad arguments (one error line, exit 2), unreadable pages (an error row, the others go on,
+exit 1) and SIGINT / SIGTERM to a child over a folder (exit 130 / 143, the pages done
+printed and written)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +39,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[s
 
 
 def _parse(out: str) -> dict[str, list[str]]:
+    """image -> its lines' text (an unreadable image: ``["error: ..."]``)."""
     images: dict[str, list[str]] = {}
     current = ""
     for row in out.splitlines():
@@ -46,6 +50,8 @@ def _parse(out: str) -> dict[str, list[str]]:
             x0, y0, x1, y1, score, text = row[len("line: "):].split(" ", 5)
             assert int(x0) < int(x1) and int(y0) < int(y1) and 0.5 <= float(score) <= 1.0
             images[current].append(text)
+        elif row.startswith("error: "):
+            images[current].append(row)
     return images
 
 
@@ -108,20 +114,101 @@ def test_blank_image_prints_no_lines(tmp_path: Path, capsys: pytest.CaptureFixtu
         (["-i", "/nonexistent/page.png"], "error: no image or folder at /nonexistent/page.png"),
         (["-i", "{tmp}", "-n", "0"], "error: -n must be >= 1"),
         (["-i", "{tmp}"], "error: no images in {tmp}"),
-        (["-i", "{tmp}/junk.png"], "error: {tmp}/junk.png: not a decodable image"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
     argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if "junk" in " ".join(argv):
-        (tmp_path / "junk.png").write_bytes(b"not an image")
-    else:
-        (tmp_path / "notes.txt").write_text("no images here")
+    (tmp_path / "notes.txt").write_text("no images here")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     assert app.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(message.replace("{tmp}", str(tmp_path))) and "\n" not in err
+
+
+def test_unreadable_pages_are_error_rows_and_the_others_are_read(
+    folder: tuple[Path, list[tuple[str, ...]]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not an image at all (its header fails) and a truncated PNG (its header reads, its
+    pixels do not: the detector's prepare fails) among good pages: one ``error:`` row each,
+    the other pages' text, the JSON and the closing line say so, exit 1."""
+    root, truths = folder
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    good = (root / "page0.png").read_bytes()
+    (pages / "page0.png").write_bytes(good)
+    (pages / "page05.png").write_bytes(b"not an image")
+    (pages / "page07.png").write_bytes(good[:400])
+    (pages / "page1.jpg").write_bytes((root / "page1.jpg").read_bytes())
+    doc = tmp_path / "lines.json"
+    assert app.main(["-i", str(pages), "--json", str(doc)]) == 1
+    out = capsys.readouterr().out
+    read = _parse(out)
+    assert list(read) == [str(pages / n) for n in ("page0.png", "page05.png", "page07.png",
+                                                     "page1.jpg")]  # fmt: skip
+    assert read[str(pages / "page05.png")] == [
+        f"error: {pages / 'page05.png'}: not a decodable image (format not recognised)"
+    ]
+    (truncated,) = read[str(pages / "page07.png")]
+    assert truncated.startswith(f"error: {pages / 'page07.png'}: not a decodable image (")
+    for name, truth in (("page0.png", truths[0]), ("page1.jpg", truths[1])):
+        texts = read[str(pages / name)]
+        assert sum(t == s for t, s in zip(texts, truth, strict=True)) >= len(truth) - 2
+    assert out.splitlines()[-1].startswith("4 images (2 unreadable) in ")
+    images = json.loads(doc.read_text())["images"]
+    assert [("error" in image, len(image.get("lines", ()))) for image in images] == [
+        (False, len(truths[0])), (True, 0), (True, 0), (False, len(truths[1]))
+    ]  # fmt: skip
+    assert images[1]["error"].endswith("(format not recognised)")
+    assert images[2]["error"] == truncated[len("error: ") :]
+
+
+def test_one_unreadable_image_is_its_error_row_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "junk.png").write_bytes(b"not an image")
+    assert app.main(["-i", str(tmp_path / "junk.png")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [f"image: {tmp_path / 'junk.png'}",
+                       f"error: {tmp_path / 'junk.png'}: not a decodable image (format not "
+                       "recognised)"]  # fmt: skip
+    assert out[2].startswith("1 images (1 unreadable) in ")
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_finishes_the_pages_taken_and_writes_them(
+    sig: signal.Signals, code: int, tmp_path: Path
+) -> None:
+    """A child reading a folder of 40 pages, signalled once it printed its first page: the
+    pages taken are finished, printed and written to --json, the closing line follows, one
+    ``stopped by`` line on stderr, no traceback, exit 130 / 143."""
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    page = draw_page(7, size=(400, 300), lines=3)
+    Image.fromarray(page.image).save(pages / "p00.png")
+    for number in range(1, 40):
+        (pages / f"p{number:02d}.png").write_bytes((pages / "p00.png").read_bytes())
+    doc = tmp_path / "lines.json"
+    # unbuffered: readline() takes no more than the line, communicate() reads the rest
+    child = subprocess.Popen(
+        [sys.executable, "-m", "copyless.apps.ocr", "-i", str(pages), "--json", str(doc)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+    )  # fmt: skip
+    assert child.stdout is not None
+    first = child.stdout.readline()  # "image: ..." once the first page is done
+    assert first.startswith(b"image: "), first
+    child.send_signal(sig)
+    rest, raw_err = child.communicate(timeout=120)
+    out, err = (first + rest).decode(), raw_err.decode()
+    assert child.returncode == code, (out, err)
+    assert "Traceback" not in err
+    assert err.strip() == f"copyless-ocr: stopped by {sig.name}", err
+    read = _parse(out)
+    assert 1 <= len(read) < 40
+    assert all(texts == list(page.lines) for texts in read.values()), read
+    assert out.splitlines()[-1].startswith(f"{len(read)} images in ")
+    images = json.loads(doc.read_text())["images"]
+    assert [image["image"] for image in images] == list(read)
 
 
 def test_recogniser_without_its_character_list_is_one_clear_line(tmp_path: Path) -> None:

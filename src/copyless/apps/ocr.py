@@ -10,13 +10,19 @@ Per image an ``image: PATH`` line, then one ``line: X0 Y0 X1 Y1 SCORE TEXT`` per
 reading order (top to bottom, then left to right; the box is the line's axis-aligned bound in
 image pixels), then the benchmark block: ``decode``, ``detect``, ``crops``, ``recognise`` and
 ``total`` in ``x.xxx ms / image`` (medians over ``-n`` runs of every image, after one warm-up
-run when ``-n`` > 1). ``-o`` draws each image's boxes and text into a PNG (a file for one
-image, else a directory); ``--json`` writes the same lines and times.
+run when ``-n`` > 1). An image that cannot be read (or whose model run fails) prints
+``error: REASON`` after its ``image:`` line, and the others go on. Each image is printed as
+it is done, then one closing line, ``N images (K unreadable) in S s, R images/s`` (as
+copyless-batch's). ``-o`` draws each image's boxes and text into a PNG (a file for one image,
+else a directory); ``--json`` writes the same lines and times (an ``error`` for a failed
+image).
 
 The models are PP-OCRv6 from ``rapidocr`` 3.x where it is installed, else PP-OCRv4 from
 ``rapidocr-onnxruntime`` (``--models v4|v6`` chooses); each is compiled once per input shape
-and cached. Exit status 0, 2 for bad arguments, a missing or undecodable image or missing
-models (one ``error:`` line on stderr), 1 when a model run fails.
+and cached. Exit status 0; 1 when any image failed (the others' results still printed and
+written); 2 for bad arguments, no image at a path, or missing models (one ``error:`` line
+on stderr); 130 / 143 after SIGINT / SIGTERM: the images taken are finished, printed and
+written, then the closing line and one ``stopped by`` line.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +41,11 @@ from ..ocr import OcrError, OcrPipeline, OcrResult, installed_generations
 from ..types import CopylessError
 from ._ocr_draw import draw_lines
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
+from ._signals import Interruption
 
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".gif"}
 _STAGES = ("decode", "detect", "crops", "recognise", "total")
+EXIT_FAILED = 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,57 +83,90 @@ def _images(inputs: Sequence[str]) -> list[Path]:
     return found
 
 
-def _print(path: Path, result: OcrResult, times: dict[str, float]) -> None:
-    print(f"image: {path}")
-    for line in result.lines:
+@dataclass(slots=True)
+class _ImageRuns:
+    """One image's runs: its results (timed runs only), or why its last run failed."""
+
+    path: Path
+    results: list[OcrResult] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def result(self) -> OcrResult:
+        return self.results[-1]
+
+    def medians(self) -> dict[str, float]:
+        return {s: statistics.median(getattr(r.times, s) for r in self.results) for s in _STAGES}
+
+
+def _print(page: _ImageRuns) -> None:
+    print(f"image: {page.path}")
+    if page.error is not None:
+        print(f"error: {page.error}", flush=True)
+        return
+    for line in page.result.lines:
         x0, y0, x1, y1 = line.box
         print(f"line: {x0} {y0} {x1} {y1} {line.score:.3f} {line.text}")
-    for stage in _STAGES:
-        print(f"{stage:<10} {times[stage] * 1e3:9.3f} ms / image")
+    for stage, seconds in page.medians().items():
+        print(f"{stage:<10} {seconds * 1e3:9.3f} ms / image")
+    sys.stdout.flush()  # a page at a time: what was printed stays when the run is stopped
 
 
-Read = list[tuple[OcrResult, dict[str, float]]]
-
-
-def _read(ocr: OcrPipeline, paths: list[Path], runs: int) -> Read:
+def _read(ocr: OcrPipeline, paths: list[Path], runs: int) -> tuple[list[_ImageRuns], float]:
     """Every image ``runs`` times (pages overlapped), after a warm-up pass when runs > 1;
-    per image the last result and the median stage times."""
-    if runs > 1:
-        for _ in ocr.read_all(paths):
-            pass
-    collected: list[list[OcrResult]] = [[] for _ in paths]
-    for _ in range(runs):
-        for index, result in enumerate(ocr.read_all(paths)):
-            collected[index].append(result)
-    out = []
-    for results in collected:
-        medians = {s: statistics.median(getattr(r.times, s) for r in results) for s in _STAGES}
-        out.append((results[-1], medians))
-    return out
+    each image printed once its last run is done. Returns the images done (all of them,
+    unless the run was stopped) and the seconds the last pass took."""
+    pages = [_ImageRuns(path) for path in paths]
+    passes = runs + 1 if runs > 1 else 1
+    done: list[_ImageRuns] = []
+    started = 0.0
+    for number in range(passes):
+        started = time.perf_counter()
+        for read in ocr.map(paths):
+            page = pages[read.index]
+            page.error = None if read.error is None else str(read.error).splitlines()[0]
+            if read.error is None and (runs == 1 or number > 0):  # the warm-up is not timed
+                page.results.append(read.value)
+            if number == passes - 1:
+                _print(page)
+                done.append(page)
+    return done, time.perf_counter() - started
 
 
-def _write_json(target: str, paths: list[Path], read: Read,
-                models: str) -> None:  # fmt: skip
+def _write_json(target: str, pages: list[_ImageRuns], models: str) -> None:
     doc: dict[str, Any] = {"models": models, "images": []}
-    for path, (result, times) in zip(paths, read, strict=True):
+    for page in pages:
+        if page.error is not None:
+            doc["images"].append({"image": str(page.path), "error": page.error})
+            continue
+        result = page.result
         doc["images"].append({
-            "image": str(path), "height": result.size[0], "width": result.size[1],
+            "image": str(page.path), "height": result.size[0], "width": result.size[1],
             "lines": [line.as_dict() for line in result.lines],
-            "ms_per_image": {k: round(v * 1e3, 3) for k, v in times.items()},
+            "ms_per_image": {k: round(v * 1e3, 3) for k, v in page.medians().items()},
         })  # fmt: skip
     Path(target).write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _draw(out: str, paths: list[Path], read: Read) -> None:
+def _draw(out: str, paths: list[Path], pages: list[_ImageRuns]) -> None:
     from ..vision import decode
 
     target = Path(out)
     single = len(paths) == 1 and target.suffix.lower() == ".png"
     if not single:
         target.mkdir(parents=True, exist_ok=True)
-    for path, (result, _) in zip(paths, read, strict=True):
-        dest = target if single else target / f"{path.stem}.png"
-        draw_lines(decode(path), result.lines, dest)
+    for page in pages:
+        if page.error is None:
+            dest = target if single else target / f"{page.path.stem}.png"
+            draw_lines(decode(page.path), page.result.lines, dest)
+
+
+def _closing(pages: list[_ImageRuns], seconds: float) -> str:
+    """copyless-batch's closing line: images, the unreadable ones, time and rate."""
+    failed = sum(page.error is not None for page in pages)
+    errors = f" ({failed} unreadable)" if failed else ""
+    rate = len(pages) / seconds if seconds > 0 else 0.0
+    return f"{len(pages)} images{errors} in {seconds:.2f} s, {rate:.1f} images/s"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,29 +178,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         pkg = "rapidocr" if args.models == "v6" else "rapidocr-onnxruntime"
         print(f"error: PP-OCR {args.models} models need `pip install {pkg}`", file=sys.stderr)
         return EXIT_USAGE
+    code = EXIT_FAILED  # what a second signal (stop now) leaves: exit_code makes it 130/143
+    with Interruption("copyless-ocr") as interrupted:
+        code = _run(args, interrupted)
+    return interrupted.exit_code(code)
+
+
+def _run(args: argparse.Namespace, interrupted: Interruption) -> int:
+    """Read, print, write; the exit status (a signal's is added by the caller)."""
     try:
         paths = _images(args.input)
         with OcrPipeline(args.models, angle=args.angle, runner_type=runner_type(args),
                          options=runner_options(args)) as ocr:  # fmt: skip
-            read = _read(ocr, paths, args.runs)
+            interrupted.on_signal(ocr.stop)  # the images taken are finished, then it ends
+            pages, seconds = _read(ocr, paths, args.runs)
             models = ocr.models.generation
     except OcrError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     except (CopylessError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    for path, (result, times) in zip(paths, read, strict=True):
-        _print(path, result, times)
     try:
         if args.json:
-            _write_json(args.json, paths, read, models)
+            _write_json(args.json, pages, models)
         if args.output:
-            _draw(args.output, paths, read)
+            _draw(args.output, paths, pages)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return 0
+    print(_closing(pages, seconds), flush=True)
+    return EXIT_FAILED if any(page.error is not None for page in pages) else 0
 
 
 if __name__ == "__main__":
