@@ -289,13 +289,16 @@ class _Video:
             interrupted.on_signal(pipeline.stop)  # the frames taken still come out
             self.streams.start()
             sources = {s: self.streams.frames(s) for s in range(len(self.streams))}
-            for result in pipeline.map_sources(sources):
-                if result.error is None:
-                    self._show(result.item, result.value)
-                elif self.failure is None:  # the first failure stops the run
-                    self.failure = self._why(result)
-                    pipeline.stop()
-                    self.streams.stop()
+            try:
+                for result in pipeline.map_sources(sources):
+                    if result.error is None:
+                        self._show(result.item, result.value)
+                    elif self.failure is None:  # the first failure stops the run
+                        self.failure = self._why(result)
+                        pipeline.stop()
+                        self.streams.stop()
+            finally:  # left early (an error, a closed stdout): no source waits on a camera
+                self.streams.stop()
             figures = pipeline.stats()
         stats = self.streams.stats()
         live = any(source.info.live for source in self.streams.sources)
