@@ -17,15 +17,6 @@ HW = cl.TensorType.HW
 S = cl.StatusCode
 
 
-@pytest.fixture
-def native_openvino(monkeypatch: pytest.MonkeyPatch) -> None:
-    """OpenVINO engines declaring native async runs (implemented, off by default: see
-    backends/_openvino.py, NATIVE_ASYNC)."""
-    from copyless.backends import _openvino
-
-    monkeypatch.setattr(_openvino.OvEngine, "capabilities", _openvino.NATIVE_ASYNC)
-
-
 def _slots(runner, n):
     return [tensors(runner, HW) for _ in range(n)]
 
@@ -239,39 +230,34 @@ def test_a_finished_job_is_collectable_at_once(tiny, make_runner, order: str) ->
         assert runner.wait(c, 10_000) is S.SUCCESS
 
 
-@pytest.mark.parametrize("runner_type", [cl.RunnerType.OPENVINO, cl.RunnerType.ONNXRUNTIME])
-def test_openvino_jobs_run_on_its_own_async_requests(tiny, runner_type, native_openvino) -> None:
-    """OpenVINO: a job starts on the engine's asynchronous request from the submitting
-    thread and finishes on OpenVINO's callback thread, with no job worker involved: with
-    the only worker held by a blocking callback, a job without callback still completes.
-    onnxruntime runs jobs on the workers, so there the second job waits for the worker."""
-    _, compiled = tiny
-    options = {"max_concurrent_runs": 2, "async_threadpool_depth": 1}
-    with cl.RunnerFactory.from_compiled(compiled, options, runner_type) as runner:
-        (ax, ay), (bx, by) = _slots(runner, 2)
-        bx.numpy()[...] = np.random.default_rng(3).standard_normal(bx.info.shape)
-        expected = np.zeros_like(by.numpy())
-        reference_out = cl.NpuTensor(by.info, expected, cl.MemoryType.USER_POINTER_CMA)
-        assert runner.execute([[bx]], [[reference_out]]) is S.SUCCESS  # the sync answer
-        release, held = threading.Event(), threading.Event()
-
-        def hold(_handle: cl.JobHandle) -> None:
-            held.set()
-            release.wait(30)
-
-        a = runner.execute_async([[ax]], [[ay]], callback=hold)
-        assert held.wait(30)  # the one job worker is busy in A's callback
-        try:
-            b = runner.execute_async([[bx]], [[by]])
-            if runner_type is cl.RunnerType.OPENVINO:
-                assert runner.wait(b, 10_000) is S.SUCCESS
-                np.testing.assert_array_equal(by.numpy(), expected)
-            else:
-                assert runner.wait(b, 300) is S.JOB_PENDING
-        finally:
-            release.set()
-        assert runner.wait(a, 10_000) is S.SUCCESS
-        assert runner.wait(b, 10_000) in (S.SUCCESS, S.INVALID_JOB_ID)
+def test_native_openvino_jobs_never_block_the_submitter(tiny) -> None:
+    """``native_async``: jobs run on OpenVINO's own async requests, started from a job
+    worker (start_async does part of the run on the thread that calls it: 34.7 ms for a cold
+    first submit, 171 ms for the second, measured). execute_async returns at once, the first
+    calls included (no warm-up), and every answer equals the sync one."""
+    model, compiled = tiny
+    options = {"max_concurrent_runs": 2, "native_async": True}
+    with cl.RunnerFactory.from_compiled(compiled, options, cl.RunnerType.OPENVINO) as runner:
+        assert runner._execution._native  # the engine declared native async runs
+        slots = _slots(runner, 4)
+        rng = np.random.default_rng(3)
+        submits, handles = [], []
+        for x, y in slots:
+            x.numpy()[...] = rng.standard_normal(x.info.shape)
+            start = time.perf_counter()
+            handle = runner.execute_async([[x]], [[y]])
+            submits.append(time.perf_counter() - start)
+            if handle.status is S.RESOURCE_UNAVAILABLE:
+                assert runner.wait(handles[-2], 10_000) is S.SUCCESS
+                handle = runner.execute_async([[x]], [[y]])
+            assert handle.status is S.SUCCESS
+            handles.append(handle)
+        for handle in handles:
+            assert runner.wait(handle, 10_000) in (S.SUCCESS, S.INVALID_JOB_ID)
+        assert max(submits[:2]) < 0.02, submits
+        for x, y in slots:
+            (expected,) = reference(model, {"input": x.numpy().copy()})
+            np.testing.assert_allclose(y.numpy(), expected, rtol=1e-4, atol=1e-4)
 
 
 def _reshape_by_input_model():
@@ -295,12 +281,12 @@ def _reshape_by_input_model():
     return compile_to_memory(model)
 
 
-@pytest.mark.usefixtures("native_openvino")
 def test_a_failed_native_openvino_run_ends_its_job() -> None:
     """OpenVINO calls no callback when an async run fails: the failure watch ends the job
     with RUNTIME_ERROR (it stayed JOB_PENDING for ever), and the runner goes on."""
     compiled = _reshape_by_input_model()
-    with cl.RunnerFactory.from_compiled(compiled, None, cl.RunnerType.OPENVINO) as runner:
+    options = {"native_async": True}
+    with cl.RunnerFactory.from_compiled(compiled, options, cl.RunnerType.OPENVINO) as runner:
         infos = runner.get_tensors_info
         ins = [runner.allocate_npu_tensor(i) for i in infos(cl.TensorDirection.INPUT)]
         outs = [runner.allocate_npu_tensor(i) for i in infos(cl.TensorDirection.OUTPUT)]

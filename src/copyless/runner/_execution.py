@@ -79,20 +79,23 @@ class Execution:
             native = self._native and plan.direct
             if native:
                 self._native_jobs[job.job_id] = job  # cancel() waits for it
-            else:
-                try:
-                    future = self.executor.submit(self._run_job, job)
-                except RuntimeError:  # executor shut down concurrently
-                    self._jobs.finish(job, StatusCode.FAILURE)
-                    return False
+            # A native run is started from a worker too: start_async does part of the run
+            # on the thread that calls it, and execute_async returns at once.
+            work = (lambda: self._start_native(job, plan)) if native else (
+                lambda: self._run_job(job))  # fmt: skip
+            try:
+                future = self.executor.submit(work)
+            except RuntimeError:  # executor shut down concurrently
+                self._native_jobs.pop(job.job_id, None)
+                self._jobs.finish(job, StatusCode.FAILURE)
+                return False
+            if not native:
                 self._futures[job.job_id] = future
-        if native:
-            self._start_native(job, plan)
         return True
 
     def _start_native(self, job: Job, plan: CallPlan) -> None:
-        """Start ``job`` on the engine's own async request from this thread; it ends in
-        :meth:`_native_done` on the engine's callback thread."""
+        """Start ``job`` on the engine's own async request from this (worker) thread; it
+        ends in :meth:`_native_done` on the engine's callback thread."""
         pool = self._engines.slots_for(job)
         try:
             slot = pool.acquire()

@@ -60,6 +60,10 @@ class RunnerOptions:
     #: "own" engines of :meth:`async_engine_threads` threads each, "shared" with ``execute``
     #: on the sync engines, "auto" own ones only when their thread count differs.
     async_engines: str = "auto"
+    #: Async jobs on an engine's own async requests (OpenVINO's ``start_async``: started
+    #: from a job worker, ended on OpenVINO's callback thread) instead of a job worker
+    #: blocking in ``infer``; off unless measured faster for your model (README).
+    native_async: bool = False
 
     def own_async_engines(self, threads_per_engine: bool) -> bool:
         """Whether async jobs load engines of their own, on a backend that declares (or not)
@@ -185,6 +189,7 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "warm_up": _bool,
     "cuda_options": lambda _key, value: parse_cuda_options(value),
     "async_engines": _choice(_ASYNC_ENGINES),
+    "native_async": _bool,
 }
 
 KNOWN_OPTIONS = tuple(f.name for f in fields(RunnerOptions))
