@@ -2,7 +2,8 @@
 
 ``compile_model`` / ``compile_to_memory`` turn an ONNX model into a :class:`CompiledModel`
 (see :mod:`._compiler` for the options); ``load_model`` reads one back from a ``.rai`` file or
-a ``vaiml_par_0`` directory.
+a ``vaiml_par_0`` directory. ``class_names(model, labels_file=None)`` names a model's classes
+(the user's file, the model's record, or a zoo model's own): the one rule every app uses.
 
 The compiler (onnx, onnxruntime's quantization tools: about a second of imports) loads on
 first use of ``compile_model`` / ``compile_to_memory``: a process that only loads and runs
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._artifact import artifact_key
+from ._class_names import class_names, read_class_names
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._config import ConfigFile, check_compiled_with, read_config
 from ._directory import write_atomically
@@ -53,6 +55,7 @@ __all__ = [
     "TensorSpec",
     "artifact_key",
     "check_compiled_with",
+    "class_names",
     "compile_model",
     "compile_to_memory",
     "graph_inputs",
@@ -61,6 +64,7 @@ __all__ = [
     "precision_line",
     "precision_of",
     "preprocessing_of",
+    "read_class_names",
     "read_config",
     "write_atomically",
 ]

@@ -77,6 +77,8 @@ class ZooEntry:
     postprocess: str | None = None
     #: False for a model built with random weights (performance work): its labels mean nothing
     trained: bool = True
+    #: an ImageNet-1k classifier: its class names are :func:`~copyless.model.zoo.labels`
+    imagenet: bool = False
 
 
 _HALF = (127.5, 127.5, 127.5)
@@ -131,6 +133,7 @@ ENTRIES: dict[str, ZooEntry] = {
         steps=efficientnet.BUILD_STEPS,
         builder=efficientnet.build,
         preprocessing=Preprocessing((127.0, 127.0, 127.0), (128.0, 128.0, 128.0), (224, 224), 256),
+        imagenet=True,
     ),
     "resnet50": ZooEntry(
         name="resnet50",
@@ -141,6 +144,7 @@ ENTRIES: dict[str, ZooEntry] = {
         builder=resnet.build,
         preprocessing=Preprocessing(_IMAGENET_MEAN, _IMAGENET_STD, (224, 224), 256),
         trained=False,
+        imagenet=True,
     ),
     "centerface": ZooEntry(
         name="centerface",
