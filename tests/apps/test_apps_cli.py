@@ -204,3 +204,24 @@ def test_zerocopy_takes_every_input_format_the_compiler_writes(
     captured = capsys.readouterr()
     assert _top1(captured.out) in CAT_CLASSES
     assert "no image input" not in captured.err and "engine: " in captured.err
+
+
+def test_zerocopy_names_a_user_models_classes_from_labels(tmp_path, capsys) -> None:
+    """A model of the user's own (no names recorded, not the zoo's): ``class N`` by default,
+    the ``--labels FILE`` names with it; a file that does not fit is one error line, exit 2."""
+    from copyless.model import compile_model
+    from model_helpers import conv_net
+
+    model = compile_model(conv_net(), tmp_path / "mine.rai")  # [N, 10] logits
+    photo = str(zoo.photo_path("chelsea.jpg"))
+    assert zerocopy.main(["-i", photo, "-m", str(model)]) == 0
+    assert re.search(r"^top-1: (\d) class \1 \d\.\d{3}$", capsys.readouterr().out, re.M)
+    names = tmp_path / "names.txt"
+    names.write_text("".join(f"kind {i}\n" for i in range(10)))
+    assert zerocopy.main(["-i", photo, "-m", str(model), "--labels", str(names)]) == 0
+    tops = re.findall(r"^top-\d: (\d) (.+) \d\.\d{3}$", capsys.readouterr().out, re.M)
+    assert len(tops) == 5 and all(label == f"kind {i}" for i, label in tops)
+    names.write_text("cat\ndog\n")
+    assert zerocopy.main(["-i", photo, "-m", str(model), "--labels", str(names)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"error: {names} has 2 names; conv_net has 10 classes"

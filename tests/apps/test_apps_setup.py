@@ -12,6 +12,7 @@ import copyless as cl
 from copyless.apps._checks import model_task
 from copyless.apps._setup import (
     EXIT_USAGE,
+    benchmark_block,
     builtin_name,
     image_parser,
     parse_image_args,
@@ -40,10 +41,34 @@ def test_timed_runs_warms_up_once_then_times_every_run() -> None:
         assert done is not None
         (last, logits), times = done
         assert calls == [0, 1, 2, 3] and last == 3  # one untimed warm-up, three timed runs
-        assert len(times.preprocess) == len(times.infer) == len(times.postprocess) == 3
-        assert all(t > 0 for t in times.infer)
+        stages = times.snapshot()
+        assert [stages[s].count for s in ("preprocess", "infer", "postprocess")] == [3, 3, 3]
+        assert stages["infer"].p50 > 0
+        block = benchmark_block(times)
+        assert block[1] == f"{'infer':<24}{stages['infer'].mean * 1e3:.3f} ms / frame"
         assert x.numpy().tolist() == (x0 * 4).tolist()
         assert logits.shape == (1, 10) and np.isfinite(logits).all()
+
+
+def test_timed_runs_ends_after_the_round_running_once_a_signal_came() -> None:
+    """The interruption run_image_app hands the app: rounds stop, the ones done are kept."""
+    from copyless.apps._signals import Interruption
+
+    interruption = Interruption("app")
+    with RunnerFactory.from_compiled(compile_to_memory(conv_net())) as runner:
+        (i,) = runner.get_tensors_info(cl.TensorDirection.INPUT, cl.TensorType.HW)
+        (o,) = runner.get_tensors_info(cl.TensorDirection.OUTPUT, cl.TensorType.HW)
+        x, y = runner.allocate_npu_tensor(i), runner.allocate_npu_tensor(o)
+        rounds: list[int] = []
+
+        def preprocess() -> None:
+            rounds.append(len(rounds))
+            if len(rounds) == 3:  # the second timed round: a signal arrives
+                interruption.note(2)
+
+        done = timed_runs(runner, x, y, 100, preprocess, lambda _: None, interruption)
+    assert done is not None
+    assert rounds == [0, 1, 2] and done[1].snapshot()["infer"].count == 2
 
 
 def test_timed_runs_stops_on_a_failed_execute(capsys: pytest.CaptureFixture[str]) -> None:

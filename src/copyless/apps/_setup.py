@@ -2,13 +2,20 @@
 the checks and runner they start from, and the timed preprocess / execute / postprocess loop.
 
 The image is decoded once, outside the timed loop (as in the VART-ML samples); the loop runs
-one untimed warm-up and then ``--runs`` timed iterations on the same two tensors.
+one untimed warm-up and then ``--runs`` timed iterations on the same two tensors. That is
+one synchronous image at a time, on purpose (the sample's figures: ``throughput (pipeline)``
+is one image's whole round trip), so no :class:`~copyless.Pipeline` overlaps the rounds; the
+stages are timed by the pipeline layer's :class:`~copyless.pipeline.StageClock` and printed
+by :func:`benchmark_block`. SIGINT / SIGTERM end the loop after the round running
+(:func:`run_image_app`): the rounds done are reported, then one ``stopped by`` line, exit
+130 / 143.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,11 +25,12 @@ import numpy.typing as npt
 
 from ..memory import NpuTensor
 from ..model import precision_line
+from ..pipeline import StageClock
 from ..runner import Runner, RunnerFactory
 from ..types import CopylessError, RunnerType, StatusCode, TensorType
 from ..vision import decode
 from ._checks import UsageError, check_model_path
-from .bench.stages import StageTimes, now
+from ._signals import Interruption
 
 EXIT_USAGE = 2
 
@@ -32,6 +40,9 @@ ImageApp = Callable[[Runner, npt.NDArray[np.uint8], argparse.Namespace], int]
 
 _Prepared = TypeVar("_Prepared")
 _Result = TypeVar("_Result")
+
+#: The stages :func:`timed_runs` times, as the benchmark block names them.
+STAGES = ("preprocess", "infer", "postprocess")
 
 
 def add_runner_argument(parser: argparse.ArgumentParser) -> None:
@@ -70,9 +81,10 @@ def engine_line(runner: Runner) -> str:
 
 def image_parser(prog: str, description: str, model_help: str) -> argparse.ArgumentParser:
     """A parser with the image apps' arguments: ``-i/--image``, ``-m/--model-dir``
-    (``model_help``), ``-c/--non-zero-copy``, ``-n/--runs``, ``--runner`` and
+    (``model_help``), ``-c/--non-zero-copy``, ``-n/--runs``, ``--labels``, ``--runner`` and
     ``--no-spin``. The app adds its own and parses with :func:`parse_image_args`."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.set_defaults(prog=prog)  # the name its signal line gives
     parser.add_argument("-i", "--image", required=True, help="input image (JPEG or PNG)")
     # -m means one thing in every app: a compiled model path or a built-in name
     # (--model-dir, its older name here, still works)
@@ -81,6 +93,12 @@ def image_parser(prog: str, description: str, model_help: str) -> argparse.Argum
         "-c", "--non-zero-copy", action="store_true", help="CPU tensor type (runner converts)"
     )
     parser.add_argument("-n", "--runs", type=int, default=1, help="timed iterations (default 1)")
+    parser.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="class names of your own model, one per line (default: the names the model "
+        "records, or the built-in model's own)",
+    )
     add_runner_argument(parser)
     parser.add_argument(
         "--no-spin",
@@ -116,7 +134,19 @@ def run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: Im
     """Check the image and model paths, decode the image, open a runner on ``--model-dir``
     (else ``builtin()``, compiled on first use) with both tensor types set to
     :func:`tensor_type`, and return what ``app`` returns. A missing file, an undecodable
-    image or a model the runner refuses is printed and gives :data:`EXIT_USAGE`."""
+    image or a model the runner refuses is printed and gives :data:`EXIT_USAGE`.
+
+    SIGINT / SIGTERM: ``args.interruption`` (an :class:`Interruption`) tells
+    :func:`timed_runs` to end after the round running; the app reports what it has and
+    the exit status becomes 130 / 143 with one ``stopped by`` line."""
+    code = EXIT_USAGE  # what a second signal (stop now) leaves: exit_code makes it 130/143
+    with Interruption(getattr(args, "prog", "")) as interrupted:
+        args.interruption = interrupted
+        code = _run_image_app(args, builtin, app)
+    return interrupted.exit_code(code)
+
+
+def _run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: ImageApp) -> int:
     if not Path(args.image).is_file():
         print(f"error: no image at {args.image}", file=sys.stderr)
         return EXIT_USAGE
@@ -158,28 +188,47 @@ def timed_runs(
     runs: int,
     preprocess: Callable[[], _Prepared],
     postprocess: Callable[[_Prepared], _Result],
-) -> tuple[_Result, StageTimes] | None:
+    interruption: Interruption | None = None,
+) -> tuple[_Result, StageClock] | None:
     """``preprocess()`` (writes ``x``), ``execute`` of ``x`` -> ``y`` (one output tensor, or
     one per model output), ``postprocess`` of
-    what preprocess returned (reads ``y``): one untimed warm-up, then ``runs`` timed rounds.
+    what preprocess returned (reads ``y``): one untimed warm-up, then ``runs`` timed rounds
+    (fewer once ``interruption`` caught a signal: the rounds done are kept).
 
-    Returns the last postprocess result and the per-stage times, or None (after printing
-    the status) when ``execute`` does not succeed."""
-    times = StageTimes()
+    Returns the last postprocess result and the seconds of each stage of :data:`STAGES`
+    per timed round, or None (after printing the status) when ``execute`` does not
+    succeed."""
+    clock = StageClock(STAGES)
     outputs = [y] if isinstance(y, NpuTensor) else list(y)
     warm_up = _round(runner, x, outputs, preprocess, postprocess)
     if warm_up is None:
         return None
     result = warm_up[0]
     for _ in range(runs):
+        if interruption is not None and interruption.interrupted:
+            break
         timed = _round(runner, x, outputs, preprocess, postprocess)
         if timed is None:
             return None
-        result, (pre, infer, post) = timed
-        times.preprocess.append(pre)
-        times.infer.append(infer)
-        times.postprocess.append(post)
-    return result, times
+        result, seconds = timed
+        clock.add_all(dict(zip(STAGES, seconds, strict=True)))
+    return result, clock
+
+
+def benchmark_block(clock: StageClock) -> list[str]:
+    """The VART-ML samples' lines: per-stage ms / frame (means over the timed rounds),
+    total, and the two FPS figures (``throughput (pipeline)``: one frame's whole round)."""
+    stages = clock.snapshot()
+    pre, inf, post = (stages[stage].mean * 1000.0 for stage in STAGES)
+    total = pre + inf + post
+    return [
+        f"{'preprocess':<24}{pre:.3f} ms / frame",
+        f"{'infer':<24}{inf:.3f} ms / frame",
+        f"{'postprocess':<24}{post:.3f} ms / frame",
+        f"{'total':<24}{total:.3f} ms / frame",
+        f"{'throughput (infer)':<24}{1000.0 / inf if inf else 0.0:.3f} FPS",
+        f"{'throughput (pipeline)':<24}{1000.0 / total if total else 0.0:.3f} FPS",
+    ]
 
 
 def _round(
@@ -189,13 +238,13 @@ def _round(
     preprocess: Callable[[], _Prepared],
     postprocess: Callable[[_Prepared], _Result],
 ) -> tuple[_Result, tuple[float, float, float]] | None:
-    t0 = now()
+    t0 = time.perf_counter()
     prepared = preprocess()
-    t1 = now()
+    t1 = time.perf_counter()
     status = runner.execute([[x]], [outputs])
-    t2 = now()
+    t2 = time.perf_counter()
     if status is not StatusCode.SUCCESS:
         print(f"error: execute returned {status.name}", file=sys.stderr)
         return None
     result = postprocess(prepared)
-    return result, (t1 - t0, t2 - t1, now() - t2)
+    return result, (t1 - t0, t2 - t1, time.perf_counter() - t2)

@@ -21,23 +21,28 @@ any work). A model given with ``-m`` runs the task its record names: a classifie
 refused, an ONNX file gets the line that compiles it. ``-n`` prints the same benchmark block
 as copyless-zerocopy; ``-c`` uses the CPU tensor type instead. With ``--device cuda`` (text
 only) the photo is uploaded once and letterboxed on the GPU into the device input tensor; the
-probability map is copied to the host for the box search.
+probability map is copied to the host for the box search. Class names come from
+:func:`copyless.model.class_names` (``--labels FILE`` for your own detector, else the names
+the model records).
+
+One photo, one synchronous round at a time, so no Pipeline: SIGINT / SIGTERM end the timed
+rounds after the one running, the boxes and the block are reported and the image written,
+then one ``stopped by`` line and exit 130 / 143 (see :mod:`._setup`).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image
 
 from ..memory import NpuTensor
-from ..model import load_model, zoo
+from ..model import class_names, load_model, zoo
+from ..pipeline import StageClock
 from ..runner import Runner
 from ..types import CopylessError, TensorDirection
 from ..vision import (
@@ -47,6 +52,7 @@ from ..vision import (
     download,
     draw_boxes,
     draw_detections,
+    image_size,
     limit_side,
     stretch,
     text_boxes,
@@ -57,6 +63,7 @@ from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
 from ._prepare import preparer_for, warning
 from ._setup import (
     EXIT_USAGE,
+    benchmark_block,
     builtin_name,
     image_parser,
     parse_image_args,
@@ -64,7 +71,6 @@ from ._setup import (
     tensor_type,
     timed_runs,
 )
-from .bench.stages import StageTimes
 
 TEXT_THRESHOLD = 0.3
 #: What ``--model`` (or a built-in name given to ``-m``) detects.
@@ -143,8 +149,7 @@ def _builtin(args: argparse.Namespace) -> Path:
     """The zoo detector compiled for frames of the image's size (read from its header), or
     of the size policy's smaller size when the photo exceeds the model's limit side."""
     name = OBJECT_DETECTORS[args.model]
-    with Image.open(args.image) as header:
-        width, height = header.size
+    height, width = image_size(args.image)
     limit = zoo.entry(name).preprocessing.limit_side if args.max_side is None else args.max_side
     frame = limit_side(height, width, limit or None)
     if frame != (height, width):
@@ -152,8 +157,7 @@ def _builtin(args: argparse.Namespace) -> Path:
               f"{frame[0]} (--max-side {limit}; --max-side 0 keeps its size); boxes are in "
               "the photo's pixels", file=sys.stderr)  # fmt: skip
     extra = {} if args.threshold is None else {"score_threshold": args.threshold}
-    args.compiled = builtin_object_detector(name, frame, **extra)
-    return Path(args.compiled)
+    return builtin_object_detector(name, frame, **extra)
 
 
 def _detect_text(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespace) -> int:
@@ -173,6 +177,7 @@ def _detect_text(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Na
         args.runs,
         prepare.writer(image, x),
         lambda placement: text_boxes(download(y), placement, threshold=threshold),
+        args.interruption,
     )
     if done is None:
         return 1
@@ -203,7 +208,7 @@ def _detect_objects(runner: Runner, image: npt.NDArray[np.uint8], args: argparse
             file=sys.stderr,
         )
         return 2
-    labels = _labels(args)
+    labels = class_names(runner.model, args.labels)
     done = timed_runs(
         runner,
         x,
@@ -211,6 +216,7 @@ def _detect_objects(runner: Runner, image: npt.NDArray[np.uint8], args: argparse
         args.runs,
         lambda: stretch(image, x),
         lambda scale: _read(outputs, labels, scale),
+        args.interruption,
     )
     if done is None:
         return 1
@@ -220,22 +226,13 @@ def _detect_objects(runner: Runner, image: npt.NDArray[np.uint8], args: argparse
     return 0
 
 
-def _report(summary: str, found: list[Detection], path: Path, times: StageTimes) -> None:
+def _report(summary: str, found: list[Detection], path: Path, times: StageClock) -> None:
     print(summary)
     for det in found:
         print(det.line())
     print(f"saved {path}")
-    for line in times.block():
+    for line in benchmark_block(times):
         print(line)
-
-
-def _labels(args: argparse.Namespace) -> list[str]:
-    """The class names the compiled model records, else the zoo entry's."""
-    model = Path(args.model_dir or args.compiled)
-    recorded = load_model(model).metadata.get("labels")
-    if recorded:
-        return [str(name) for name in json.loads(recorded)]
-    return list(zoo.entry(OBJECT_DETECTORS[args.model]).labels)
 
 
 def _read(

@@ -17,7 +17,13 @@ The photo is prepared as the compiled model recorded (``copyless-compile --mean 
 --resize --colour-order``; see copyless.model._preprocessing): a classifier's crop, a
 detector's letterbox, RGB or BGR, normalised in the graph or here. A model compiled without
 that record gets a warning naming what is assumed. A ``[N, classes]`` output prints the top
-labels; a ``[N, 1, H, W]`` probability map (PP-OCRv4, ``--model ppocr-det``) its text boxes.
+labels (named by :func:`copyless.model.class_names`: ``--labels FILE`` for your own model, else
+what the model records, else the built-in model's own; ``class N`` when nothing names them);
+a ``[N, 1, H, W]`` probability map (PP-OCRv4, ``--model ppocr-det``) its text boxes.
+
+One image, one synchronous round at a time (the sample's figures), so no Pipeline: SIGINT /
+SIGTERM end the timed rounds after the one running, the rounds done are reported, then one
+``stopped by`` line and exit 130 / 143 (see :mod:`._setup`).
 """
 
 from __future__ import annotations
@@ -31,15 +37,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..model import zoo
+from ..model import class_names, zoo
 from ..runner import Runner
-from ..types import CopylessError, TensorDirection
+from ..types import TensorDirection
 from ..vision import Box, download, softmax_topk, text_boxes
 from ._checks import model_task, task_mismatch
 from ._models import builtin_model
 from ._prepare import Preparer, preparer_for, warning
 from ._setup import (
     EXIT_USAGE,
+    benchmark_block,
     builtin_name,
     image_parser,
     parse_image_args,
@@ -98,6 +105,7 @@ def _infer(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespac
         return EXIT_USAGE
     if prepare.assumed:
         print(warning(args.model_dir or runner.model.name, prepare.assumed), file=sys.stderr)
+    names = class_names(runner.model, args.labels)  # a bad --labels FILE: before any run
     if args.model_dir is None and not zoo.entry(args.model).trained:
         print(f"note: the built-in {args.model} has deterministic random weights (a timing "
               "model): its labels mean nothing", file=sys.stderr)  # fmt: skip
@@ -108,7 +116,8 @@ def _infer(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespac
     preprocess = prepare.writer(image, x, full)
     if _is_map(out_info.shape):  # a text detector's probability map
         boxes = timed_runs(runner, x, y, args.runs, preprocess,
-                           lambda placed: text_boxes(download(y), placed))  # fmt: skip
+                           lambda placed: text_boxes(download(y), placed),
+                           args.interruption)  # fmt: skip
         if boxes is None:
             return 1
         _print_boxes(boxes[0])
@@ -116,12 +125,13 @@ def _infer(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespac
     else:
         quant = runner.get_quant_parameters(out_info.name)
         top = timed_runs(runner, x, y, args.runs, preprocess,
-                         lambda _placed: softmax_topk(download(y), args.top, quant))  # fmt: skip
+                         lambda _placed: softmax_topk(download(y), args.top, quant),
+                         args.interruption)  # fmt: skip
         if top is None:
             return 1
-        _print_top(top[0])
+        _print_top(top[0], names)
         times = top[1]
-    for line in times.block():
+    for line in benchmark_block(times):
         print(line)
     return 0
 
@@ -145,11 +155,7 @@ def _print_boxes(boxes: list[Box]) -> None:
         print(f"  box ({box.x0:.0f}, {box.y0:.0f}) - ({box.x1:.0f}, {box.y1:.0f}) {box.score:.2f}")
 
 
-def _print_top(top: list[tuple[int, float]]) -> None:
-    try:
-        names = zoo.labels()
-    except CopylessError:
-        names = []
+def _print_top(top: list[tuple[int, float]], names: list[str]) -> None:
     for rank, (class_id, score) in enumerate(top, start=1):
         label = names[class_id] if class_id < len(names) else f"class {class_id}"
         print(f"top-{rank}: {class_id} {label} {score:.3f}")
