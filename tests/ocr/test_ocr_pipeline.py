@@ -154,3 +154,52 @@ def test_batch_reader_gives_one_row_per_line_and_errors_as_rows(
     table = line_table([rows])
     assert table.num_rows == n + 1 and table.column("error").null_count == n
     assert table.column("text").to_pylist()[:n] == [r for r in rows["text"][:n]]
+
+
+def test_map_fails_only_the_unreadable_pages(ocr: OcrPipeline, pages: list[DrawnPage],
+                                             tmp_path) -> None:  # fmt: skip
+    """One Result per image, in order: a file that is no image (its header fails), a
+    truncated PNG (its pixels fail in the detector's prepare) and a bad array are error
+    results; the pages around them read as they read alone, with their stage times."""
+    from PIL import Image
+
+    good = tmp_path / "page.png"
+    Image.fromarray(pages[0].image).save(good)
+    (tmp_path / "bad.png").write_bytes(b"no image")
+    (tmp_path / "cut.png").write_bytes(good.read_bytes()[:300])
+    images = [str(good), str(tmp_path / "bad.png"), pages[1].image, str(tmp_path / "cut.png"),
+              np.zeros((5, 5), np.uint8), pages[2].image]  # fmt: skip
+    results = list(ocr.map(images))
+    assert [(r.index, r.ok) for r in results] == [
+        (0, True), (1, False), (2, True), (3, False), (4, False), (5, True)
+    ]  # fmt: skip
+    assert "bad.png: not a decodable image" in str(results[1].error)
+    assert "cut.png: not a decodable image" in str(results[3].error)
+    assert isinstance(results[4].error, ValueError)
+    for result, page in zip([results[0], results[2], results[5]], pages, strict=True):
+        assert result.value.lines == ocr.read(page.image).lines
+    times = results[0].value.times
+    assert min(times.decode, times.detect, times.crops, times.recognise) > 0
+    assert times.total >= times.detect + times.recognise
+    with pytest.raises(ValueError, match=r"bad\.png: not a decodable image"):
+        ocr.read(str(tmp_path / "bad.png"))
+
+
+def test_stop_ends_map_after_the_pages_taken(pages: list[DrawnPage]) -> None:
+    """stop() (what SIGINT calls in copyless-ocr): no page is taken after it, and every page
+    taken comes out; an endless source is fine."""
+    taken: list[int] = []
+
+    def endless():
+        while True:
+            taken.append(len(taken))
+            yield pages[len(taken) % len(pages)].image
+
+    with OcrPipeline() as pipeline:
+        results = []
+        for result in pipeline.map(endless()):
+            results.append(result)
+            pipeline.stop()
+        assert [r.index for r in results] == taken and len(taken) <= 8
+        assert all(r.ok and len(r.value.lines) >= 10 for r in results)
+        assert list(pipeline.map([pages[0].image])) == []  # stopped for good
