@@ -128,3 +128,96 @@ def test_a_model_with_two_inputs_is_refused() -> None:
     two.ir_version = 10
     with pytest.raises(cl.UnsupportedError, match="one input; this one has 2"):
         Predictor(compile_to_memory(two))
+
+
+def _plain_onnxruntime(frames: np.ndarray) -> np.ndarray:
+    """EfficientNet-Lite0's logits from a plain onnxruntime session on the zoo's float ONNX
+    model, fed the same RGBx frames normalised as its record says (NCHW float32)."""
+    import onnxruntime as ort
+
+    from copyless.model import zoo
+
+    prep = zoo.preprocessing("efficientnet-lite0")
+    mean = np.asarray(prep.mean, np.float32).reshape(1, 3, 1, 1)
+    std = np.asarray(prep.std, np.float32).reshape(1, 3, 1, 1)
+    x = (frames[..., :3].transpose(0, 3, 1, 2).astype(np.float32) - mean) / std
+    session = ort.InferenceSession(str(zoo.build("efficientnet-lite0", progress=False)),
+                                   providers=["CPUExecutionProvider"])  # fmt: skip
+    name = session.get_inputs()[0].name
+    return np.concatenate([session.run(None, {name: x[i : i + 1]})[0] for i in range(len(x))])
+
+
+def test_decoding_in_the_actor_gives_plain_onnxruntime_classes_on_photos(
+    photo_folder, batch_model, tmp_path
+) -> None:
+    """decode="path": the photos decoded in the Predictor's pipeline, straight into the
+    engine's batch tensor; a bad file is an error row that never runs; 10 good photos on
+    a batch-8 model: one full job in place, a tail of 2 gathered. (A row that fails in
+    prepare leaves its job a row short: the bad file comes last here.)"""
+    from copyless.ray import FrameSpec, decode_frames
+
+    _, expected = photo_folder
+    bad = tmp_path / "broken.jpg"
+    bad.write_bytes(b"\xff\xd8\xff" + bytes(64))
+    paths = [*sorted(expected), str(bad)]
+    batch = {"path": np.array(paths, dtype=object), "n": np.arange(len(paths))}
+    with Predictor(batch_model, top_k=3, decode="path", runner_type=ORT) as predictor:
+        out = predictor(batch)
+        assert (predictor.frames_in_place, predictor.frames_gathered) == (8, 2)
+        assert predictor.frames_copied == 0
+    assert list(out["path"]) == paths and list(out["n"]) == list(range(len(paths)))
+    good = [i for i, p in enumerate(paths) if p != str(bad)]
+    frames = decode_frames({"path": np.array(paths, dtype=object)},
+                           FrameSpec.for_model(batch_model))["pixels"][good]  # fmt: skip
+    plain = _plain_onnxruntime(frames)
+    for row, logits in zip(good, plain, strict=True):
+        top = softmax_topk(logits[np.newaxis], 3)
+        assert list(out["top_class_ids"][row]) == [class_id for class_id, _ in top]
+        np.testing.assert_allclose(out["top_scores"][row], [p for _, p in top], atol=2e-3)
+        assert out["class_id"][row] in expected[paths[row]] and out["error"][row] == ""
+    broken = paths.index(str(bad))
+    assert "not a decodable image" in out["error"][broken]
+    assert out["class_id"][broken] == -1 and np.isnan(out["top_scores"][broken]).all()
+
+
+def test_calls_from_two_threads_share_the_pipeline(rgbx_b4) -> None:
+    """Ray Data calls an actor from two threads at once: both calls' rows go through the
+    one pipeline (a call's tail may share a job with the other's head); each call gets its
+    own rows' results."""
+    import threading
+
+    frames = [_frames(6), _frames(7)]
+    outs: dict[int, dict[str, np.ndarray]] = {}
+    with Predictor(rgbx_b4, runner_type=ORT) as predictor:
+
+        def call(i: int) -> None:
+            outs[i] = predictor({"pixels": frames[i]})
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert predictor.frames_in_place + predictor.frames_gathered == 13
+        assert predictor.frames_copied == 13 and predictor.frames_in_place % 4 == 0
+    for i in range(2):
+        expected = _reference(rgbx_b4, frames[i])
+        np.testing.assert_allclose(outs[i]["logits"], expected, rtol=1e-4, atol=1e-3)
+
+
+def test_a_runner_failure_fails_the_batch_and_the_next_batch_runs(rgbx_b4) -> None:
+    with Predictor(rgbx_b4, runner_type=ORT) as predictor:
+        real = predictor.runner.execute_async
+        calls = {"n": 0}
+
+        def failing(inputs, outputs, *args, **kwargs):  # the first job is refused
+            calls["n"] += 1
+            if calls["n"] == 1:
+                return real([], [])
+            return real(inputs, outputs, *args, **kwargs)
+
+        predictor.runner.execute_async = failing
+        with pytest.raises(PredictionError, match="a batch of 4 failed"):
+            predictor({"pixels": _frames(4)})
+        out = predictor({"pixels": _frames(4)})
+    np.testing.assert_allclose(out["logits"], _reference(rgbx_b4, _frames(4)), atol=1e-3)

@@ -109,11 +109,13 @@ def decode_frames(
     errors = np.empty(len(paths), dtype=object)
     destination = (frames, spec.info(len(paths)))
     for i, path in enumerate(paths):
-        errors[i] = _decode_into(path, destination, spec, i)
+        errors[i] = decode_into(path, destination, spec, i)
     return {**batch, "pixels": frames, "error": errors}
 
 
-def _decode_into(path: object, destination: Any, spec: FrameSpec, index: int) -> str:
+def decode_into(path: object, destination: Any, spec: FrameSpec, index: int) -> str:
+    """Decode the image at ``path`` into frame ``index`` of ``destination`` (an NpuTensor
+    or ``(array, info)``); returns "" or, for an image that cannot be read, why."""
     if path is None or not str(path):
         return "no path (an empty row of the manifest)"
     path = str(path)

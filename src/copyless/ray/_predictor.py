@@ -1,70 +1,77 @@
-"""The Ray Data building block: a callable class whose actors each own a copyless Runner.
+"""The Ray Data building block: a callable class whose actors each own a copyless Runner
+and one :class:`~copyless.Pipeline` over it.
 
 ::
 
-    plan = plan_resources(2, node_cpus())  # actors that leave the decode tasks a CPU
-    ds = ds.map_batches(decode_frames, fn_kwargs={"spec": FrameSpec.for_model(model)},
-                        batch_size=32, num_cpus=plan.decode_cpus)
+    ds = ray.data.from_items([{"path": p} for p in paths])  # or read_parquet(...) of paths
     ds = ds.map_batches(
         Predictor,
-        fn_constructor_kwargs={"model": ray.put(model), "top_k": 5},
-        compute=ray.data.ActorPoolStrategy(size=plan.actors),
-        num_cpus=plan.cpus_per_actor,
+        fn_constructor_kwargs={"model": ray.put(model), "top_k": 5, "decode": "path"},
+        compute=ray.data.ActorPoolStrategy(
+            size=2, max_concurrent_calls_per_actor=2, enable_true_multi_threading=True
+        ),
+        num_cpus=1,
         batch_size=32,
-        zero_copy_batch=True,
     )
     for batch in watch(iter(ds.iter_batches(batch_size=None))):
         ...
 
 Size the pool with :func:`~copyless.ray.plan_resources`: an actor pool that reserves every
-CPU of the cluster starves the decode tasks forever (Ray keeps their demand pending and
-says nothing); :func:`~copyless.ray.watch` turns such a stall into a
-:class:`~copyless.ray.StallError` naming the demand.
+CPU of the cluster starves any task beside it (a decode stage, a manifest's read) forever
+(Ray keeps their demand pending and says nothing); :func:`~copyless.ray.watch` turns such a
+stall into a :class:`~copyless.ray.StallError` naming the demand.
 
 Each actor opens the compiled model once, in its constructor: from a path every node can
 read, from a :class:`~copyless.model.CompiledModel` (Ray Data ships constructor arguments
 through the object store), or from an ``ObjectRef`` to one (``ray.put(load_model(path))``).
 
-A call takes the batch's frame column (default ``"pixels"``: ``[n, *frame]`` in the model's
-HW input view, e.g. ``[n, 224, 224, 4]`` RGBx uint8 for a model compiled with
-``input_format="rgbx"``), cuts it into runs of the model's batch size and keeps
-``in_flight`` of them running at once with ``execute_async``.
+A call takes either a column of image paths (``decode="path"``: each image is decoded, resized
+and cropped in the actor, straight into its row of the engine's batch tensor; the model must
+take RGBx frames, :meth:`FrameSpec.for_model`) or a column of frames (``column``, default
+``"pixels"``: ``[n, *frame]`` in the model's HW input view, e.g. the output of
+:func:`~copyless.ray.decode_frames`). Its rows go through the actor's Pipeline (see
+:mod:`copyless.ray._stream`): decoding, inference and the top-k of different rows overlap,
+within a call and across calls (two at once with ``max_concurrent_calls_per_actor=2``), and a
+batch's tail shares a job with the next batch's head.
 
-Copies: none of the frames when the column is C-contiguous. With ``zero_copy_batch=True``
-Ray Data hands the actor read-only numpy views of the object store, which bind as INPUT
-tensors in place; a run shorter than the model's batch size (the batch's tail) is gathered
-into the runner's staging buffer. The model's outputs are written by the engine straight
-into the arrays the call returns (a tail run is scattered into them).
+Copies: a decoded image is written once, by the resize/crop kernel, into the engine's batch
+tensor, which a full job binds in place. A frame of a ``pixels`` column is copied once into
+that tensor (the Pipeline copies what a row brings at a batch > 1; about 25 us a 224x224
+frame). A short job (the end of the data, or a tail no next batch joined within
+:data:`~copyless.ray._stream.BATCH_WAIT_MS`) is gathered by the runner into its staging (a
+copy). ``frames_in_place``, ``frames_gathered`` and ``frames_copied`` count them. Outputs
+are read from the engine's output tensor into the returned columns by ``finish`` (the top-k
+only, with ``top_k``).
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import logging
 import math
 import os
-from collections.abc import Mapping
+import weakref
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 import ray
 
-from ..memory import NpuTensor
 from ..model import CompiledModel
+from ..pipeline import ItemTensors
 from ..runner import Runner, RunnerFactory, batch_axis, frame_shape
 from ..types import (
-    MemoryType,
     NpuTensorInfo,
     OptionError,
     RunnerType,
-    StatusCode,
     TensorDirection,
     TensorType,
     UnsupportedError,
 )
 from ..vision import softmax_topk
+from ._frames import FrameSpec, decode_into
+from ._stream import Call, FrameCounts, Item, PredictionStream, RowError, copy_frame
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +79,7 @@ logger = logging.getLogger(__name__)
 ModelSource: TypeAlias = "str | os.PathLike[str] | CompiledModel | ray.ObjectRef[CompiledModel]"
 Batch = dict[str, npt.NDArray[Any]]
 
-#: A job that has not ended after this long is reported as a failure.
-JOB_TIMEOUT_MS = 600_000
 _HW = TensorType.HW
-_CMA = MemoryType.USER_POINTER_CMA
 
 
 class PredictionError(RuntimeError):
@@ -83,16 +87,20 @@ class PredictionError(RuntimeError):
 
 
 class Predictor:
-    """Runs a compiled model over Ray Data batches; one Runner per actor.
+    """Runs a compiled model over Ray Data batches; one Runner and one Pipeline per actor.
 
-    ``column``: the batch column holding the frames. ``top_k``: None returns the model's
-    outputs as columns named after them; an int treats the first output as class logits
-    and returns ``class_id``, ``score`` (top-1 probability), ``top_class_ids`` and
-    ``top_scores`` (``[n, top_k]``). Rows whose ``error`` column is non-empty (a frame
-    that could not be decoded) get ``class_id`` -1 and NaN scores. Every other column of
-    the batch (paths, errors) is passed through. ``runner_type``/``options``: as
+    ``decode``: the column of image paths to decode in the actor (see the module docstring;
+    rows whose image cannot be read get an ``error`` message, "" otherwise); None (the
+    default): take frames from ``column``. ``top_k``: None returns the model's outputs as
+    columns named after them; an int treats the first output as class logits and returns
+    ``class_id``, ``score`` (top-1 probability), ``top_class_ids`` and ``top_scores``
+    (``[n, top_k]``). Rows with an ``error`` (an image that could not be read or decoded)
+    do not run: ``class_id`` -1 and NaN scores (zeros in raw output columns). Every other
+    column of the batch (paths, errors) is passed through. ``runner_type``/``options``: as
     ``RunnerFactory``; unless ``options`` says otherwise, ``max_concurrent_runs`` is
     ``in_flight`` and the engine threads are the CPUs Ray reserved for the actor.
+    ``in_flight`` + 1 jobs' tensors are allocated once (one being prepared while the engine
+    runs the others). Calls may come from several threads at once.
     """
 
     def __init__(
@@ -104,6 +112,7 @@ class Predictor:
         runner_type: RunnerType = RunnerType.VAIML,
         options: Mapping[str, Any] | None = None,
         in_flight: int = 2,
+        decode: str | None = None,
     ) -> None:
         if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 1:
             raise OptionError(f"in_flight must be an int >= 1, got {in_flight!r}")
@@ -111,9 +120,11 @@ class Predictor:
             raise OptionError(f"top_k must be an int >= 1 or None, got {top_k!r}")
         if top_k is not None and top_k < 1:
             raise OptionError(f"top_k must be an int >= 1 or None, got {top_k!r}")
+        if decode is not None and not isinstance(decode, str):
+            raise OptionError(f"decode must be a column name or None, got {decode!r}")
         self._column = column
+        self._decode = decode
         self._top_k = top_k
-        self._in_flight = in_flight
         options = _runner_options(options, in_flight)
         self._runner = runner = _open_runner(model, runner_type, options)
         try:
@@ -121,83 +132,84 @@ class Predictor:
             self._outputs = runner.get_tensors_info(TensorDirection.OUTPUT, _HW)
             self._frame = _frame_info(self._input)
             self._out_frames = [_frame_info(info) for info in self._outputs]
+            spec = FrameSpec.for_model(runner.model) if decode is not None else None
+            self._rows = _Rows(spec, top_k, runner.get_quant_parameters(self._outputs[0].name),
+                               FrameCounts(runner.get_batch_size()))  # fmt: skip
+            self._stream = PredictionStream(
+                runner, self._rows.prepare, self._rows.finish, slots=in_flight + 1
+            )
         except BaseException:
             runner.close()
             raise
-        self._batch = runner.get_batch_size()
-        self._quant = runner.get_quant_parameters(self._outputs[0].name)
-        self.frames_in_place = 0  #: frames bound without a copy (for tests and stats)
-        self.frames_gathered = 0  #: frames copied into staging (a batch's short tail)
+        # A Predictor dropped without close() ends its pipeline's thread and its runner
+        # (neither refers back to it).
+        self._finalizer = weakref.finalize(self, _close, self._stream, runner)
 
     @property
     def runner(self) -> Runner:
         return self._runner
 
+    @property
+    def frames_in_place(self) -> int:
+        """Frames run in full jobs: the engine read the batch tensor they were written into."""
+        return self._rows.counts.in_place
+
+    @property
+    def frames_gathered(self) -> int:
+        """Frames run in short jobs, copied by the runner into its staging."""
+        return self._rows.counts.gathered
+
+    @property
+    def frames_copied(self) -> int:
+        """Frames of a ``pixels`` column copied into the engine's batch tensor (0 when the
+        actor decodes: the decoder writes there)."""
+        return self._rows.counts.copied
+
     def __call__(self, batch: Batch) -> Batch:
-        frames = self._frames(batch)
-        outputs = self.predict(frames)
-        result = {key: value for key, value in batch.items() if key != self._column}
-        if self._top_k is None:
-            result.update(
-                {info.name: out for info, out in zip(self._outputs, outputs, strict=True)}
-            )
+        if self._decode is not None:
+            paths = _column(batch, self._decode, "image paths")
+            call = self._run(len(paths), enumerate(paths), self._top_k is not None)
+            messages = [call.errors.get(i, "") for i in range(len(paths))]
+            result = {**batch, "error": np.array(messages, object)}
         else:
-            result.update(self._classify(outputs[0], batch.get("error")))
+            frames = self._frames(batch)
+            errors = batch.get("error")
+            good = (i for i in range(len(frames)) if errors is None or not errors[i])
+            rows = ((i, frames[i]) for i in good)
+            call = self._run(len(frames), rows, self._top_k is not None)
+            result = {key: value for key, value in batch.items() if key != self._column}
+        result.update(call.arrays)
         return result
 
     def predict(self, frames: npt.NDArray[Any]) -> list[npt.NDArray[Any]]:
         """Run ``frames`` (``[n, *frame]``); one ``[n, *out_frame]`` array per output."""
-        n = len(frames)
-        results = [np.empty((n, *f.shape[1:]), f.data_type.to_numpy()) for f in self._out_frames]
-        # Each entry holds a job and its tensors (so the frames and outputs outlive it).
-        pending: collections.deque[tuple[Any, ...]] = collections.deque()
-        try:
-            for start in range(0, n, self._batch):
-                stop = min(start + self._batch, n)
-                outs = [r[start:stop] for r in results]
-                pending.append(self._submit(frames[start:stop], outs))
-                if len(pending) >= self._in_flight:
-                    self._finish(pending.popleft()[0])
-            while pending:
-                self._finish(pending.popleft()[0])
-        finally:  # after a failure: let the other jobs end before their memory goes
-            for job, *_ in pending:
-                self._runner.wait(job, JOB_TIMEOUT_MS)
-        return results
+        frames = self._check_frames(np.asarray(frames))
+        call = self._run(len(frames), enumerate(frames), False)
+        return list(call.arrays.values())
 
-    def _submit(self, run: npt.NDArray[Any], outs: list[npt.NDArray[Any]]) -> tuple[Any, ...]:
-        if len(run) == self._batch:
-            inputs = [[NpuTensor(self._input, run, _CMA)]]
-            outputs = [
-                [NpuTensor(info, o, _CMA) for info, o in zip(self._outputs, outs, strict=True)]
-            ]
-            self.frames_in_place += len(run)
-        else:  # the tail: per-frame tensors, gathered into / scattered out of staging
-            inputs = [[NpuTensor(self._frame, run[i : i + 1], _CMA)] for i in range(len(run))]
-            outputs = [
-                [
-                    NpuTensor(f, o[i : i + 1], _CMA)
-                    for f, o in zip(self._out_frames, outs, strict=True)
-                ]
-                for i in range(len(run))
-            ]
-            self.frames_gathered += len(run)
-        job = self._runner.execute_async(inputs, outputs)
-        if job.status is StatusCode.SUCCESS:
-            return job, inputs, outputs
-        raise PredictionError(f"execute_async refused a run of {len(run)}: {job.status.name}")
+    def _run(self, n: int, rows: Iterator[tuple[int, Any]], classify: bool) -> Call:
+        call = Call(self._arrays(n, classify), classify)
+        self._stream.run(call, rows)
+        if call.failure is not None:
+            raise PredictionError(f"a batch of {n} failed: {call.failure}") from call.failure
+        return call
 
-    def _finish(self, job: Any) -> None:
-        status = self._runner.wait(job, JOB_TIMEOUT_MS)
-        if status is not StatusCode.SUCCESS:
-            raise PredictionError(f"job {job.job_id} ended with {status.name}")
+    def _arrays(self, n: int, classify: bool) -> Batch:
+        if not classify:
+            return {info.name: np.zeros((n, *f.shape[1:]), f.data_type.to_numpy())
+                    for info, f in zip(self._outputs, self._out_frames, strict=True)}  # fmt: skip
+        k = min(self._top_k or 1, math.prod(self._out_frames[0].shape[1:]))
+        return {
+            "class_id": np.full(n, -1, np.int64),
+            "score": np.full(n, np.nan, np.float32),
+            "top_class_ids": np.full((n, k), -1, np.int64),
+            "top_scores": np.full((n, k), np.nan, np.float32),
+        }
 
     def _frames(self, batch: Batch) -> npt.NDArray[Any]:
-        if self._column not in batch:
-            raise PredictionError(
-                f"batch has no column {self._column!r} (columns: {', '.join(batch) or 'none'})"
-            )
-        frames = np.asarray(batch[self._column])
+        return self._check_frames(np.asarray(_column(batch, self._column, "frames")))
+
+    def _check_frames(self, frames: npt.NDArray[Any]) -> npt.NDArray[Any]:
         want = self._frame.shape[1:]
         dtype = self._frame.data_type.to_numpy()
         if frames.shape[1:] != want or frames.dtype != dtype:
@@ -206,37 +218,65 @@ class Predictor:
                 f"{list(frames.shape[1:])}; the model takes {dtype} {list(want)} "
                 f"({self._input.describe()})"
             )
-        if not frames.flags.c_contiguous:
-            logger.debug("column %r is not C-contiguous: copied", self._column)
-            frames = np.ascontiguousarray(frames)
         return frames
 
-    def _classify(self, logits: npt.NDArray[Any], errors: Any) -> Batch:
-        n, k = len(logits), min(self._top_k or 1, int(np.prod(logits.shape[1:])))
-        ids = np.full((n, k), -1, np.int64)
-        scores = np.full((n, k), np.nan, np.float32)
-        for row in range(n):
-            if errors is not None and errors[row]:
-                continue
-            top = softmax_topk(logits, k, self._quant, batch_index=row)
-            ids[row] = [class_id for class_id, _ in top]
-            scores[row] = [score for _, score in top]
-        return {
-            "class_id": ids[:, 0].copy(),
-            "score": scores[:, 0].copy(),
-            "top_class_ids": ids,
-            "top_scores": scores,
-        }
-
     def close(self) -> None:
-        """Close the runner (an actor's process end does it too, through its finalizer)."""
-        self._runner.close()
+        """Let the rows queued end, free the pipeline and close the runner (also done when
+        the Predictor is dropped, or its actor's process ends). Idempotent."""
+        self._finalizer()
 
     def __enter__(self) -> Predictor:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Rows:
+    """``prepare`` and ``finish`` for the actor's pipeline (kept apart from the Predictor,
+    whose finalizer would otherwise be kept from running by the pipeline's threads)."""
+
+    spec: FrameSpec | None
+    top_k: int | None
+    quant: Any
+    counts: FrameCounts
+
+    def prepare(self, item: Item, inputs: ItemTensors) -> None:
+        if isinstance(item.source, np.ndarray):
+            copy_frame(item.source, inputs)
+        else:
+            assert self.spec is not None  # a path only reaches here with decode set
+            message = decode_into(item.source, inputs[0], self.spec, 0)
+            if message:
+                raise RowError(message)
+        self.counts.row(inputs.row, isinstance(item.source, np.ndarray))
+
+    def finish(self, item: Item, outputs: ItemTensors) -> None:
+        arrays, row = item.call.arrays, item.index
+        if not item.call.classify:
+            for array, tensor in zip(arrays.values(), outputs, strict=True):
+                np.copyto(array[row], tensor.numpy()[0])
+            return
+        top = softmax_topk(outputs[0].numpy(), self.top_k or 1, self.quant)
+        arrays["top_class_ids"][row] = [class_id for class_id, _ in top]
+        arrays["top_scores"][row] = [score for _, score in top]
+        arrays["class_id"][row], arrays["score"][row] = top[0]
+
+
+def _close(stream: PredictionStream, runner: Runner) -> None:
+    try:
+        stream.close()
+    finally:
+        runner.close()
+
+
+def _column(batch: Batch, name: str, what: str) -> npt.NDArray[Any]:
+    if name not in batch:
+        raise PredictionError(
+            f"batch has no column {name!r} of {what} (columns: {', '.join(batch) or 'none'})"
+        )
+    return batch[name]
 
 
 def _runner_options(options: Mapping[str, Any] | None, in_flight: int) -> dict[str, Any]:
