@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,6 +71,18 @@ def _lines_until(stream: Iterator[str], pattern: re.Pattern[str], count: int) ->
     return seen
 
 
+def _rest(child: subprocess.Popen[str], timeout: float = 60.0) -> tuple[str, str]:
+    """What is left on the child's stdout and stderr, once it exits."""
+    assert child.stdout is not None and child.stderr is not None
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.append(child.stderr.read()))  # type: ignore[union-attr]
+    reader.start()
+    out = child.stdout.read()
+    reader.join(timeout)
+    child.wait(timeout)
+    return out, "".join(err)
+
+
 def _run_and_signal(argv: list[str], sig: signal.Signals) -> tuple[int, str, str]:
     """Start ``copyless-video ARGV``, send ``sig`` once 10 frames are printed, return the
     exit status, stdout and stderr."""
@@ -82,7 +95,9 @@ def _run_and_signal(argv: list[str], sig: signal.Signals) -> tuple[int, str, str
         head = _lines_until(child.stdout, FRAME, 10)
         assert len(head) >= 10, head
         child.send_signal(sig)
-        out, err = child.communicate(timeout=60)
+        # read the rest through the same file objects: communicate() reads the pipes' fds
+        # and would lose the lines the text wrapper has already buffered
+        out, err = _rest(child)
     finally:
         if child.poll() is None:
             child.kill()
