@@ -46,6 +46,7 @@ from copyless import (
     QuantParameters,
     RoundingMode,
     TensorDirection,
+    TensorError,
     TensorType,
 )
 from copyless.layout import _kernels, hw_info_for, plan_for
@@ -142,7 +143,13 @@ def with_strides(fdp: Any, info: NpuTensorInfo, dst: bool) -> NpuTensorInfo:
         strides[fdp.ConsumeIntInRange(0, len(strides) - 1)] = fdp.ConsumeIntInRange(0, 3)
     if mode == 6 and fdp.ConsumeIntInRange(0, 7) == 0 and strides:
         strides[0] = -strides[0]
-    return dataclasses.replace(info, strides=tuple(strides))
+    try:
+        return dataclasses.replace(info, strides=tuple(strides))
+    except TensorError:
+        # NpuTensorInfo refuses 0 / negative steps and overlapping OUTPUT elements itself.
+        if all(s >= 1 for s in strides) and info.direction is not TensorDirection.OUTPUT:
+            raise
+        return info
 
 
 def quant(fdp: Any, src: DataType, dst: DataType) -> QuantParameters | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -49,13 +50,15 @@ def make_info() -> Callable[..., cl.NpuTensorInfo]:
 
 @pytest.fixture
 def memfd() -> Iterator[Callable[[int], int]]:
-    """``memfd(nbytes)``: a read-write memfd of that size, closed after the test."""
+    """``memfd(nbytes)``: a read-write memfd of that size, sealed against resizing as copyless
+    requires of every memfd it maps, closed after the test."""
     fds: list[int] = []
 
     def make(nbytes: int) -> int:
-        fd = os.memfd_create("copyless-test", os.MFD_CLOEXEC)
+        fd = os.memfd_create("copyless-test", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         fds.append(fd)
         os.ftruncate(fd, nbytes)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
         return fd
 
     yield make

@@ -8,6 +8,7 @@ pages, no copy.
 from __future__ import annotations
 
 import json
+import fcntl
 import os
 import socket
 import subprocess
@@ -54,8 +55,9 @@ def _shared_xrt_bo(info: cl.NpuTensorInfo) -> cl.NpuTensor:
 
 
 def _dma_fd(info: cl.NpuTensorInfo) -> cl.NpuTensor:
-    fd = os.memfd_create("copyless-child-test", os.MFD_CLOEXEC)
+    fd = os.memfd_create("copyless-child-test", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, info.size_in_bytes)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
     tensor = cl.NpuTensor(info, fd, cl.MemoryType.DMA_FD)
     os.close(fd)  # the tensor's private dup keeps it exportable
     return tensor

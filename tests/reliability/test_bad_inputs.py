@@ -27,6 +27,7 @@ runner used after close                   execute FAILURE, execute_async FAILURE
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import threading
@@ -187,9 +188,10 @@ def test_dma_fd_refusals(runner: Runner, tmp_path: Path) -> None:
 
 def test_dma_fd_closed_after_wrapping_still_works(runner: Runner, net: onnx.ModelProto) -> None:
     (i,), (o,) = runner.get_tensors_info(IN, HW), runner.get_tensors_info(OUT, HW)
-    fds = [os.memfd_create(name) for name in ("in", "out")]
+    fds = [os.memfd_create(name, os.MFD_ALLOW_SEALING) for name in ("in", "out")]
     for fd, info in zip(fds, (i, o), strict=True):
         os.ftruncate(fd, info.size_in_bytes)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
     x = cl.NpuTensor(i, fds[0], cl.MemoryType.DMA_FD)
     y = cl.NpuTensor(o, fds[1], cl.MemoryType.DMA_FD)
     for fd in fds:

@@ -4,6 +4,7 @@ and the application's own ``sync_buffer`` calls reach the kernel."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -31,9 +32,10 @@ def fake_dmabufs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
 
 
 def _fd_tensor(info: cl.NpuTensorInfo) -> cl.NpuTensor:
-    fd = os.memfd_create("sync-test")
+    fd = os.memfd_create("sync-test", os.MFD_ALLOW_SEALING)
     try:
         os.ftruncate(fd, info.size_in_bytes)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
         return cl.NpuTensor(info, fd, cl.MemoryType.DMA_FD)
     finally:
         os.close(fd)  # the tensor keeps a private duplicate

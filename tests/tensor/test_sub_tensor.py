@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import fcntl
 import os
 import weakref
 
@@ -78,8 +79,9 @@ def test_sub_tensor_exports_the_parents_whole_buffer() -> None:
 
 
 def test_sub_tensor_of_a_dma_fd_tensor() -> None:
-    fd = os.memfd_create("sub")
+    fd = os.memfd_create("sub", os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, 1024)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
     try:
         parent = cl.NpuTensor(POOL, fd, cl.MemoryType.DMA_FD)
         sub = parent._sub_tensor(_info("a", (4,)), 8)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import mmap
+import fcntl
 import os
 import weakref
 from collections.abc import Callable, Iterator
@@ -136,8 +137,9 @@ def test_dma_fd_export_survives_the_caller_closing(memfd: MemFd) -> None:
 
 
 def test_owned_fd_is_closed_with_the_tensor(memfd: MemFd) -> None:
-    fd = os.memfd_create("owned")
+    fd = os.memfd_create("owned", os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, 192)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
     tensor = cl.NpuTensor.from_fd(INFO, fd, take_ownership=True)
     tensor.close()
     with pytest.raises(OSError):

@@ -9,15 +9,18 @@ functions replaces it for every caller.
 from . import _device as cuda
 from ._device import DeviceMemory
 from ._host import PAGE_SIZE, HostMemory
+from ._seals import SIZE_SEALS, size_is_fixed
 from ._span import Span
 from ._tensor import NpuTensor, check_bounded
 
 __all__ = [
     "PAGE_SIZE",
+    "SIZE_SEALS",
     "DeviceMemory",
     "HostMemory",
     "NpuTensor",
     "Span",
     "check_bounded",
+    "size_is_fixed",
     "cuda",
 ]

@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from ..types import OutOfMemoryError, TensorError
 from . import _dmabuf as dmabuf
+from . import _seals as seals
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +90,8 @@ def mappable_size(fd: int, min_bytes: int = 0) -> int:
     Regular files and memfds report ``st_size``; dma-buf fds report 0 there and are sized
     with ``lseek(fd, 0, SEEK_END)`` (the file offset is restored). Raises
     :class:`TensorError` naming the fd and the numbers for a closed fd, a pipe, socket or
-    directory, a fd not open read-write, or fewer than ``min_bytes`` bytes.
+    directory, a fd not open read-write, a memfd not sealed against resizing (see
+    :mod:`._seals`), or fewer than ``min_bytes`` bytes.
     """
     if isinstance(fd, bool) or not isinstance(fd, int) or fd < 0:
         raise TensorError(f"expected a file descriptor (int >= 0), got {fd!r}")
@@ -110,6 +112,7 @@ def mappable_size(fd: int, min_bytes: int = 0) -> int:
     if access != os.O_RDWR:
         opened = "O_RDONLY" if access == os.O_RDONLY else "O_WRONLY"
         raise TensorError(f"fd {fd} is open {opened}; a shared mapping needs O_RDWR")
+    seals.check_sealed(fd)
     size = int(info.st_size)
     if size == 0:  # dma-buf reports no st_size; its size is where SEEK_END lands
         size = _seek_size(fd)
@@ -214,15 +217,20 @@ class HostMemory:
     def shared(
         cls, nbytes: int, name: str = "copyless", *, warn_on_leak: bool = True
     ) -> HostMemory:
-        """Anonymous shareable memory (``memfd``): exportable as a file descriptor."""
+        """Anonymous shareable memory (``memfd``): exportable as a file descriptor.
+
+        The memfd is sealed against shrinking and growing (and against further seals), so
+        no process it is shared with can truncate it under another's mapping (SIGBUS).
+        """
         _check_size(nbytes)
         size = round_up(nbytes)
         try:
-            fd = os.memfd_create(name, os.MFD_CLOEXEC)
+            fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         except OSError as exc:
             raise OutOfMemoryError(size, f"memfd_create failed: {exc.strerror}") from exc
         try:
             os.ftruncate(fd, size)
+            seals.seal_size(fd)
             mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
         except OSError as exc:
             os.close(fd)
@@ -239,10 +247,13 @@ class HostMemory:
         own_fd: bool = False,
         dup: bool = False,
         warn_on_leak: bool = False,
+        map_bytes: int | None = None,
     ) -> HostMemory:
         """Map a shareable fd (memfd, /dev/shm file, dma-buf) read-write, shared (no copy).
 
-        The whole object is mapped. Who owns which descriptor:
+        The whole object is mapped, or only its first ``map_bytes`` (a tensor maps what its
+        info covers: bytes a peer left beyond it are never touched). A memfd must be sealed
+        against resizing (see :mod:`._seals`). Who owns which descriptor:
 
         * default: the caller keeps ``fd``; this memory has no fd of its own (``fd == -1``).
         * ``dup=True``: this memory holds a private duplicate, closed by :meth:`close`, so
@@ -250,13 +261,17 @@ class HostMemory:
         * ``own_fd=True``: this memory takes ``fd`` itself and closes it in :meth:`close`.
 
         Raises :class:`TensorError` (see :func:`mappable_size`) when the fd is closed, a
-        pipe/socket, not open read-write, not mappable, or smaller than ``min_bytes``.
+        pipe/socket, not open read-write, an unsealed memfd, not mappable, or smaller than
+        ``min_bytes`` (or ``map_bytes``).
         """
         if own_fd and dup:
             raise TensorError("from_fd: own_fd and dup are exclusive")
-        size = mappable_size(fd, min_bytes)
+        if map_bytes is not None:
+            _check_size(map_bytes)
+        size = mappable_size(fd, max(min_bytes, map_bytes or 0))
+        wanted = size if map_bytes is None else map_bytes
         try:
-            mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED)
+            mapping = mmap.mmap(fd, max(wanted, 1), flags=mmap.MAP_SHARED)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else str(exc)
             raise TensorError(f"fd {fd} of {size} bytes cannot be mapped: {reason}") from exc
@@ -267,7 +282,7 @@ class HostMemory:
             except OSError as exc:
                 mapping.close()
                 raise TensorError(f"fd {fd} cannot be duplicated: {exc.strerror}") from exc
-        array = np.frombuffer(mapping, dtype=np.uint8)
+        array = np.frombuffer(mapping, dtype=np.uint8)[:wanted]
         return cls("fd", array, mapping, kept, False, warn_on_leak)
 
     # -- accessors ----------------------------------------------------------------------

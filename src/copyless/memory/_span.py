@@ -82,8 +82,11 @@ def span_of(info: NpuTensorInfo, buffer: Any, memory_type: MemoryType, *, own_fd
         return device_span(info, buffer, memory_type)
     if memory_type is MemoryType.DMA_FD:
         try:
-            # Private mapping plus a private dup (or the fd itself when owned).
-            memory = HostMemory.from_fd(buffer, info.size_in_bytes, own_fd=own_fd, dup=not own_fd)
+            # Private mapping plus a private dup (or the fd itself when owned); only the
+            # bytes the info covers are mapped (sealed memfds keep them there, see _seals).
+            memory = HostMemory.from_fd(
+                buffer, own_fd=own_fd, dup=not own_fd, map_bytes=info.size_in_bytes
+            )
         except TensorError as exc:
             raise TensorError(f"tensor {info.name!r}: {exc}") from exc
         return memory_span(info, memory)

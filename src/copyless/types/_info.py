@@ -32,8 +32,14 @@ class NpuTensorInfo:
     ``size_in_bytes`` are ``-1`` and no tensor can be made of it until the caller replaces
     the ``-1`` dims with the capacity it wants (``dataclasses.replace(info, shape=...)``).
 
-    Raises :class:`~copyless.TensorError` (a ``ValueError``) for a dimension below -1 or a
-    stride count that does not match ``shape``, ``TypeError`` for a field of the wrong enum.
+    Strides are byte steps of at least 1 (numpy's 0 and negative steps are refused: a
+    broadcast view has a byte size far below its elements', a reversed one starts before
+    its buffer), and an OUTPUT view's elements may not overlap one another (the engine
+    would write one element over another).
+
+    Raises :class:`~copyless.TensorError` (a ``ValueError``) for a dimension below -1, a
+    stride count that does not match ``shape``, a stride below 1 or overlapping output
+    elements, ``TypeError`` for a field of the wrong enum.
     """
 
     name: str
@@ -67,6 +73,8 @@ class NpuTensorInfo:
         ):
             if not isinstance(getattr(self, attr), enum_type):
                 raise TypeError(f"tensor {self.name!r}: {attr} must be a {enum_type.__name__}")
+        if self.strides is not None:
+            _check_strides(self, self.strides)
 
     @property
     def bounded(self) -> bool:
@@ -117,6 +125,27 @@ class NpuTensorInfo:
             f"{self.name!r} {self.tensor_type.name} {self.memory_layout.name} "
             f"{self.data_type.name} {list(self.shape)}"
         )
+
+
+def _check_strides(info: NpuTensorInfo, strides: tuple[int, ...]) -> None:
+    """Strides of at least one byte; for an OUTPUT view, no element overlapping another."""
+    if any(s < 1 for s in strides):
+        raise TensorError(
+            f"tensor {info.name!r}: strides {list(strides)} must be byte steps >= 1 "
+            "(no broadcast (0) or reversed (negative) views)"
+        )
+    if info.direction is not TensorDirection.OUTPUT or info.data_type is DataType.UNKNOWN:
+        return
+    # Innermost first: each dim's step must clear everything the dims inside it span.
+    span = info.data_type.itemsize
+    for dim, stride in sorted((p for p in zip(info.shape, strides, strict=True)
+                               if p[0] > 1), key=lambda p: p[1]):  # fmt: skip
+        if stride < span:
+            raise TensorError(
+                f"tensor {info.name!r}: strides {list(strides)} make elements of shape "
+                f"{list(info.shape)} overlap; an OUTPUT view needs each element its own bytes"
+            )
+        span = stride * (dim - 1) + span
 
 
 @dataclass(frozen=True, slots=True)
