@@ -62,7 +62,7 @@ def encode_request(op: int, slot: int = NO_SLOT, want: int = 0, tag: Any = None)
         kind = _TAG_JSON
         try:
             body = json.dumps(tag, separators=(",", ":")).encode()
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             raise IpcError(f"tag is not JSON-serialisable: {exc}") from exc
         if len(body) > MAX_TAG_BYTES:
             raise IpcError(f"tag of {len(body)} bytes exceeds {MAX_TAG_BYTES}")
@@ -109,4 +109,6 @@ def _decode_tag(kind: int, buffer: bytearray, start: int, length: int) -> Any:
             return json.loads(bytes(buffer[start : start + length]).decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise IpcError(f"tag is not valid UTF-8 JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise IpcError("tag nests too deeply") from exc
     raise IpcError(f"bad tag (kind {kind}, {length} bytes)")

@@ -16,7 +16,7 @@ class Peer:
     be exiting, or die before it ever connected. It counts as running until both ended.
     """
 
-    __slots__ = ("exitcode", "inbox", "process", "producer_id", "sentinel", "sock")
+    __slots__ = ("exitcode", "inbox", "process", "producer_id", "sentinel", "sock", "wanted")
 
     def __init__(self, producer_id: int, process: Any) -> None:
         self.producer_id = producer_id
@@ -25,6 +25,7 @@ class Peer:
         self.sock: socket.socket | None = None
         self.exitcode: int | None = None
         self.inbox = bytearray()  # control-stream bytes received but not yet a whole record
+        self.wanted = 0  # slots it asked for and has not been granted yet (its queue entries)
 
     @property
     def pid(self) -> int:

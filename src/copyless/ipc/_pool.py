@@ -8,30 +8,28 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import os
 import secrets
 import selectors
 import socket
-import struct
 import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..memory import NpuTensor
+from ..memory import NpuTensor, size_is_fixed
 from ..types import MemoryType, NpuTensorInfo, TensorError
 from ._control import DONE, FILLED, RELEASE, Request, encode_grants, parse_requests
 from ._errors import IpcError
+from ._handshake import Handshakes
 from ._peers import Peer
 from ._producer import ProducerTarget, producer_main
-from ._transport import encode_tensors
-from ._wire import close_fds, recv_message, send_message
 
 logger = logging.getLogger(__name__)
 
 _FREE = -1
 _CONSUMER = -2
-_PEERCRED = struct.Struct("3i")
 _RECV_BYTES = 1 << 16
 
 
@@ -59,8 +57,10 @@ class _State:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.waker, self.wakee = socket.socketpair()
         self.peers: dict[int, Peer] = {}
+        self.handshakes = Handshakes(self.selector, self.peers)
 
     def close(self, join_timeout: float) -> None:
+        self.handshakes.close()
         for peer in self.peers.values():
             peer.close_connection()  # producers see EOF and stop
         for peer in self.peers.values():
@@ -84,6 +84,13 @@ class SlotPool:
     Processes use the ``"spawn"`` (default) or ``"forkserver"`` start method: the consumer
     usually runs threads (the runner's workers), which ``fork`` would copy half-locked.
     The pool is driven from one thread; only :meth:`wake` may be called from others.
+
+    Hostile or broken producers cost the consumer nothing: only processes this pool started,
+    running as its user, may connect (``SO_PEERCRED``); a handshake is read and written
+    without blocking :meth:`poll` and must be done within ``io_timeout`` seconds; a producer
+    may ask for at most ``num_slots`` slots it has not been granted (beyond that, or any
+    malformed record, it is dropped); and every slot must be memory no producer can resize
+    (sealed memfds, as the runner allocates), so none can truncate one under the consumer.
     """
 
     def __init__(
@@ -106,8 +113,7 @@ class SlotPool:
             tuple(allocator.allocate_npu_tensor(info) for info in infos) for _ in range(num_slots)
         )
         for tensor in slots[0]:
-            if tensor.memory_type not in (MemoryType.XRT_BO, MemoryType.DMA_FD):
-                raise TensorError(f"slot tensor {tensor.info.name!r} is not fd-backed")
+            _check_slot_tensor(tensor)
         self._slots = slots
         self._ctx = (
             multiprocessing.get_context("spawn")
@@ -118,7 +124,7 @@ class SlotPool:
         self._free: deque[int] = deque(range(num_slots))
         self._waiting: deque[int] = deque()
         self._filled: list[FilledSlot] = []
-        self._prefetch = max(1, prefetch)
+        self._prefetch = min(max(1, prefetch), num_slots)
         self._io_timeout = io_timeout
         self._token = secrets.token_hex(16)
         self._address = f"\0copyless-pool-{self._token[:20]}"
@@ -127,6 +133,7 @@ class SlotPool:
         self._finalizer = weakref.finalize(self, state.close, 1.0)
         state.listener.bind(self._address)
         state.listener.listen(64)
+        state.listener.setblocking(False)
         state.waker.setblocking(False)
         state.wakee.setblocking(False)
         state.selector.register(state.listener, selectors.EVENT_READ, ("accept", -1))
@@ -190,10 +197,13 @@ class SlotPool:
         """
         self._check_open()
         self._grant()
-        for key, _ in self._state.selector.select(timeout):
+        handshakes = self._state.handshakes
+        for key, _ in self._state.selector.select(handshakes.timeout(timeout)):
             kind, producer_id = key.data
             if kind == "accept":
-                self._accept()
+                handshakes.accept(self._state.listener, self._token, self._io_timeout)
+            elif kind == "hello":
+                self._shake(producer_id)
             elif kind == "wake":
                 with contextlib.suppress(BlockingIOError):
                     self._state.wakee.recv(4096)
@@ -201,6 +211,7 @@ class SlotPool:
                 self._serve(producer_id)
             elif kind == "exit":
                 self._on_exit(producer_id)
+        handshakes.expire()
         self._grant()
         filled, self._filled = self._filled, []
         return filled
@@ -246,41 +257,17 @@ class SlotPool:
         if self.closed:
             raise IpcError("the slot pool is closed")
 
-    def _accept(self) -> None:
-        conn, _ = self._state.listener.accept()
-        conn.settimeout(self._io_timeout)
-        try:
-            peer = self._authenticate(conn)
-            send_message(
-                conn, {"op": "welcome", "num_slots": len(self._slots), "prefetch": self._prefetch}
-            )
-            for index, tensors in enumerate(self._slots):
-                header, fds = encode_tensors(tensors)
-                try:
-                    send_message(conn, {**header, "slot": index}, fds)
-                finally:
-                    close_fds(fds)
-        except (IpcError, OSError) as exc:  # TimeoutError included
-            logger.warning("refused a producer connection: %s", exc)
-            conn.close()
+    def _shake(self, producer_id: int) -> None:
+        welcome = {"op": "welcome", "num_slots": len(self._slots), "prefetch": self._prefetch}
+        conn = self._state.handshakes.step(producer_id, welcome, self._slots)
+        if conn is None:
             return
+        peer = self._state.peers[producer_id]
         # Control records are read as they come (never blocking the loop on a producer
         # that stalls mid-record) and grants never fill the buffer (<= num_slots pending).
-        conn.setblocking(False)
         peer.sock = conn
-        self._state.selector.register(conn, selectors.EVENT_READ, ("msg", peer.producer_id))
-        logger.debug("producer %d (pid %d) connected", peer.producer_id, peer.pid)
-
-    def _authenticate(self, conn: socket.socket) -> Peer:
-        hello, fds = recv_message(conn)
-        close_fds(fds)
-        peer = self._state.peers.get(hello.get("producer", -1))
-        if hello.get("op") != "hello" or hello.get("token") != self._token or peer is None:
-            raise IpcError("bad hello (wrong token or unknown producer)")
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        if _PEERCRED.unpack(creds)[0] != peer.pid or peer.connected:
-            raise IpcError(f"producer {peer.producer_id} connected from an unexpected process")
-        return peer
+        self._state.selector.register(conn, selectors.EVENT_READ, ("msg", producer_id))
+        logger.debug("producer %d (pid %d) connected", producer_id, peer.pid)
 
     def _serve(self, producer_id: int) -> bool:
         """Read what a producer sent and act on every complete record (False: nothing new)."""
@@ -328,8 +315,14 @@ class SlotPool:
         elif op == DONE:
             self._disconnect(peer, "finished")
             return
-        if request.want > len(self._owner):
-            raise IpcError(f"bad slot request {request.want}")
+        if peer.wanted + request.want > len(self._owner):
+            # A producer never asks for more than `prefetch` (<= num_slots) at once: this
+            # one floods, and its queue would grow without bound.
+            raise IpcError(
+                f"asks for {peer.wanted + request.want} slots not yet granted; the pool has "
+                f"{len(self._owner)}"
+            )
+        peer.wanted += request.want
         self._waiting.extend([peer.producer_id] * request.want)
 
     def _grant(self) -> None:
@@ -338,6 +331,7 @@ class SlotPool:
         batches: dict[int, list[int]] = {}
         while self._free and self._waiting:
             producer_id = self._waiting.popleft()
+            peers[producer_id].wanted -= 1
             if peers[producer_id].sock is None:
                 continue
             index = self._free.popleft()
@@ -373,6 +367,7 @@ class SlotPool:
     def _on_exit(self, producer_id: int) -> None:
         peer = self._state.peers[producer_id]
         self._state.selector.unregister(peer.sentinel)
+        self._state.handshakes.drop(producer_id, "exited during its handshake")
         # Whatever the process wrote before it ended is still queued: take it first.
         while self._serve(producer_id):
             pass
@@ -387,6 +382,7 @@ class SlotPool:
             self._state.selector.unregister(peer.sock)
             peer.close_connection()
         peer.inbox.clear()
+        peer.wanted = 0
         reclaimed = [i for i, owner in enumerate(self._owner) if owner == peer.producer_id]
         for index in reclaimed:
             self._owner[index] = _FREE
@@ -394,3 +390,22 @@ class SlotPool:
         self._waiting = deque(p for p in self._waiting if p != peer.producer_id)
         log = logger.debug if why == "finished" else logger.warning
         log("producer %d %s; %d slot(s) reclaimed", peer.producer_id, why, len(reclaimed))
+
+
+def _check_slot_tensor(tensor: NpuTensor) -> None:
+    """A slot must be fd-backed memory whose size no producer can change."""
+    if tensor.memory_type not in (MemoryType.XRT_BO, MemoryType.DMA_FD):
+        raise TensorError(f"slot tensor {tensor.info.name!r} is not fd-backed")
+    fd = tensor.export_buffer()
+    if fd < 0:
+        raise TensorError(f"slot tensor {tensor.info.name!r} cannot be exported")
+    try:
+        fixed = size_is_fixed(fd)
+    finally:
+        os.close(fd)
+    if not fixed:
+        raise TensorError(
+            f"slot tensor {tensor.info.name!r} is not sealed against resizing: a producer "
+            "could truncate it under the consumer (SIGBUS); allocate slots with "
+            "Runner.allocate_npu_tensor or HostMemory.shared"
+        )

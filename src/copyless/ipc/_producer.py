@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,11 @@ from ._transport import decode_tensors
 from ._wire import recv_message, send_message
 
 logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 30.0
+"""Seconds :meth:`Producer.connect` waits, by default, for the pool to take it and send
+every slot (the consumer accepts a producer in its ``poll``)."""
+MAX_SLOTS = 1 << 16
 
 ProducerTarget = Callable[..., None]
 """``target(producer, *args)``: a module-level function (spawned processes import it)."""
@@ -78,20 +84,38 @@ class Producer:
         self._timeout: float | None = sock.gettimeout()
 
     @classmethod
-    def connect(cls, address: str, token: str, producer_id: int) -> Producer:
-        """Connect to a pool at ``address`` and map its slots (called in the child)."""
+    def connect(
+        cls, address: str, token: str, producer_id: int, *, timeout: float = CONNECT_TIMEOUT
+    ) -> Producer:
+        """Connect to a pool at ``address`` and map its slots (called in the child).
+
+        The whole handshake (connect, hello, welcome, every slot) must be done within
+        ``timeout`` seconds: :class:`~copyless.ipc.IpcError` otherwise.
+        """
+        deadline = time.monotonic() + timeout
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            sock.settimeout(timeout)
             sock.connect(address)
-            send_message(sock, {"op": "hello", "token": token, "producer": producer_id})
-            welcome, _ = recv_message(sock)
-            if welcome.get("op") != "welcome" or not isinstance(welcome.get("num_slots"), int):
+            send_message(sock, {"op": "hello", "token": token, "producer": producer_id},
+                         timeout=_left(deadline))  # fmt: skip
+            welcome, fds = recv_message(sock, timeout=_left(deadline))
+            count = _small_int(welcome.get("num_slots"), MAX_SLOTS)
+            if welcome.get("op") != "welcome" or fds or count is None:
                 raise IpcError(f"unexpected greeting from the consumer: {welcome.get('op')!r}")
-            slots = [_recv_slot(sock, index) for index in range(welcome["num_slots"])]
+            slots = [_recv_slot(sock, index, deadline) for index in range(count)]
+            sock.settimeout(None)
+        except TimeoutError as exc:
+            sock.close()
+            raise IpcError(f"the pool did not take producer {producer_id} in {timeout} s") from exc
+        except OSError as exc:
+            sock.close()
+            raise IpcError(f"cannot connect to the pool: {exc}") from exc
         except BaseException:
             sock.close()
             raise
-        return cls(sock, producer_id, slots, int(welcome.get("prefetch", 1)))
+        prefetch = _small_int(welcome.get("prefetch", 1), len(slots)) or 1
+        return cls(sock, producer_id, slots, prefetch)
 
     @property
     def producer_id(self) -> int:
@@ -108,18 +132,19 @@ class Producer:
     def acquire(self, timeout: float | None = None) -> Slot:
         """The next granted slot; blocks until the consumer frees one (back-pressure).
 
-        Raises ``TimeoutError`` after ``timeout`` seconds, :class:`PeerClosedError` when
-        the consumer has gone.
+        Raises ``TimeoutError`` after ``timeout`` seconds (one deadline for the whole wait),
+        :class:`PeerClosedError` when the consumer has gone.
         """
         sock = self._live()
         if not self._granted and self._wanted == 0:
             self._request(sock, WANT)
-        if not self._granted:
-            if timeout != self._timeout:
-                sock.settimeout(timeout)
-                self._timeout = timeout
-            while not self._granted:
-                self._receive(sock)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._granted:
+            left = None if deadline is None else _left(deadline)
+            if left != self._timeout:
+                sock.settimeout(left)
+                self._timeout = left
+            self._receive(sock)
         return self._slots[self._granted.popleft()]
 
     def submit(self, slot: Slot, tag: Any = None) -> None:
@@ -195,8 +220,20 @@ class Producer:
         return self._sock
 
 
-def _recv_slot(sock: socket.socket, index: int) -> Slot:
-    header, fds = recv_message(sock)
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline`` (a tiny positive number once it has passed: a socket
+    timeout of 0 would mean non-blocking, not "time is up")."""
+    return max(1e-3, deadline - time.monotonic())
+
+
+def _small_int(value: Any, limit: int) -> int | None:
+    """``value`` when it is an int in 1..limit, else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= limit
+    return int(value) if ok else None
+
+
+def _recv_slot(sock: socket.socket, index: int, deadline: float) -> Slot:
+    header, fds = recv_message(sock, timeout=_left(deadline))
     tensors = decode_tensors(header, fds)
     if header.get("slot") != index:
         raise IpcError(f"slot {header.get('slot')!r} arrived where slot {index} was expected")
@@ -212,7 +249,12 @@ def producer_main(
     traceback.
     """
     try:
-        with Producer.connect(address, token, producer_id) as producer:
+        producer = Producer.connect(address, token, producer_id)
+    except IpcError as exc:
+        logger.warning("producer %d: cannot join the pool (%s); stopping", producer_id, exc)
+        sys.exit(1)
+    try:
+        with producer:
             target(producer, *args)
     except PeerClosedError:
         logger.warning("producer %d: the consumer has gone; stopping", producer_id)

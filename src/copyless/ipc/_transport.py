@@ -9,6 +9,14 @@ Ownership on the receiving side: each received fd belongs to the tensor built ov
 or, at the latest, by the tensor's ``weakref.finalize`` when it is collected; the mapping
 goes with the last numpy view. Sub-tensors arrive as sub-tensors of a DMA_FD parent that
 owns the fd, so the parent (and fd) live while any sub-tensor does.
+
+What a receiver maps, the sender still holds. A received descriptor must be one whose size
+no holder can change (a memfd sealed with ``F_SEAL_SHRINK | F_SEAL_GROW``, as
+:meth:`HostMemory.shared` and the runner's XRT_BO tensors are, or a dma-buf), else the
+sender could truncate it and kill the receiver with SIGBUS on its next read: other fds
+(``/dev/shm`` files, unsealed memfds) are refused with one IpcError unless the receiver
+trusts its peer (``allow_unsealed=True``; unsealed memfds stay refused). Only the bytes
+each tensor's info covers are mapped.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from ..memory import NpuTensor
+from ..memory import NpuTensor, size_is_fixed
 from ..types import (
     CopylessError,
     MemoryType,
@@ -28,33 +36,46 @@ from ..types import (
     info_to_dict,
 )
 from ._errors import IpcError
-from ._wire import MAX_FDS, close_fds, recv_message, send_message
+from ._wire import MAX_FDS, SOCKET_TIMEOUT, Timeout, close_fds, recv_message, send_message
 
 _SHAREABLE = (MemoryType.XRT_BO, MemoryType.DMA_FD)
+MAX_TENSORS = 4096
+"""Most tensors one message may describe."""
 
 
-def send_tensors(sock: socket.socket, tensors: Sequence[NpuTensor]) -> None:
+def send_tensors(
+    sock: socket.socket, tensors: Sequence[NpuTensor], *, timeout: Timeout = SOCKET_TIMEOUT
+) -> None:
     """Send ``tensors`` over a connected ``AF_UNIX`` socket (no tensor bytes are copied).
 
     Only XRT_BO and DMA_FD tensors can travel: any other raises :class:`MemoryTypeError`
     before anything is sent. The sender keeps its tensors; the peer gets new descriptors.
+    ``timeout``: seconds the peer has to take the message (default: the socket's timeout;
+    at most ``MESSAGE_TIMEOUT``), else :class:`~copyless.ipc.IpcError`.
     """
     header, fds = encode_tensors(tensors)
     try:
-        send_message(sock, header, fds)
+        send_message(sock, header, fds, timeout=timeout)
     finally:
         close_fds(fds)
 
 
-def recv_tensors(sock: socket.socket) -> list[NpuTensor]:
+def recv_tensors(
+    sock: socket.socket, *, timeout: Timeout = SOCKET_TIMEOUT, allow_unsealed: bool = False
+) -> list[NpuTensor]:
     """Receive tensors sent by :func:`send_tensors`: DMA_FD tensors over the same memory.
 
     The returned tensors own the received descriptors (closed when they are collected).
-    Raises :class:`~copyless.ipc.IpcError` on a malformed message and
-    :class:`~copyless.ipc.PeerClosedError` when the peer has gone.
+    ``timeout``: seconds to wait for the message to begin (default: the socket's timeout,
+    None: until it comes or the peer goes); a begun message must be whole within that and
+    ``MESSAGE_TIMEOUT`` seconds. ``allow_unsealed``: also map descriptors whose size the
+    sender can change (``/dev/shm`` files), for a peer you trust not to truncate them.
+    Raises :class:`~copyless.ipc.IpcError` on a malformed, late or unsafe message (one
+    error, whatever the bytes), :class:`~copyless.ipc.PeerClosedError` when the peer has
+    gone, ``TimeoutError`` when no message began within ``timeout``.
     """
-    header, fds = recv_message(sock)
-    return decode_tensors(header, fds)
+    header, fds = recv_message(sock, timeout=timeout)
+    return decode_tensors(header, fds, allow_unsealed=allow_unsealed)
 
 
 def encode_tensors(tensors: Sequence[NpuTensor]) -> tuple[dict[str, Any], list[int]]:
@@ -98,9 +119,12 @@ def encode_tensors(tensors: Sequence[NpuTensor]) -> tuple[dict[str, Any], list[i
     return {"kind": "tensors", "tensors": entries}, fds
 
 
-def decode_tensors(header: dict[str, Any], fds: list[int]) -> list[NpuTensor]:
+def decode_tensors(
+    header: dict[str, Any], fds: list[int], *, allow_unsealed: bool = False
+) -> list[NpuTensor]:
     """Tensors over ``fds`` as described by ``header``; takes ownership of every fd.
 
+    Each fd must have a fixed size (see the module docstring) unless ``allow_unsealed``.
     On any error all fds are closed and :class:`IpcError` is raised.
     """
     adopted: dict[int, NpuTensor] = {}
@@ -108,6 +132,10 @@ def decode_tensors(header: dict[str, Any], fds: list[int]) -> list[NpuTensor]:
         entries = header.get("tensors")
         if header.get("kind") != "tensors" or not isinstance(entries, list):
             raise IpcError("message does not describe tensors")
+        if len(entries) > MAX_TENSORS:
+            raise IpcError(f"message describes {len(entries)} tensors; at most {MAX_TENSORS}")
+        if not allow_unsealed:
+            _check_fixed_size(fds)
         parents: dict[int, NpuTensor] = {}
         result = [_decode_one(entry, fds, parents, adopted) for entry in entries]
         if len(adopted) != len(fds):
@@ -121,6 +149,18 @@ def decode_tensors(header: dict[str, Any], fds: list[int]) -> list[NpuTensor]:
             raise
         raise IpcError(f"malformed tensor message: {exc}") from exc
     return result
+
+
+def _check_fixed_size(fds: list[int]) -> None:
+    for fd in fds:
+        if not size_is_fixed(fd):
+            raise IpcError(
+                f"received descriptor {fd} is not sealed against resizing (a /dev/shm or "
+                "other file, or a memfd without F_SEAL_SHRINK | F_SEAL_GROW): the sender "
+                "could truncate it under the mapping (SIGBUS). Send sealed memory "
+                "(HostMemory.shared, Runner.allocate_npu_tensor), or receive with "
+                "allow_unsealed=True from a peer you trust"
+            )
 
 
 def _export(tensor: NpuTensor, fds: list[int]) -> int:
