@@ -36,9 +36,10 @@ def test_a_signal_stops_it_cleanly(sig: signal.Signals, code: int) -> None:
     child.send_signal(sig)
     # the rest through the same file objects (communicate() would lose what the text
     # wrapper of stderr has buffered)
-    out = child.stdout.read()  # type: ignore[union-attr]
-    err = child.stderr.read()
-    child.wait(30)
+    with child:  # closes the pipes
+        out = child.stdout.read()  # type: ignore[union-attr]
+        err = child.stderr.read()
+        child.wait(30)
     assert child.returncode == code, (out, err)
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.strip()]

@@ -80,6 +80,8 @@ def _rest(child: subprocess.Popen[str], timeout: float = 60.0) -> tuple[str, str
     out = child.stdout.read()
     reader.join(timeout)
     child.wait(timeout)
+    child.stdout.close()
+    child.stderr.close()
     return out, "".join(err)
 
 
