@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from ..types import ModelLoadError, apply_umask
 from . import _mapped
 from ._compiled import CompiledModel
+from ._files import open_regular
 from ._manifest import manifest_of, model_from_manifest
 
 MAGIC = b"CPYLRAI\0"
@@ -95,12 +96,8 @@ def read_archive(path: Path) -> CompiledModel:
     ModelLoadError, never SIGBUS (see the module docstring).
     """
     where = str(path)
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise ModelLoadError(f"{where}: cannot open: {exc.strerror or exc}") from exc
-    with f:
-        size = os.fstat(f.fileno()).st_size
+    fd, size = open_regular(path, where, "the file")  # never blocks on a FIFO
+    with open(fd, "rb") as f:
         if size == 0:
             raise ModelLoadError(f"{where}: empty file")
         if size < HEADER_SIZE:

@@ -12,6 +12,10 @@ also reads the layout of copyless before 0.2 (``OUT/manifest.json`` beside
 Each partition's manifest entry holds ``"blob": {"path", "size", "crc32"}`` so a damaged or
 swapped graph file is caught at load. ``manifest.json`` is written last and atomically, so
 a directory with a manifest is complete.
+
+Reading stays inside the directory the user named (see :mod:`._files`): no symlink out of
+it, no FIFO or device, sizes checked before reading; a graph that points to external data
+files is refused by the manifest's checks (:mod:`._manifest`).
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ from typing import Any
 
 from ..types import ModelLoadError, apply_umask
 from ._compiled import CompiledModel
+from ._files import check_inside, read_inside
 from ._manifest import manifest_of, model_from_manifest
 
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 64 << 20
+"""Largest manifest read: metadata of a few hundred tensors is kilobytes."""
 #: The partition directory copyless writes (the seeds' name), then the names it also reads.
 PARTITION_DIR = "vaiml_par_0"
 PARTITION_DIRS = (PARTITION_DIR, "par_0")
@@ -68,10 +75,11 @@ def write_directory(model: CompiledModel, root: Path) -> Path:
 def find_manifest_dir(root: Path) -> Path | None:
     """The directory whose ``manifest.json`` describes the model at ``root``: ``root``
     itself (a partition directory, or the older layout), or its one ``vaiml_par_0`` /
-    ``par_0`` subdirectory. None when there is none; ModelLoadError when it is ambiguous."""
-    if (root / MANIFEST).is_file():
+    ``par_0`` subdirectory. None when there is none; ModelLoadError when it is ambiguous.
+    A manifest that is not a regular file still counts (reading it says what it is)."""
+    if os.path.lexists(root / MANIFEST):
         return root
-    found = [root / name for name in PARTITION_DIRS if (root / name / MANIFEST).is_file()]
+    found = [root / name for name in PARTITION_DIRS if os.path.lexists(root / name / MANIFEST)]
     if len(found) > 1:
         raise ModelLoadError(
             f"{root}: holds both {' and '.join(PARTITION_DIRS)}: which model is meant? "
@@ -82,14 +90,14 @@ def find_manifest_dir(root: Path) -> Path | None:
     return None
 
 
-def read_directory(root: Path) -> CompiledModel:
-    """Load ``root/manifest.json`` and its partition graphs (paths relative to ``root``);
+def read_directory(root: Path, boundary: Path | None = None) -> CompiledModel:
+    """Load ``root/manifest.json`` and its partition graphs (paths relative to ``root``),
+    reading nothing outside ``boundary`` (default ``root``: the directory the user named);
     ModelLoadError on any defect."""
     where = str(root)
-    try:
-        text = (root / MANIFEST).read_bytes()
-    except OSError as exc:
-        raise ModelLoadError(f"{where}: cannot read {MANIFEST}: {exc.strerror or exc}") from exc
+    top = root if boundary is None else boundary
+    check_inside(root, top, where, root.name)
+    text = read_inside(top, root, PurePosixPath(MANIFEST), where, limit=MAX_MANIFEST_BYTES)
     if not text:
         raise ModelLoadError(f"{where}: {MANIFEST} is empty")
     try:
@@ -98,31 +106,25 @@ def read_directory(root: Path) -> CompiledModel:
         raise ModelLoadError(f"{where}: {MANIFEST} is not valid JSON: {exc}") from exc
 
     def read_blob(i: int, blob: Any) -> bytes:
-        return _blob(root, i, blob, where)
+        return _blob(top, root, i, blob, where)
 
     return model_from_manifest(manifest, read_blob, where)
 
 
-def _blob(root: Path, index: int, blob: Any, where: str) -> bytes:
+def _blob(top: Path, root: Path, index: int, blob: Any, where: str) -> bytes:
     if not isinstance(blob, dict) or not isinstance(blob.get("path"), str):
         raise ModelLoadError(f"{where}: partition {index} has no graph path")
     rel = PurePosixPath(blob["path"])
     if rel.is_absolute() or ".." in rel.parts or not rel.parts:
         raise ModelLoadError(f"{where}: partition {index} path {str(rel)!r} leaves the directory")
-    path = root.joinpath(*rel.parts)
     size, crc = blob.get("size"), blob.get("crc32")
-    try:
-        actual = path.stat().st_size
-        if isinstance(size, int) and actual != size:
-            raise ModelLoadError(
-                f"{where}: {rel} is {'truncated' if actual < size else 'longer than declared'}: "
-                f"manifest declares {size} bytes, file has {actual}"
-            )
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ModelLoadError(f"{where}: cannot read {rel}: {exc.strerror or exc}") from exc
-    if not isinstance(size, int) or not isinstance(crc, int):
+    if not _uint(size) or not _uint(crc):
         raise ModelLoadError(f"{where}: partition {index} entry lacks size/crc32")
+    data = read_inside(top, root, rel, where, size=size)
     if zlib.crc32(data) != crc:
         raise ModelLoadError(f"{where}: {rel} is corrupted (checksum mismatch)")
     return data
+
+
+def _uint(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

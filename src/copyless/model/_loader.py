@@ -4,6 +4,10 @@ Accepted paths: a ``.rai`` file (memory-mapped), a directory holding a ``vaiml_p
 ``par_0``) partition directory, such a partition directory itself, or a directory holding
 exactly one ``.rai`` file. Whatever the bytes, the only exception
 type that leaves the loader is :class:`ModelLoadError`.
+
+A directory is read as a sealed box: nothing outside the directory named is read (no
+symlink leaving it, no external data file a graph points to), nothing but regular files
+(no FIFO, no device), and sizes are checked before reading (see :mod:`._files`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from ..types import ModelLoadError, OptionError
 from ._archive import read_archive
 from ._compiled import CompiledModel
 from ._directory import MANIFEST, PARTITION_DIRS, find_manifest_dir, read_directory
+from ._files import check_inside
 
 _log = logging.getLogger(__name__)
 
@@ -56,9 +61,9 @@ def _load(target: Path) -> CompiledModel:
     if target.is_dir():
         folder = find_manifest_dir(target)
         if folder is not None:
-            model = read_directory(folder)
+            model = read_directory(folder, boundary=target)
         else:
-            archives = sorted(p for p in target.iterdir() if p.suffix == ".rai" and p.is_file())
+            archives = sorted(p for p in target.iterdir() if p.suffix == ".rai")
             if len(archives) != 1:
                 _check_older_layout(target)
                 found = "no .rai file" if not archives else f"{len(archives)} .rai files"
@@ -67,7 +72,7 @@ def _load(target: Path) -> CompiledModel:
                     f"directory and {found} (expected a compiled model directory, a "
                     "partition directory, or exactly one .rai)"
                 )
-            model = read_archive(archives[0])
+            model = read_archive(check_inside(archives[0], target, str(target), archives[0].name))
     elif target.is_file():
         model = read_archive(target)
     elif target.exists():

@@ -37,6 +37,9 @@ from ._graph import PARSE_ERRORS
 FORMAT = "copyless.compiled-model"
 FORMAT_VERSION = 1
 TARGETS = ("npu", "cpu")
+_A = onnx.AttributeProto
+_NESTING = frozenset((_A.TENSOR, _A.TENSORS, _A.SPARSE_TENSOR, _A.SPARSE_TENSORS, _A.GRAPH,
+                      _A.GRAPHS))  # fmt: skip
 
 
 def manifest_of(model: CompiledModel, blobs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -219,10 +222,19 @@ def _check_capacity(spec: TensorSpec, fail: Callable[[str], None]) -> None:
 
 def _check_graph(part: Partition, fail: Callable[[str], None]) -> None:
     try:
-        graph = onnx.ModelProto.FromString(part.onnx_bytes).graph
+        proto = onnx.ModelProto.FromString(part.onnx_bytes)
     except PARSE_ERRORS as exc:
         fail(f"{part.name}: ONNX graph does not parse: {exc}")
         return
+    graph = proto.graph
+    external = _external_tensor(proto)
+    if external is not None:
+        # An engine would read that file relative to its working directory: a model from
+        # someone else could make the runner read (and return) any file this user can read.
+        fail(
+            f"{part.name}: tensor {external[0]!r} points to external data file "
+            f"{external[1]!r}; a compiled model holds its weights inside: refused (not read)"
+        )
     inits = {t.name for t in graph.initializer}
     ins = tuple(vi.name for vi in graph.input if vi.name not in inits)
     outs = tuple(vi.name for vi in graph.output)
@@ -231,3 +243,31 @@ def _check_graph(part: Partition, fail: Callable[[str], None]) -> None:
             f"{part.name}: graph boundary {list(ins)} -> {list(outs)} does not match the "
             f"manifest {list(part.inputs)} -> {list(part.outputs)}"
         )
+
+
+def _external_tensor(model: onnx.ModelProto) -> tuple[str, str] | None:
+    """(name, file) of the first tensor anywhere in ``model`` (initializers, sparse ones,
+    node attributes, subgraphs, functions) whose data lives in an external file."""
+    graphs: list[onnx.GraphProto] = [model.graph]
+    nodes: list[onnx.NodeProto] = [n for f in model.functions for n in f.node]
+    while graphs or nodes:
+        if graphs:
+            graph = graphs.pop()
+            tensors = [*graph.initializer]
+            for sparse in graph.sparse_initializer:
+                tensors += [sparse.values, sparse.indices]
+            nodes.extend(graph.node)
+        else:
+            tensors = []
+            for attr in nodes.pop().attribute:
+                if attr.type not in _NESTING:
+                    continue  # ints, floats, strings: nothing inside
+                tensors += [attr.t, *attr.tensors]
+                for sparse in [attr.sparse_tensor, *attr.sparse_tensors]:
+                    tensors += [sparse.values, sparse.indices]
+                graphs += [attr.g, *attr.graphs]
+        for tensor in tensors:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.external_data:
+                where = {e.key: e.value for e in tensor.external_data}.get("location", "?")
+                return tensor.name, where
+    return None
