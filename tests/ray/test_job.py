@@ -1,6 +1,8 @@
-"""The batch job on a real Ray (the session's head): real photos classified end to end with
-the frames bound in place from the object store, bad files reported as rows, and a killed
-actor's batches retried so that every image comes out exactly once."""
+"""The batch job on a real Ray (the session's head): real photos classified end to end, the
+images decoded in the actors straight into the engine's batch tensor (or, with
+``decode="tasks"``, decoded by a stage of tasks and passed as read-only object-store views),
+bad files reported as rows, and a killed actor's batches retried so that every image comes
+out exactly once."""
 
 from __future__ import annotations
 
@@ -27,33 +29,43 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 class InPlaceProbe(Predictor):
-    """Adds what the actor saw: were the frames read-only object-store views, and how many
-    frames of the batch were bound without a copy."""
+    """Adds what the actor saw: were there frames, and read-only object-store views; and the
+    actor's frame counts so far (its calls overlap: the counts are the actor's, not the
+    call's)."""
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        read_only = not batch["pixels"].flags.writeable
-        before = self.frames_in_place
+        pixels = batch.get("pixels")
         out = super().__call__(batch)
-        n = len(batch["pixels"])
-        out["read_only"] = np.full(n, read_only)
-        out["in_place"] = np.full(n, self.frames_in_place - before)
+        n = len(batch["path"])
+        out["frames"] = np.full(n, pixels is not None)
+        out["read_only"] = np.full(n, pixels is not None and not pixels.flags.writeable)
+        for name in ("in_place", "gathered", "copied"):
+            out[name] = np.full(n, getattr(self, f"frames_{name}"))
         out["pid"] = np.full(n, os.getpid())
         return out
 
 
 def _gated(gate: Path) -> type[Predictor]:
-    """A Predictor whose second batch, in the first actor only, waits to be killed: it
-    writes its process id to ``gate`` and blocks. (A local class: Ray ships it by value.)"""
+    """A Predictor whose second batch, in the first actor only, waits to be killed once the
+    first batch has returned (an actor runs two calls at once): it writes its process id to
+    ``gate`` and blocks. (A local class: Ray ships it by value.)"""
 
     class Gated(InPlaceProbe):
         calls = 0
+        returned = 0
 
         def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
             type(self).calls += 1
             if type(self).calls == 2 and not gate.exists():
+                deadline = time.monotonic() + 60
+                while type(self).returned < 1 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                time.sleep(0.5)  # its result on its way to the driver
                 gate.write_text(str(os.getpid()))
                 threading.Event().wait(300)  # until the test kills this process
-            return super().__call__(batch)
+            out = super().__call__(batch)
+            type(self).returned += 1
+            return out
 
     return Gated
 
@@ -67,20 +79,23 @@ def _bad_files(folder: Path) -> list[str]:
     return [str(folder / n) for n in ("garbage.jpg", "empty.jpg", "notes.png")] + [str(gone)]
 
 
+@pytest.mark.parametrize("decode", ["actor", "tasks"])
 def test_photos_are_classified_in_place_and_bad_files_are_rows(
-    ray_driver, photo_folder, batch_model, tmp_path
+    ray_driver, photo_folder, batch_model, tmp_path, decode
 ) -> None:
     _, expected = photo_folder
     bad = _bad_files(tmp_path / "bad")
     paths = sorted(expected)[:5] + bad + sorted(expected)[5:]
-    settings = JobSettings(actors=1, batch_size=8, top_k=3)  # the model's batch is 8 too
+    # the model's batch is 8 too
+    settings = JobSettings(actors=1, batch_size=8, top_k=3, decode=decode)
     out = tmp_path / "out.parquet"
     seen = []
     with ResultWriter(out, zoo.labels()) as writer:
         job = ClassificationJob(paths, batch_model, settings, predictor=InPlaceProbe)
         for batch in job.run():
             writer.write(batch)
-            seen.append((len(batch["path"]), batch["read_only"][0], batch["in_place"][0]))
+            seen.append(tuple(batch[k][0] for k in
+                              ("frames", "read_only", "in_place", "gathered", "copied")))
     rows = {row["path"]: row for row in pq.read_table(out).to_pylist()}
     assert sorted(rows) == sorted(paths)
     for path, classes in expected.items():
@@ -95,9 +110,15 @@ def test_photos_are_classified_in_place_and_bad_files_are_rows(
         assert row["error"] and path in row["error"], row
         assert row["class_id"] is None and row["top_class_ids"] is None and row["label"] is None
     assert writer.rows == len(paths) and writer.errors == len(bad)
-    # The frames reached the actor as read-only object-store views; whole batches were
-    # bound in place, the tail (fewer frames than the model's batch) was gathered.
-    assert sorted(seen, reverse=True) == [(8, True, 8), (len(paths) - 8, True, 0)]
+    # decode="tasks": the frames reached the actor as read-only object-store views, copied
+    # once into the engine's batch tensor; "actor": paths only, decoded into that tensor.
+    # Whole jobs were bound in place, short ones (the end of the data) gathered; the bad
+    # files never ran.
+    tasks = decode == "tasks"
+    assert {(frames, read_only) for frames, read_only, *_ in seen} == {(tasks, tasks)}
+    in_place, gathered, copied = (max(row[i] for row in seen) for i in (2, 3, 4))
+    assert in_place + gathered == len(expected) and in_place % 8 == 0
+    assert copied == (len(expected) if tasks else 0)
 
 
 def test_killed_actor_batches_are_retried_and_each_image_comes_out_once(

@@ -1,11 +1,12 @@
-"""Scale-out on Ray: copyless runners in Ray Data actors, frames from the object store.
+"""Scale-out on Ray: copyless runners (and pipelines) in Ray Data actors.
 
 Needs the ``ray`` extra (``pip install "copyless[ray]"``). Layer: above ``runner``, beside
 ``apps``.
 
 * :class:`Predictor`: the callable class for ``Dataset.map_batches``; each actor owns one
-  Runner, binds the incoming (read-only, object-store) frames in place and keeps several
-  jobs in flight.
+  Runner and one :class:`~copyless.Pipeline`: it decodes image paths straight into the
+  engine's batch tensor (or takes frames of a column), overlapped with inference, across
+  calls.
 * :func:`decode_frames` / :class:`FrameSpec`: the decode stage, paths -> RGBx frames for a
   model whose preprocessing is folded in (``input_format="rgbx"``).
 * :class:`ClassificationJob` / :class:`JobSettings`: the whole batch job behind
@@ -15,12 +16,15 @@ Needs the ``ray`` extra (``pip install "copyless[ray]"``). Layer: above ``runner
   cluster (failing fast when it is unreachable).
 * :func:`plan_resources` / :func:`node_cpus`: actors and decode tasks fitted to the cluster
   before submitting (shrunk, or refused with :class:`PlanError`); :func:`watch` and
-  :class:`StallError`: the watchdog that never lets a starved job wait in silence.
+  :class:`StallError`: the watchdog that never lets a starved job wait in silence;
+  :class:`JobControl`: stop a running job's sources (a signal handler) or cancel it, with
+  no thread signalled.
 """
 
 from __future__ import annotations
 
 from ._cluster import ClusterError, ClusterInfo, check_reachable, join_cluster, local_ray
+from ._control import JobControl, JobStopped
 from ._frames import FrameSpec, decode_frames
 from ._job import ClassificationJob, JobSettings, gpus_per_actor
 from ._manifest import Manifest, ManifestError
@@ -36,7 +40,9 @@ __all__ = [
     "ClusterError",
     "ClusterInfo",
     "FrameSpec",
+    "JobControl",
     "JobSettings",
+    "JobStopped",
     "Manifest",
     "ManifestError",
     "ModelSource",

@@ -1,11 +1,17 @@
 """A batch classification job on Ray Data: image paths in, one result row per image out.
 
-The dataset is the standard Ray Data batch-inference shape: paths -> a decode stage
-(:func:`~copyless.ray.decode_frames`, Ray tasks) -> an actor pool of
-:class:`~copyless.ray.Predictor` (one Runner per actor). The decoded frames reach
-the actors through the object store and are bound there in place (``zero_copy_batch``):
-the paths are cut into blocks of whole batches so that no batch straddles two blocks
-(which would make Ray Data concatenate, i.e. copy, it).
+The dataset is paths -> an actor pool of :class:`~copyless.ray.Predictor` (one Runner and
+one Pipeline per actor) that decodes each image in the actor, straight into its row of the
+engine's batch tensor, overlapped with inference (``decode="actor"``, the default). Each
+actor takes two calls at once (``max_concurrent_calls_per_actor=2``), so the engine does
+not drain between batches. No frame crosses the object store: Ray Data moves only paths
+and results.
+
+``decode="tasks"`` keeps the standard Ray Data batch-inference shape instead: paths -> a
+decode stage (:func:`~copyless.ray.decode_frames`, Ray tasks) -> the actors, the frames
+reaching them through the object store (read-only views, ``zero_copy_batch``; copied once
+into the engine's batch tensor). The paths are cut into blocks of whole batches so that no
+batch straddles two blocks (which would make Ray Data concatenate, i.e. copy, it).
 
 Faults: Ray Data restarts a dead actor and retries the batches it held (the output has
 each image once); an image that cannot be read gives a row with an ``error``.
@@ -30,6 +36,7 @@ import ray.data
 from ..model import CompiledModel
 from ..types import OptionError, RunnerType
 from ._cluster import ClusterError, ClusterInfo
+from ._control import JobControl
 from ._frames import FrameSpec, decode_frames
 from ._manifest import Manifest
 from ._plan import DECODE_CPUS, ResourcePlan
@@ -40,6 +47,10 @@ from ._watchdog import STALL_S, StallError, watch
 MAX_BLOCKS = 4096
 #: How long a stalled run waits for Ray Data's executor to wind down (seconds).
 EXECUTOR_JOIN_S = 60.0
+#: Where images are decoded: in the Predictor actors, or in a stage of Ray tasks before them.
+DECODE_MODES = ("actor", "tasks")
+#: Calls an actor runs at once (the next batch's rows join its pipeline while this one ends).
+CALLS_PER_ACTOR = 2
 
 Batch = dict[str, npt.NDArray[Any]]
 
@@ -65,12 +76,15 @@ class JobSettings:
     cpus_per_actor: float = 1.0
     decode_cpus: float = DECODE_CPUS
     stall_s: float = STALL_S
+    decode: str = "actor"
 
     def __post_init__(self) -> None:
         for name in ("actors", "batch_size", "top_k", "in_flight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise OptionError(f"{name} must be an int >= 1, got {value!r}")
+        if self.decode not in DECODE_MODES:
+            raise OptionError(f"decode must be 'actor' or 'tasks', got {self.decode!r}")
         if self.device not in ("cpu", "cuda", "tensorrt"):
             raise OptionError(f"device must be 'cpu', 'cuda' or 'tensorrt', got {self.device!r}")
         if self.device != "cpu" and self.runner_type is RunnerType.OPENVINO:
@@ -131,13 +145,18 @@ class ClassificationJob:
             raise OptionError("a classification job needs at least one path")
         else:
             ds = ray.data.from_arrow(_path_blocks(self.paths, settings.batch_size))
-        ds = ds.map_batches(
-            decode_frames,
-            fn_kwargs={"spec": FrameSpec.for_model(self.model)},
-            batch_size=settings.batch_size,
-            batch_format="numpy",
-            num_cpus=settings.decode_cpus,
-        )
+        decode: dict[str, Any] = {"decode": "path"}
+        if settings.decode == "tasks":
+            ds = ds.map_batches(
+                decode_frames,
+                fn_kwargs={"spec": FrameSpec.for_model(self.model)},
+                batch_size=settings.batch_size,
+                batch_format="numpy",
+                num_cpus=settings.decode_cpus,
+            )
+            decode = {}
+        else:
+            FrameSpec.for_model(self.model)  # an input the actors cannot decode into: now
         ds = ds.map_batches(
             self.predictor,
             fn_constructor_kwargs={
@@ -146,8 +165,13 @@ class ClassificationJob:
                 "runner_type": settings.runner_type,
                 "options": {"device": settings.device},
                 "in_flight": settings.in_flight,
+                **decode,
             },
-            compute=ray.data.ActorPoolStrategy(size=settings.actors),
+            compute=ray.data.ActorPoolStrategy(
+                size=settings.actors,
+                max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
+                enable_true_multi_threading=True,  # the calls share the actor's pipeline
+            ),
             batch_size=settings.batch_size,
             batch_format="numpy",
             zero_copy_batch=True,
@@ -158,13 +182,18 @@ class ClassificationJob:
         ds.context.print_on_execution_start = False
         return ds
 
-    def run(self) -> Iterator[Batch]:
+    def run(self, control: JobControl | None = None) -> Iterator[Batch]:
         """Run the job; yield result batches (numpy columns) as they complete, in
         completion order. Raises :class:`~copyless.ray.StallError` when no batch has come
-        for ``settings.stall_s`` seconds while Ray has demands it cannot place."""
-        batches = self.dataset().iter_batches(batch_size=None, batch_format="numpy")
+        for ``settings.stall_s`` seconds while Ray has demands it cannot place (the
+        execution is cancelled, its actors released). ``control.stop()`` (from a signal
+        handler, say) stops the sources: the batches running still come out, then the
+        iteration ends."""
+        control = control or JobControl()
+        ds = control.attach(self.dataset())
+        batches = ds.iter_batches(batch_size=None, batch_format="numpy")
         try:
-            yield from watch(iter(batches), self.settings.stall_s)
+            yield from watch(iter(batches), self.settings.stall_s, cancel=control.fail)
         except StallError:
             _join_executor_threads()
             raise

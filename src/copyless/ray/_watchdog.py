@@ -4,9 +4,16 @@
 ``iter_batches``, which blocks without a timeout) while a watcher thread times each wait.
 When no item has come for ``stall_s`` seconds it asks the cluster what it is waiting for:
 with resource demands pending that the free resources cannot take (tasks or actors starved
-by what the job itself holds), the wait is interrupted and :class:`StallError` raised,
+by what the job itself holds), the wait is cancelled and :class:`StallError` raised,
 naming the demand and what the cluster has; otherwise (a slow batch still running, demands
 waiting their turn), it logs a warning and waits another ``stall_s``.
+
+No thread is signalled: the watcher calls ``cancel`` (for a Ray Data job,
+:meth:`JobControl.fail <copyless.ray._control.JobControl.fail>`: the execution ends itself
+at its next scheduling step, which makes the blocked ``next()`` raise from Ray Data's own
+polling loop), and the iterating thread raises :class:`StallError` when its ``next()``
+returns. (An earlier watchdog interrupted the main thread with ``SIGUSR1`` inside Ray's
+code; after other Ray drivers had run in the same process that segfaulted it.)
 """
 
 from __future__ import annotations
@@ -14,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -88,57 +94,57 @@ def watch(
     items: Iterator[T],
     stall_s: float = STALL_S,
     state: Callable[[], ClusterState] = cluster_state,
+    cancel: Callable[[BaseException], None] | None = None,
 ) -> Iterator[T]:
     """Yield ``items``; raise :class:`StallError` when none has come for ``stall_s``
-    seconds while ``state()`` shows pending demands.
+    seconds while ``state()`` shows pending demands that cannot be placed.
 
-    A watcher thread measures the time; on a stall it interrupts the main thread with
-    ``SIGUSR1`` (whose handler this installs for the duration), which unwinds the
-    blocked ``next(items)``, so that the iterator's own cleanup runs (Ray Data shuts its
-    executor down). Iterated outside the main thread, where no handler can be installed,
-    a stall is logged as a warning instead.
+    On such a stall the watcher thread calls ``cancel(error)``, which must make the blocked
+    ``next(items)`` return or raise soon (``JobControl.fail`` does for a Ray Data
+    iterator); whatever it then returns or raises, the iterating thread raises
+    :class:`StallError`. Without ``cancel`` a stall is logged as a warning every
+    ``stall_s`` and the wait goes on. Works from any thread; no signal is used.
     """
-    watcher = _Watcher(stall_s, state)
-    interrupt = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGUSR1, watcher.on_signal) if interrupt else None
-    watcher.start(interrupt)
+    watcher = _Watcher(stall_s, state, cancel)
+    watcher.start()
     try:
         while True:
             with watcher.waiting():
                 try:
                     item = next(items)
                 except StopIteration:
+                    watcher.check()
                     return
+                except Exception:
+                    watcher.check()  # the cancelled iterator's own error: the stall's
+                    raise
+            watcher.check()
             yield item
-    except _Stalled:
-        raise StallError(watcher.message) from None
     finally:
         watcher.stop()
-        if previous is not None:
-            signal.signal(signal.SIGUSR1, previous)
-
-
-class _Stalled(BaseException):
-    """Raised by the signal handler inside ``next(items)``: a BaseException, so that the
-    ``except Exception`` of the code it unwinds does not swallow it."""
 
 
 class _Watcher:
     """The watcher thread and what it shares with the iterating thread."""
 
-    def __init__(self, stall_s: float, state: Callable[[], ClusterState]) -> None:
+    def __init__(
+        self,
+        stall_s: float,
+        state: Callable[[], ClusterState],
+        cancel: Callable[[BaseException], None] | None,
+    ) -> None:
         self._stall_s = stall_s
         self._state = state
+        self._cancel = cancel
         self._lock = threading.Lock()
         self._since: float | None = None  # when the current wait began; None: not waiting
         self._stopped = threading.Event()
-        self._target = threading.get_ident()
         self._thread: threading.Thread | None = None
         self.message = ""
 
-    def start(self, interrupt: bool) -> None:
+    def start(self) -> None:
         self._thread = threading.Thread(
-            target=self._run, args=(interrupt,), name="copyless-ray-watchdog", daemon=True
+            target=self._run, name="copyless-ray-watchdog", daemon=True
         )
         self._thread.start()
 
@@ -147,11 +153,17 @@ class _Watcher:
         if self._thread is not None:
             self._thread.join()
 
+    def check(self) -> None:
+        """Raise :class:`StallError` once the watcher has cancelled the iteration."""
+        with self._lock:
+            message = self.message
+        if message:
+            raise StallError(message) from None
+
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
+        self.check()
         with self._lock:
-            if self.message:  # the signal came between two waits
-                raise _Stalled
             self._since = time.monotonic()
         try:
             yield
@@ -159,13 +171,7 @@ class _Watcher:
             with self._lock:
                 self._since = None
 
-    def on_signal(self, signum: int, frame: object) -> None:
-        with self._lock:
-            armed = self._since is not None and bool(self.message)
-        if armed:
-            raise _Stalled
-
-    def _run(self, interrupt: bool) -> None:
+    def _run(self) -> None:
         while not self._stopped.wait(_POLL_S):
             with self._lock:
                 since = self._since
@@ -176,10 +182,10 @@ class _Watcher:
                 if self._since != since:  # progress while the cluster was asked
                     continue
                 self._since = time.monotonic()  # the next report after another stall_s
-                if message and interrupt:
+                if message and self._cancel is not None:
                     self.message = message
-            if message and interrupt:
-                signal.pthread_kill(self._target, signal.SIGUSR1)
+            if message and self._cancel is not None:
+                self._cancel(StallError(message))
                 return
             if message:
                 logger.warning("%s", message)
