@@ -16,8 +16,16 @@ or refused); a job that makes no progress while Ray cannot place its demands fai
 ``--stall-timeout`` with the demand and the cluster's resources. OUT.parquet is written
 atomically; DIR/ gets one Parquet file per batch, named by its input paths. A run that
 fails keeps the rows it finished (DIR/: every finished part; OUT.parquet: the rows so far,
-unless the file itself cannot be finished). Exit status: 0 done (unreadable images are
-rows with an ``error``), 1 the run failed, 2 bad arguments or model, 130 interrupted.
+unless the file itself cannot be finished).
+
+SIGINT or SIGTERM stops the sources: no new batch starts, the batches the actors hold run
+to their end and are written, then the summary is printed and the exit status is 130
+(SIGINT) or 143 (SIGTERM) with one line on stderr (``copyless-batch: stopped by SIGINT``).
+DIR/ then holds a complete Parquet part for every finished batch; OUT.parquet is a
+complete file of the rows finished (written atomically; none when no batch had finished).
+A second signal stops at once: the batches running are dropped, the rows already written
+are kept as above. Exit status otherwise: 0 done (unreadable images are rows with an
+``error``), 1 the run failed, 2 bad arguments or model.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import contextlib
 import glob
 import logging
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -50,12 +59,20 @@ from ._checks import (
 )
 from ._models import CLASSIFIER, builtin_model
 from ._setup import EXIT_USAGE, add_runner_argument, runner_type
+from ._signals import Interruption
 
 if TYPE_CHECKING:
-    from ..ray import ClusterInfo, JobSettings, Manifest, PartitionedWriter, ResultWriter
+    from ..ray import (
+        ClusterInfo,
+        JobControl,
+        JobSettings,
+        Manifest,
+        PartitionedWriter,
+        ResultWriter,
+    )
 
 EXIT_FAILED = 1
-EXIT_INTERRUPTED = 130
+PROG = "copyless-batch"
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png"})
 #: The built-in classifier's compiled batch size (frames per engine call).
 BUILTIN_BATCH = 8
@@ -69,7 +86,7 @@ class InputError(ValueError):
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="copyless-batch",
+        prog=PROG,
         description="Classify images on Ray (a local one, or a cluster with --address); "
         "one Parquet row per image.",
     )
@@ -153,15 +170,21 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, CopylessError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    interrupted = Interruption(PROG)
     try:
-        return _run(args, paths, model)
-    except KeyboardInterrupt:
-        print("interrupted: no output written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _run(args, paths, model, interrupted)
+    except KeyboardInterrupt:  # Ctrl-C before the handlers, or after them
+        interrupted.note(signal.SIGINT)
+        return interrupted.exit_code(EXIT_FAILED)
 
 
-def _run(args: argparse.Namespace, paths: Sequence[str] | Manifest, model: CompiledModel) -> int:
-    from ..ray import JobSettings
+def _run(
+    args: argparse.Namespace,
+    paths: Sequence[str] | Manifest,
+    model: CompiledModel,
+    interrupted: Interruption,
+) -> int:
+    from ..ray import JobControl, JobSettings
 
     settings = JobSettings(
         actors=args.actors,
@@ -177,19 +200,37 @@ def _run(args: argparse.Namespace, paths: Sequence[str] | Manifest, model: Compi
         print(f"error: cannot write {args.output}: {_reason(exc)}", file=sys.stderr)
         return EXIT_USAGE
     _quiet_ray_logging()
-    with _native_stderr() as (terminal, log):
+    control = JobControl()
+    closing = ""
+    with _native_stderr() as (terminal, log), interrupted:
+        interrupted.on_signal(control.stop)  # before Ray is up: the job never starts
         try:
-            closing = _classify(args, paths, model, settings, writer, terminal)
-            writer.commit()
+            closing = _classify(args, paths, model, settings, writer, terminal, control,
+                                interrupted)  # fmt: skip
+            closing = _finish(writer, closing, interrupted.interrupted)
+        except SystemExit as exc:  # Ray's own SIGTERM handler, before ours took over
+            if exc.code != signal.SIGTERM:
+                raise
+            interrupted.note(signal.SIGTERM)
+            closing = _finish(writer, "", True)
         except Exception as exc:  # noqa: BLE001 - reported in one line, the rows kept
             print(f"error: {_failure(exc, args.output)}; {_keep(writer)}", file=terminal)
             log.keep = not isinstance(exc, CopylessError | OSError)
             return EXIT_FAILED
-        except BaseException:
-            writer.abort()
-            raise
+        except KeyboardInterrupt:  # a second signal: stop at once, keep what is written
+            interrupted.note(signal.SIGINT)
+            closing = _finish(writer, "", True)
     print(closing)
-    return 0
+    return interrupted.exit_code(0)
+
+
+def _finish(writer: ResultWriter | PartitionedWriter, closing: str, stopped: bool) -> str:
+    """Commit the output (after a signal: the rows finished, if any); the summary line."""
+    if stopped and writer.rows == 0:
+        writer.abort()
+        return "stopped before any batch finished: no output written"
+    writer.commit()
+    return closing or f"{writer.rows} images written before the stop"
 
 
 def _writer(output: str, labels: list[str]) -> ResultWriter | PartitionedWriter:
@@ -236,6 +277,8 @@ def _classify(
     settings: JobSettings,
     writer: ResultWriter | PartitionedWriter,
     terminal: TextIO,
+    control: JobControl,
+    interrupted: Interruption,
 ) -> str:
     """Run the job into ``writer`` with a progress bar; return the closing line."""
     from ..ray import ClassificationJob, gpus_per_actor, node_cpus, plan_resources
@@ -255,16 +298,30 @@ def _classify(
         ready = time.perf_counter()
         total = len(paths) if isinstance(paths, Sequence) else None
         bar = tqdm(total=total, unit="img", file=terminal, dynamic_ncols=True, leave=False)
-        with bar:
-            for batch in job.run():
+        with bar, _over_ray(interrupted, control):  # a second signal ends the loop here
+            for batch in job.run(control) if not control.stopped else ():
                 bar.update(writer.write(batch))
-        seconds = time.perf_counter() - ready
+        seconds = max(time.perf_counter() - ready, 1e-6)
     where = "local Ray" if cluster.local else f"cluster {cluster.address}"
     errors = f" ({writer.errors} unreadable)" if writer.errors else ""
     return (
         f"{writer.rows} images{errors} in {seconds:.2f} s, {writer.rows / seconds:.1f} images/s "
         f"({settings.actors} actor(s) on {where}, up in {ready - started:.1f} s) -> {args.output}"
     )
+
+
+@contextlib.contextmanager
+def _over_ray(interrupted: Interruption, control: JobControl) -> Iterator[None]:
+    """Our SIGINT/SIGTERM handlers over the one ``ray.init`` installs (SIGTERM: exit at
+    once) for the run: a signal stops the job's sources and is recorded in ``interrupted``
+    (which prints the line and gives the exit status)."""
+    inner = Interruption()
+    with inner:
+        inner.on_signal(control.stop)
+        inner.on_signal(lambda: interrupted.note(inner.signal or signal.SIGINT))
+        yield
+    if inner.signal is not None:  # a second signal arrives as KeyboardInterrupt
+        interrupted.note(inner.signal)
 
 
 def _ocr_main(args: argparse.Namespace) -> int:

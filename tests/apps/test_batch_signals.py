@@ -1,0 +1,126 @@
+"""copyless-batch under SIGINT and SIGTERM, as a child process mid-run: the sources stop,
+the batches running are written, every part file (or the single file) is complete Parquet,
+the summary is printed, and the exit status is 130 / 143 with one stderr line and no
+traceback."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from ray_helpers import RAY_ENV
+
+pytest.importorskip("ray")
+
+CLOSING = re.compile(r"^(\d+) images(?: \(\d+ unreadable\))? in \d+\.\d\d s, ")
+#: Images in the run: enough that a signal after the first part lands mid-run.
+IMAGES = 400
+
+
+def _command() -> list[str]:
+    exe = Path(sys.executable).with_name("copyless-batch")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "copyless.apps.batch"]
+
+
+def _many_photos(folder: Path, expected: dict[str, frozenset[int]]) -> dict[str, frozenset[int]]:
+    """``IMAGES`` links to the JPEG photos, each with the classes of its target."""
+    folder.mkdir()
+    jpegs = sorted(p for p in expected if p.endswith(".jpg"))
+    links = {}
+    for i in range(IMAGES):
+        target = jpegs[i % len(jpegs)]
+        link = folder / f"{i:04d}.jpg"
+        link.symlink_to(target)
+        links[str(link)] = expected[target]
+    return links
+
+
+def _stderr_lines(stderr: str) -> list[str]:
+    """stderr's lines as a terminal shows them (the progress bar redraws with \\r)."""
+    shown = [line.rsplit("\r", 1)[-1] for line in stderr.split("\n")]
+    return [line for line in shown if line.strip()]
+
+
+class _Stderr:
+    """The child's stderr, read as it comes (the progress bar says when rows are done)."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.data = b""
+        self._stream = process.stderr
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self._stream is not None
+        while chunk := os.read(self._stream.fileno(), 4096):
+            self.data += chunk
+
+    def images_done(self) -> int:
+        counts = re.findall(rb"(\d+)/%d" % IMAGES, self.data)
+        return int(counts[-1]) if counts else 0
+
+    def text(self) -> str:
+        self._thread.join(timeout=60)
+        return self.data.decode(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("sig", "output"),
+    [(signal.SIGINT, "parts/"), (signal.SIGTERM, "parts/"), (signal.SIGINT, "out.parquet")],
+    ids=["sigint-parts", "sigterm-parts", "sigint-file"],
+)
+def test_a_signal_mid_run_writes_what_finished_and_exits_with_its_code(
+    ray_head, photo_folder, tmp_path, sig, output
+) -> None:
+    _, expected = photo_folder
+    links = _many_photos(tmp_path / "many", expected)
+    out = tmp_path / output.rstrip("/")
+    command = [*_command(), str(tmp_path / "many"), "-o", f"{tmp_path}/{output}",
+               "--address", ray_head.address, "--batch-size", "4"]  # fmt: skip
+    env = {**os.environ, **RAY_ENV}
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    ) as process:
+        stderr = _Stderr(process)
+        try:
+            deadline = time.monotonic() + 240
+            while process.poll() is None and time.monotonic() < deadline:
+                if stderr.images_done() > 0:  # mid-run: the first batch is written
+                    break
+                time.sleep(0.02)
+            assert process.poll() is None, "the run ended before the signal"
+            process.send_signal(sig)
+            process.wait(timeout=180)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            assert process.stdout is not None
+            stdout = process.stdout.read().decode()
+            err = stderr.text()
+    name = signal.Signals(sig).name
+    assert process.returncode == 128 + sig, err
+    assert _stderr_lines(err) == [f"copyless-batch: stopped by {name}"], err
+    assert "Traceback" not in err
+    match = CLOSING.match(stdout.strip())
+    assert match, stdout
+    if output.endswith("/"):
+        parts = sorted(out.glob("part-*.parquet"))
+        assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no half-written one
+        rows = [row for part in parts for row in pq.read_table(part).to_pylist()]  # each whole
+    else:
+        rows = pq.read_table(out).to_pylist()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["many", "out.parquet"]
+    assert 0 < len(rows) < IMAGES, len(rows)  # stopped mid-run, the finished rows kept
+    assert int(match.group(1)) == len(rows)
+    for row in rows:
+        assert row["error"] is None and row["class_id"] in links[row["path"]], row
