@@ -62,6 +62,7 @@ from .report import (
     write_json,
     write_png,
 )
+from .stages import medians_ms
 from .tasks import Outcome, Photo, Task
 
 logger = logging.getLogger(__name__)
@@ -317,7 +318,7 @@ def run_config(
 
 def _timed_row(config: Config, pipeline: Contender, samples: Samples) -> Row:
     ms = statistics.median(samples.rounds[pipeline.name]) * 1e3
-    stages = samples.stages[pipeline.name].medians_ms()
+    stages = medians_ms(samples.stages[pipeline.name])
     return _row(
         config, pipeline.name, pipeline, OK, pipeline.note, ms_per_frame=ms, fps=1e3 / ms,
         rounds_ms=tuple(s * 1e3 for s in samples.rounds[pipeline.name]), stages_ms=stages,

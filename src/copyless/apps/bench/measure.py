@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ...pipeline import StageClock
 from .contender import Contender
-from .stages import StageTimes
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ class Samples:
     """Per pipeline: seconds per frame in each round, and per-stage seconds per frame."""
 
     rounds: dict[str, list[float]] = field(default_factory=dict)
-    stages: dict[str, StageTimes] = field(default_factory=dict)
+    stages: dict[str, StageClock] = field(default_factory=dict)
 
 
 def batches_per_round(pipeline: Contender, frames: int, batch: int) -> int:
@@ -64,7 +64,7 @@ def interleaved(
     A pipeline that raises is reported through ``failed`` and dropped from later rounds.
     """
     live = list(pipelines)
-    out = Samples({p.name: [] for p in pipelines}, {p.name: StageTimes() for p in pipelines})
+    out = Samples({p.name: [] for p in pipelines}, {p.name: StageClock() for p in pipelines})
     for index in range(rounds + 1):
         for pipeline in list(live):
             try:
@@ -74,7 +74,7 @@ def interleaved(
                 live.remove(pipeline)
                 continue
             # round 0 warms caches, bindings, slots and lazy kernels: its laps are dropped
-            stages = out.stages[pipeline.name] if index else StageTimes()
+            stages = out.stages[pipeline.name] if index else StageClock()
             if pipeline.watch is not None:
                 pipeline.watch.flush(stages)
             if index:
