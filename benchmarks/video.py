@@ -27,8 +27,14 @@ of the two plain arrangements, each timed in the same round: N plain processes s
 of each stream, then frame 1...). frames/s counts every stream's frames; the per-stream
 decode-to-result p50/p99 are copyless's closing lines (medians over the rounds).
 
+``--tuned`` adds N plain processes tuned by hand (one onnxruntime thread each, spinning off)
+side by side; ``--before SRC`` times another source tree's copyless-video (an earlier
+commit's worktree, C extensions built in place) in the same rounds: both print the median
+ratio of the paired rounds.
+
 Run: ``copyless-bench video [--frames 300] [--size 480x640] [--rounds 5] [--streams N]
-[--batch B] [--batch-wait MS] [--runner openvino] [--slots N] [--quick]``
+[--batch B] [--batch-wait MS] [--runner openvino] [--slots N] [--tuned] [--before SRC]
+[--quick]``
 The last line is ``video: copyless N frames/s, plain M frames/s, ratio R.RRx``.
 """
 
@@ -48,15 +54,21 @@ from pathlib import Path
 SCENES = ("chelsea", "coffee")
 
 
-def plain(model: str, labels_json: str, *clips: str) -> None:
+def plain(model: str, labels_json: str, *clips: str, tuned: bool = False) -> None:
     """The loop a user writes without copyless (run in its own process, copyless not
-    imported); several clips are taken in turn, a frame of each."""
+    imported); several clips are taken in turn, a frame of each. ``tuned``: onnxruntime set
+    by hand for N such processes side by side (one intra-op thread, no spinning)."""
     import av
     import numpy as np
     import onnxruntime as ort
     from PIL import Image
 
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    settings = ort.SessionOptions()
+    if tuned:
+        settings.intra_op_num_threads = 1
+        settings.inter_op_num_threads = 1
+        settings.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(model, settings, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
     labels = json.loads(Path(labels_json).read_text())
     containers = [av.open(clip) for clip in clips]
@@ -90,9 +102,9 @@ def plain(model: str, labels_json: str, *clips: str) -> None:
         container.close()
 
 
-def _timed(command: list[str]) -> tuple[float, str]:
+def _timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{command[:3]} failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -164,10 +176,16 @@ def main() -> None:
     parser.add_argument("--runner", default="onnxruntime", choices=["onnxruntime", "openvino"])
     parser.add_argument("--slots", type=int, default=2, help="copyless-video --slots")
     parser.add_argument("--quick", action="store_true", help="100 frames, 3 rounds")
+    parser.add_argument("--tuned", action="store_true", help="with --streams N: also N plain "
+                        "processes tuned by hand (one onnxruntime thread each, no spinning)")
+    parser.add_argument("--before", metavar="SRC", help="also time the copyless-video of "
+                        "another source tree (its src/ folder, C extensions built in place) "
+                        "in the same rounds, e.g. a worktree of an earlier commit")
     parser.add_argument("--plain", nargs="+", metavar="PATH", help=argparse.SUPPRESS)
+    parser.add_argument("--plain-tuned", nargs="+", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.plain:
-        plain(*args.plain)
+    if args.plain or args.plain_tuned:
+        plain(*(args.plain or args.plain_tuned), tuned=bool(args.plain_tuned))
         return
     # the plain process runs this file too: it must not pay for these imports
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -200,26 +218,45 @@ def main() -> None:
               f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
         ours_fps, plain_fps, ratios = [], [], []
         latencies: list[list[tuple[float, float]]] = []
+        plain_tuned = [sys.executable, __file__, "--plain-tuned", model, str(labels), clip]
+        before_env = None
+        if args.before:
+            before_env = {**os.environ, "PYTHONPATH": str(Path(args.before).resolve())}
+            _timed([*ours_cmd, "-n", "2"], before_env)  # its own compiled model, cached
+        extra: dict[str, list[float]] = {"plain tuned side by side": [], "copyless before": []}
         for r in range(args.rounds):
             pair = [("copyless", lambda: _timed(ours_cmd)), ("plain", lambda: _timed(plain_turns))]
             if n > 1:
                 pair.append(("plain side by side", lambda: _side_by_side(plain_one, n)))
+            if n > 1 and args.tuned:
+                pair.append(("plain tuned side by side", lambda: _side_by_side(plain_tuned, n)))
+            if before_env is not None:
+                pair.append(("copyless before", lambda: _timed(ours_cmd, before_env)))
             order = pair if r % 2 == 0 else pair[::-1]
             results = {name: run() for name, run in order}
             same = _check(results["copyless"][1], results["plain"][1], frames, n)
-            if n > 1:
-                _check(results["copyless"][1], results["plain side by side"][1], frames, n)
+            for name in results:
+                if name not in ("copyless", "plain", "copyless before"):
+                    _check(results["copyless"][1], results[name][1], frames, n)
             latencies.append(_latencies(results["copyless"][1]))
             total = frames * n
             ours_fps.append(total / results["copyless"][0])
+            for name in extra:
+                if name in results:
+                    extra[name].append(ours_fps[-1] / (total / results[name][0]))
             plains = {name: total / wall for name, (wall, _) in results.items()
-                      if name != "copyless"}  # fmt: skip
+                      if name in ("plain", "plain side by side")}  # fmt: skip
             best = max(plains, key=lambda k: plains[k])
             plain_fps.append(plains[best])
             ratios.append(ours_fps[-1] / plain_fps[-1])
-            shown = ", ".join(f"{k} {v:.1f} frames/s" for k, v in plains.items())
+            shown = ", ".join(f"{k} {total / wall:.1f} frames/s" for k, (wall, _) in results.items()
+                              if k != "copyless")  # fmt: skip
             print(f"round {r}: copyless {ours_fps[-1]:.1f} frames/s, {shown} "
-                  f"({ratios[-1]:.2f}x the better), same top-1 on {same:.0%}")  # fmt: skip
+                  f"({ratios[-1]:.2f}x the better plain), same top-1 on {same:.0%}")  # fmt: skip
+        for name, values in extra.items():
+            if values:
+                print(f"copyless / {name}: {statistics.median(values):.2f}x (median of the "
+                      f"paired rounds; {', '.join(f'{v:.2f}' for v in values)})")  # fmt: skip
     for s in range(n):
         p50 = statistics.median(lat[s][0] for lat in latencies)
         p99 = statistics.median(lat[s][1] for lat in latencies)
