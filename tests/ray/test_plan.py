@@ -84,7 +84,7 @@ def test_the_readme_recipe_finishes_on_a_two_cpu_head(ray_driver, photo_folder, 
     """The README's Ray Data snippet with 2 actors, which used to wait forever on 2 CPUs."""
     import ray
 
-    from copyless.ray import FrameSpec, Predictor, decode_frames, watch
+    from copyless.ray import JobControl, Predictor, watch
 
     _, expected = photo_folder
     paths = sorted(expected)
@@ -92,21 +92,18 @@ def test_the_readme_recipe_finishes_on_a_two_cpu_head(ray_driver, photo_folder, 
     assert (plan.actors, plan.cpus_per_actor) == (2, 0.5)
     ds = ray.data.from_items([{"path": p} for p in paths])
     ds = ds.map_batches(
-        decode_frames,
-        fn_kwargs={"spec": FrameSpec.for_model(batch_model)},
-        batch_size=4,
-        num_cpus=plan.decode_cpus,
-    )
-    ds = ds.map_batches(
         Predictor,
-        fn_constructor_kwargs={"model": ray.put(batch_model), "top_k": 5},
-        compute=ray.data.ActorPoolStrategy(size=plan.actors),
+        fn_constructor_kwargs={"model": ray.put(batch_model), "top_k": 5, "decode": "path"},
+        compute=ray.data.ActorPoolStrategy(
+            size=plan.actors, max_concurrent_calls_per_actor=2, enable_true_multi_threading=True
+        ),
         num_cpus=plan.cpus_per_actor,
         batch_size=4,
-        zero_copy_batch=True,
     )
+    control = JobControl()
     rows = {}
-    for batch in watch(iter(ds.iter_batches(batch_size=None)), stall_s=60):
+    batches = control.attach(ds).iter_batches(batch_size=None)
+    for batch in watch(iter(batches), stall_s=60, cancel=control.fail):
         rows.update(zip(batch["path"], batch["class_id"], strict=True))
     assert sorted(rows) == paths
     assert all(rows[path] in classes for path, classes in expected.items())

@@ -13,7 +13,9 @@ and one :class:`~copyless.Pipeline` over it.
         num_cpus=1,
         batch_size=32,
     )
-    for batch in watch(iter(ds.iter_batches(batch_size=None))):
+    control = JobControl()  # control.stop() from a signal handler: the sources stop
+    batches = control.attach(ds).iter_batches(batch_size=None)
+    for batch in watch(iter(batches), cancel=control.fail):  # StallError when starved
         ...
 
 Size the pool with :func:`~copyless.ray.plan_resources`: an actor pool that reserves every
