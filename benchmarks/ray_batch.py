@@ -4,9 +4,10 @@ Both classify the same folder of JPEGs (real photos from scikit-image, cropped a
 ImageNet-like sizes, 300-900 px) with EfficientNet-Lite0 on a fresh local Ray, with the same
 number of actors and batch size:
 
-* ``copyless-batch DIR -o OUT.parquet --actors N`` (decode stage: libjpeg-turbo with DCT
-  downscaling and the fused resize/crop into RGBx frames; actors: a copyless Runner binding
-  the object-store frames in place, normalisation folded into the graph, 2 jobs in flight);
+* ``copyless-batch DIR -o OUT.parquet --actors N`` (no decode stage: each actor runs a
+  copyless Pipeline whose prepare decodes a path with libjpeg-turbo (DCT downscaling) and
+  the fused resize/crop straight into its row of the engine's RGBx batch tensor,
+  normalisation folded into the graph, 2 jobs in flight, two Ray Data calls at once);
 * ``benchmarks/ray_guide.py`` (the guide: PIL decode/resize/crop/normalise in
   ``map_batches``, an actor pool of onnxruntime sessions, ``write_parquet``).
 
