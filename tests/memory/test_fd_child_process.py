@@ -7,8 +7,8 @@ pages, no copy.
 
 from __future__ import annotations
 
-import json
 import fcntl
+import json
 import os
 import socket
 import subprocess

@@ -70,18 +70,26 @@ def encode_request(op: int, slot: int = NO_SLOT, want: int = 0, tag: Any = None)
 
 
 def parse_requests(buffer: bytearray) -> list[Request]:
-    """Every complete record at the front of ``buffer``, which keeps what is left over."""
+    """Every complete record at the front of ``buffer``, which keeps what is left over.
+
+    A broken record raises :class:`IpcError` when it is the first; after good ones, the
+    parse stops before it (the good ones are returned, the next call raises), so records a
+    peer sent before breaking the stream are never lost with it."""
     requests: list[Request] = []
     pos, end = 0, len(buffer)
-    while end - pos >= RECORD.size:
-        op, kind, want, slot, length = RECORD.unpack_from(buffer, pos)
-        if op not in OPS or length > MAX_TAG_BYTES:
-            raise IpcError(f"garbage on the control stream (op {op}, tag length {length})")
-        if end - pos - RECORD.size < length:
-            break  # the rest of this record has not arrived yet
-        start = pos + RECORD.size
-        requests.append(Request(op, slot, want, _decode_tag(kind, buffer, start, length)))
-        pos = start + length
+    try:
+        while end - pos >= RECORD.size:
+            op, kind, want, slot, length = RECORD.unpack_from(buffer, pos)
+            if op not in OPS or length > MAX_TAG_BYTES:
+                raise IpcError(f"garbage on the control stream (op {op}, tag length {length})")
+            if end - pos - RECORD.size < length:
+                break  # the rest of this record has not arrived yet
+            start = pos + RECORD.size
+            requests.append(Request(op, slot, want, _decode_tag(kind, buffer, start, length)))
+            pos = start + length
+    except IpcError:
+        if not requests:
+            raise
     del buffer[:pos]
     return requests
 

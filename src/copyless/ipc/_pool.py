@@ -289,10 +289,12 @@ class SlotPool:
             return True
         peer.inbox += data
         try:
-            for request in parse_requests(peer.inbox):
-                self._handle(peer, request)
-                if peer.sock is None:
-                    break  # done: whatever follows is ignored
+            # Records before a broken one count: a parse stops there and the next raises.
+            while peer.sock is not None and (requests := parse_requests(peer.inbox)):
+                for request in requests:
+                    self._handle(peer, request)
+                    if peer.sock is None:
+                        break  # done: whatever follows is ignored
         except IpcError as exc:
             self._disconnect(peer, f"broke the protocol ({exc})")
         return True
