@@ -56,7 +56,7 @@ def _gated(gate: Path) -> type[Predictor]:
 
         def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
             type(self).calls += 1
-            if type(self).calls == 2 and not gate.exists():
+            if type(self).calls == 2 and _claim(gate):
                 deadline = time.monotonic() + 60
                 while type(self).returned < 1 and time.monotonic() < deadline:
                     time.sleep(0.05)
@@ -68,6 +68,15 @@ def _gated(gate: Path) -> type[Predictor]:
             return out
 
     return Gated
+
+
+def _claim(gate: Path) -> bool:
+    """True for the one call (of any actor) that is to block: it creates the claim file."""
+    try:
+        os.close(os.open(gate.with_name("claim"), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
 
 
 def _bad_files(folder: Path) -> list[str]:

@@ -57,7 +57,7 @@ def _gated(gate: Path, head_node: str | None) -> type[Predictor]:
         def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
             node = ray.get_runtime_context().get_node_id()
             type(self).calls += 1
-            if node != head_node and type(self).calls == 2 and not gate.exists():
+            if node != head_node and type(self).calls == 2 and _claim(gate):
                 deadline = time.monotonic() + 60
                 while type(self).returned < 1 and time.monotonic() < deadline:
                     time.sleep(0.05)
@@ -69,6 +69,15 @@ def _gated(gate: Path, head_node: str | None) -> type[Predictor]:
             return out
 
     return Gated
+
+
+def _claim(gate: Path) -> bool:
+    """True for the one call (of any actor) that is to block: it creates the claim file."""
+    try:
+        os.close(os.open(gate.with_name("claim"), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")

@@ -143,10 +143,6 @@ class PredictionStream:
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    @property
-    def pipeline(self) -> Pipeline:
-        return self._pipeline
-
     def run(self, call: Call, sources: Iterator[tuple[int, Any]]) -> None:
         """Queue the call's rows (``(index, source)``) and wait until every one is in."""
         items = [Item(call, index, source) for index, source in sources]
@@ -196,6 +192,8 @@ class PredictionStream:
             with self._lock:
                 for call in list(self._open):
                     call.fail(exc)
+                while not self._queue.empty():  # their rows: the next call starts afresh
+                    self._queue.get_nowait()
 
     def close(self) -> None:
         """End the stream (the rows queued still go through), then free the pipeline."""
