@@ -22,6 +22,7 @@ from ._decode import DECODE_HEADROOM, ImageSource, decode, image_size
 from ._detections import Detection, Placement, detections, draw_detections, to_image
 from ._extra import need
 from ._formats import ColourFormat, Destination, colour_format_for
+from ._frames import classify_frame, swscale_coefficients
 from ._gpu import DeviceImage, download, upload
 from ._postprocess import IMAGE_FORMATS, Box, draw_boxes, image_format, softmax_topk, text_boxes
 from ._preprocess import Letterbox, classify_preprocess, letterbox, limit_side, stretch
@@ -51,6 +52,7 @@ __all__ = [
     "VideoFrame",
     "VideoSource",
     "VideoWriter",
+    "classify_frame",
     "classify_preprocess",
     "colour_format_for",
     "decode",
@@ -69,6 +71,7 @@ __all__ = [
     "place_page",
     "softmax_topk",
     "stretch",
+    "swscale_coefficients",
     "text_boxes",
     "text_quads",
     "to_image",

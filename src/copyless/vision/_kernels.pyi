@@ -10,4 +10,17 @@ def resample(
     bf16: bool = False,
     /,
 ) -> None: ...
+def yuv_resize(
+    y: Any,
+    u: Any,
+    v: Any,
+    dst: Any,
+    size: tuple[int, int],
+    origin: tuple[int, int],
+    coeffs: tuple[int, ...],
+    vertical_first: bool,
+    bgr: bool,
+    bf16: bool = False,
+    /,
+) -> None: ...
 def components(prob: Any, threshold: float, /) -> list[tuple[int, int, int, int, int, float]]: ...

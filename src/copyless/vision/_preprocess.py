@@ -80,14 +80,21 @@ Rect = tuple[int, int, int, int]
 def classify_geometry(width: int, height: int, resize_short: int, crop: int) -> tuple[Box, Rect]:
     """The source box and destination rect of :func:`classify_preprocess` for an image of
     ``width`` x ``height`` (shared with the GPU path, :mod:`copyless.vision._gpu`)."""
+    (new_w, new_h), (left, top) = resize_crop(width, height, resize_short, crop)
+    sx, sy = width / new_w, height / new_h
+    return (left * sx, top * sy, (left + crop) * sx, (top + crop) * sy), (0, 0, crop, crop)
+
+
+def resize_crop(
+    width: int, height: int, resize_short: int, crop: int
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """torchvision's ``Resize(resize_short)`` size ``(w, h)`` of a ``width`` x ``height``
+    image and the top-left ``(left, top)`` of its ``CenterCrop(crop)``."""
     if width <= height:
         new_w, new_h = resize_short, int(resize_short * height / width)
     else:
         new_w, new_h = int(resize_short * width / height), resize_short
-    left = round((new_w - crop) / 2.0)
-    top = round((new_h - crop) / 2.0)
-    sx, sy = width / new_w, height / new_h
-    return (left * sx, top * sy, (left + crop) * sx, (top + crop) * sy), (0, 0, crop, crop)
+    return (new_w, new_h), (round((new_w - crop) / 2.0), round((new_h - crop) / 2.0))
 
 
 def letterbox_geometry(width: int, height: int, size: int) -> tuple[Letterbox, Rect]:
