@@ -15,10 +15,11 @@ fp32 onnxruntime on the plain ONNX model. Against it, on seeded variants of real
 * ``bf16``: the RGBx path on OpenVINO at ``inference_precision="bf16"``;
 
 and on video scenes with pans and zooms encoded with PyAV (640x480 H.264 yuv420p), where the
-reference runs on FFmpeg's ``rgb24`` frames: ``i420`` and ``nv12``, the decoder's planes bound
-to a model compiled with them as inputs (colour conversion, crop and resize in the graph:
-``copyless-video``). Every copyless path runs on onnxruntime (``ort``) and OpenVINO
-(``ov``, f32).
+reference runs on FFmpeg's ``rgb24`` frames: ``frame-i420`` / ``frame-nv12``,
+``vision.classify_frame`` on the decoder's planes (swscale's conversion and PIL's resize, in
+one C pass) into the RGBx model (``copyless-video``); ``i420`` and ``nv12``, the planes bound
+to a model compiled with them as inputs (colour conversion, crop and resize in the graph).
+Every copyless path runs on onnxruntime (``ort``) and OpenVINO (``ov``, f32).
 
 Per path: top-1 agreement with the reference, top-5 overlap (shared classes / 5), the median
 and p95 over images of max|dp| (the largest softmax probability difference); for int8 and
@@ -55,7 +56,13 @@ from copyless.apps._models import CLASSIFIER, builtin_model, builtin_object_dete
 from copyless.model import load_model, zoo
 from copyless.model._preprocessing import preprocessing_of
 from copyless.ray import FrameSpec, decode_frames
-from copyless.vision import DECODE_HEADROOM, classify_preprocess, decode, stretch
+from copyless.vision import (
+    DECODE_HEADROOM,
+    classify_frame,
+    classify_preprocess,
+    decode,
+    stretch,
+)
 from copyless.vision._video import plane_array
 
 EXIT_USAGE = 2
@@ -295,8 +302,12 @@ def video_paths(args: argparse.Namespace, ref: Reference, log: Callable[[str], N
 
     models = {fmt: yuv_model(fmt) for fmt in ("i420", "nv12")}
     paths = {f"{fmt}/{e}": Classifier(models[fmt], e) for fmt in models for e in args.engines}
+    plain = rgbx_model()
+    spec = FrameSpec.for_model(load_model(plain))
+    for e in args.engines:  # copyless-video: classify_frame on the planes -> the RGBx model
+        paths[f"frame-i420/{e}"] = paths[f"frame-nv12/{e}"] = Classifier(plain, e)
     tallies = {name: Tally() for name in ("opencv-linear", "opencv-area", *paths)}
-    engines_agree: dict[str, list[bool]] = {fmt: [] for fmt in models}
+    engines_agree: dict[str, list[bool]] = {fmt: [] for fmt in (*models, "frame-i420")}
     scenes = SCENES[: args.scenes]
     log(f"video: {len(scenes)} scenes of {args.frames} frames, {FRAME[1]}x{FRAME[0]} H.264")
     with tempfile.TemporaryDirectory() as tmp:
@@ -318,10 +329,16 @@ def video_paths(args: argparse.Namespace, ref: Reference, log: Callable[[str], N
                     top: dict[str, int] = {}
                     for name, clf in paths.items():
                         fmt = name.split("/")[0]
-                        logits = clf(*(p[None] for p in planes[fmt]))
+                        if fmt.startswith("frame-"):
+                            short, crop = spec.resize_short, spec.size
+                            classify_frame(planes[fmt[6:]], clf.inputs[0], resize_short=short,
+                                           crop=crop)  # fmt: skip
+                            logits = clf.run()
+                        else:
+                            logits = clf(*(p[None] for p in planes[fmt]))
                         tallies[name].add(logits, want, scene)
                         top[name] = int(logits.argmax())
-                    for fmt in models:
+                    for fmt in engines_agree:
                         if len(args.engines) == 2:
                             engines_agree[fmt].append(top[f"{fmt}/ort"] == top[f"{fmt}/ov"])
             log(f"  scene {scene} done")

@@ -3,14 +3,15 @@ onnxruntime loop a user would write, both as whole processes, interleaved.
 
 The clip is encoded once from real photos (H.264, ``--size``, ``--frames`` frames: chelsea
 then coffee). Both sides classify every frame with EfficientNet-Lite0 (the zoo's ONNX model;
-copyless runs it compiled for the clip's I420 planes, the default of ``copyless-video``) and
-print one line per frame:
+copyless runs it compiled for RGBx input, the default of ``copyless-video``) and print one
+line per frame:
 
 * plain: ``container.decode`` (FFmpeg threads on, as for copyless) -> ``to_ndarray(format=
   "rgb24")`` -> PIL resize short side 256 + centre crop 224 -> numpy ``(x - 127) / 128`` and
   NCHW -> ``InferenceSession.run`` -> top-1.
-* copyless: ``copyless-video -i CLIP`` (decoder planes bound in place, colour conversion,
-  crop, resize and normalisation in the graph, async slots overlap decode and inference).
+* copyless: ``copyless-video -i CLIP`` (each frame's planes written into the input by
+  ``vision.classify_frame``: the plain loop's pixels, one C pass; normalisation in the graph;
+  async slots overlap decode and inference).
 
 Timing: each round starts one process of each (alternating which goes first) and takes its
 wall time from start to exit, start-up and model loading included; frames/s = frames / wall.

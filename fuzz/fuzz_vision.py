@@ -14,6 +14,13 @@ Modes (first byte of the input):
 * ``COMPONENTS``: ``_kernels.components`` and ``text_boxes`` on random probability maps
   (0 to 48 a side, NaN, strided, transposed, unaligned float32), thresholds NaN and inf.
   Checked against ``scipy.ndimage.label`` with 8-connectivity (boxes, counts, sums).
+* ``FRAME``: ``classify_frame`` from random 4:2:0 planes (1 to 64 a side, odd sizes; I420,
+  NV12's interleaved chroma, padded lines, reversed chroma) with any matrix, range, resize
+  and crop into the destinations above. Even heights checked to the bit against swscale's
+  arithmetic (numpy) then Pillow's own resize; refusals must come before C.
+* ``YUV``: ``_kernels.yuv_resize`` with raw sizes, origins (negative, huge, overflowing),
+  coefficients outside int16 and ill-formed planes: refused, or written inside the
+  destination only.
 
 Run through ``fuzz/sanitize.py``: ``.venv/bin/python fuzz/sanitize.py fuzz vision``.
 """
@@ -27,6 +34,7 @@ import numpy as np
 import scipy.ndimage
 from PIL import Image
 
+import copyless.vision._frames as frames
 import copyless.vision._postprocess as postprocess
 import copyless.vision._preprocess as preprocess
 from copyless import NpuTensorInfo, TensorDirection, TensorType
@@ -49,10 +57,15 @@ class Guard:
         self.calls += 1
         return _kernels.components(*args)
 
+    def yuv_resize(self, *args: Any) -> None:
+        self.calls += 1
+        _kernels.yuv_resize(*args)
+
 
 GUARD = Guard()
 preprocess._kernels = GUARD  # type: ignore[assignment]
 postprocess._kernels = GUARD  # type: ignore[assignment]
+frames._kernels = GUARD  # type: ignore[assignment]
 SENTINEL = 0xA5
 # The formats this harness's references model (packed uint8 within 1 level, planar float32):
 # the later RGBP (planar uint8) and FP16/BF16 formats are checked against numpy by
@@ -338,12 +351,129 @@ def check_components(fdp: Any) -> None:
                 raise AssertionError(f"box {box} outside the {size}x{size} image")
 
 
+def sws_rgb(y: Any, u: Any, v: Any, coeffs: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """swscale's yuv420p -> rgb24 fast path in numpy (pmulhw: floor of the product / 2^16)."""
+    cy, vr, ub, vg, ug, yoff = coeffs
+    h, w = y.shape
+    up = np.repeat(np.repeat(u.astype(np.int64), 2, 0), 2, 1)[:h, :w] * 8 - 1024
+    vp = np.repeat(np.repeat(v.astype(np.int64), 2, 0), 2, 1)[:h, :w] * 8 - 1024
+    yv = (y.astype(np.int64) * 8 - yoff + 32768) % 65536 - 32768  # psubw wraps
+    luma = (yv * cy) >> 16
+    r = luma + ((vp * vr) >> 16)
+    g = luma + ((up * ug) >> 16) + ((vp * vg) >> 16)
+    b = luma + ((up * ub) >> 16)
+    return np.clip(np.stack([r, g, b], -1), 0, 255).astype(np.uint8)
+
+
+def yuv_planes(fdp: Any, h: int, w: int) -> tuple[tuple[Any, ...], Any, Any, Any]:
+    """Random planes as the decoder might hand them over, and the compact Y, U, V."""
+    rng = np.random.default_rng(fdp.ConsumeIntInRange(0, 2**16))
+    ch, cw = (h + 1) // 2, (w + 1) // 2
+    y = rng.integers(0, 256, (h, w), dtype=np.uint8)
+    u = rng.integers(0, 256, (ch, cw), dtype=np.uint8)
+    v = rng.integers(0, 256, (ch, cw), dtype=np.uint8)
+    if fdp.ConsumeIntInRange(0, 3) == 0:
+        y[...] = fdp.PickValueInList([0, 255])
+    layout = fdp.ConsumeIntInRange(0, 4)
+    if layout == 1:  # NV12
+        return (y, np.stack([u, v], -1)), y, u, v
+    if layout == 2:  # padded lines
+        yp = np.zeros((h, w + 13), np.uint8)
+        yp[:, :w] = y
+        cp = np.zeros((ch, 2 * cw + 9), np.uint8)
+        cp[:, :cw], cp[:, cw + 1 : 2 * cw + 1] = u, v
+        return (yp[:, :w], cp[:, :cw], cp[:, cw + 1 : 2 * cw + 1]), y, u, v
+    if layout == 3:  # reversed chroma, strided luma: the wrapper copies them
+        wide = np.zeros((h, 2 * w), np.uint8)
+        wide[:, ::2] = y
+        return (wide[:, ::2], u[::-1][::-1], np.ascontiguousarray(v[:, ::-1])[:, ::-1]), y, u, v
+    return (y, u, v), y, u, v
+
+
+def check_frame(fdp: Any) -> None:
+    h, w = side(fdp), side(fdp)
+    planes, y, u, v = yuv_planes(fdp, h, w)
+    fmt = fdp.PickValueInList(CHECKED_FORMATS)
+    batch = fdp.ConsumeIntInRange(1, 3)
+    index = pick(fdp, 0, batch - 1, [-1, batch])
+    short = pick(fdp, 1, 40, [0, -1, 97])
+    crop = pick(fdp, 1, 40, [0, -1, short, short + 1])
+    matrix = fdp.PickValueInList(["bt601", "bt709", "bt601", "bt2020"])
+    yuv_range = fdp.PickValueInList(["limited", "full", "limited", "tv"])
+    canvas = Canvas(fdp, fmt, batch, max(crop, 1), max(crop, 1))
+    calls = GUARD.calls
+    try:
+        frames.classify_frame(planes, (canvas.buffer, canvas.info), yuv_matrix=matrix,
+                              yuv_range=yuv_range, colour_format=fmt, resize_short=short,
+                              crop=crop, batch_index=index)  # fmt: skip
+    except (ValueError, IndexError) as exc:
+        valid = matrix != "bt2020" and yuv_range != "tv" and 0 < crop <= short
+        if valid and 0 <= index < batch:
+            raise AssertionError(f"refused a valid call: {exc}") from exc
+        if GUARD.calls != calls:
+            raise AssertionError(f"C saw the arguments before the refusal: {exc}") from exc
+        return
+    canvas.mark(index)
+    canvas.untouched_elsewhere()
+    if h % 2:  # swscale's general scaler: not modelled here
+        return
+    rgb = Image.fromarray(sws_rgb(y, u, v, frames.swscale_coefficients(matrix, yuv_range)))
+    (rw, rh), (left, top) = preprocess.resize_crop(w, h, short, crop)
+    want = np.asarray(rgb.resize((rw, rh), Image.BILINEAR).crop((left, top, left + crop,
+                                                                 top + crop)))  # fmt: skip
+    got = canvas.image(index)[..., :3]
+    if fmt.bgr:
+        got = got[..., ::-1]
+    if not np.array_equal(got.astype(np.float64), want.astype(np.float64)):
+        raise AssertionError(f"{fmt.name} {w}x{h} -> {rw}x{rh} at {left},{top}: not PIL's pixels")
+
+
+def check_yuv(fdp: Any) -> None:
+    h, w = side(fdp), side(fdp)
+    planes, *_ = yuv_planes(fdp, h, w)
+    if len(planes) == 2:
+        planes = (planes[0], planes[1][..., 0], planes[1][..., 1])
+    fmt = fdp.PickValueInList(CHECKED_FORMATS)
+    ch, cw = side(fdp), side(fdp)
+    canvas = Canvas(fdp, fmt, 1, ch, cw)
+    wild = [-1, 0, 2**16, 2**16 + 1, 2**31, 2**63 - 1, -(2**63)]
+    size = (pick(fdp, cw, 3 * cw, wild), pick(fdp, ch, 3 * ch, wild))
+    origin = (pick(fdp, 0, 2 * cw, wild), pick(fdp, 0, 2 * ch, wild))
+    coeffs = list(frames.swscale_coefficients())
+    if fdp.ConsumeIntInRange(0, 7) == 0:
+        coeffs[fdp.ConsumeIntInRange(0, 5)] = fdp.PickValueInList(
+            [-32768, 32767, -32769, 32768, 2**40, -(2**62)])  # fmt: skip
+    target = canvas.image(0)
+    args = list(planes)
+    if fdp.ConsumeIntInRange(0, 15) == 0:
+        k = fdp.ConsumeIntInRange(0, 3)
+        bad = [args[0].astype(np.float32), args[0][None], args[0][:, :0], b"abcd"]
+        if k < 3:
+            args[k] = fdp.PickValueInList(bad)
+        else:
+            target = fdp.PickValueInList([target[..., :2], target[None], target.astype(np.float64)])
+    order, bgr = fdp.ConsumeBool(), fdp.ConsumeBool()
+    try:
+        _kernels.yuv_resize(*args, target, size, origin, tuple(coeffs), order, bgr)
+    except REFUSED:
+        canvas.untouched_elsewhere()
+        return
+    rw, rh = size
+    if not (1 <= rw <= 2**16 and 1 <= rh <= 2**16 and 0 <= origin[0] <= rw - cw
+            and 0 <= origin[1] <= rh - ch):  # fmt: skip
+        raise AssertionError(f"accepted size {size} origin {origin} for a {cw}x{ch} crop")
+    if not all(-32768 <= c <= 32767 for c in coeffs):
+        raise AssertionError(f"accepted coefficients {coeffs}")
+    canvas.mark(0)
+    canvas.untouched_elsewhere()
+
+
 def check(data: bytes) -> None:
     import atheris  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     fdp = atheris.FuzzedDataProvider(data)
-    mode = fdp.ConsumeIntInRange(0, 2)
-    (check_preprocess, check_resample, check_components)[mode](fdp)
+    mode = fdp.ConsumeIntInRange(0, 4)
+    (check_preprocess, check_resample, check_components, check_frame, check_yuv)[mode](fdp)
 
 
 if __name__ == "__main__":
@@ -351,5 +481,5 @@ if __name__ == "__main__":
 
     import copyless.vision._formats as formats
 
-    main(check, [preprocess, postprocess, formats], check_preprocess, check_resample,
-         check_components)  # fmt: skip
+    main(check, [preprocess, postprocess, formats, frames], check_preprocess, check_resample,
+         check_components, check_frame, check_yuv)  # fmt: skip

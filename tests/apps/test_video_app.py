@@ -72,6 +72,17 @@ def test_every_frame_labelled_and_written(
     assert model.name.startswith("efficientnet-lite0-i420-")
 
 
+@pytest.mark.parametrize("runner", ["onnxruntime", "openvino"])
+def test_the_built_in_classifier_answers_as_the_reference_loop_on_every_frame(
+    clip: Path, capsys: pytest.CaptureFixture[str], runner: str
+) -> None:
+    """Each frame is written as PyAV's rgb24 frame resized by PIL (vision.classify_frame, bit
+    for bit) into the RGBx model: the reference loop's top-1 on every frame."""
+    assert video.main(["-i", str(clip), "--runner", runner]) == 0
+    labels = _frames(capsys.readouterr().out)
+    assert [labels[i] for i in sorted(labels)] == reference_labels(clip)
+
+
 def test_an_nv12_model_gets_nv12_planes_and_the_same_labels(
     clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,28 +1,46 @@
 """copyless-video's inputs, model and runner: one model for every stream (the same size and
-pixel format), its planes checked against the decoders' (compact, or with the decoders' line
-padding: then bound as they are, no copy), the runner's options and warm-up, the annotated
-outputs, and FFmpeg's error messages (how the app learns of a damaged or cut-off frame).
+pixel format). A classifier takes RGB images: :class:`FrameWriter` writes each frame's
+planes into the item's row with :func:`copyless.vision.classify_frame` (the reference
+pipeline's pixels: swscale's colours, PIL's resize and crop, one C pass, no copy of the
+frame). Other models take the planes (:func:`check_inputs`: compact, or with the decoders'
+line padding: then bound as they are, no copy). Also the runner's options and warm-up, the
+annotated outputs, and FFmpeg's error messages (how the app learns of a damaged or cut-off
+frame).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..memory import NpuTensor
 from ..runner import Runner, RunnerOptions
 from ..types import (
     DataType,
+    LayoutError,
     NpuTensorInfo,
     RunnerType,
     StatusCode,
     TensorDirection,
     TensorType,
 )
-from ..vision import StreamInfo, StreamSet, VideoError, VideoWriter, import_av
+from ..vision import (
+    ColourFormat,
+    StreamInfo,
+    StreamSet,
+    VideoError,
+    VideoFrame,
+    VideoWriter,
+    classify_frame,
+    colour_format_for,
+    import_av,
+)
 from ._checks import UsageError, check_model_path
-from ._models import CLASSIFIER
+from ._models import CLASSIFIER, builtin_model
+from ._prepare import preparer_for
 from ._setup import runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes
 
@@ -71,11 +89,15 @@ def common_info(streams: StreamSet) -> StreamInfo:
 
 
 def model_for(name: str | None, streams: StreamSet, info: StreamInfo, batch: int) -> Path:
-    """The compiled model ``-m`` names, or the built-in one compiled for these streams
-    (``info``: their :func:`common_info`; the decoders' line sizes when every stream has the
-    same) and ``batch`` frames per run; VideoError when there is none."""
+    """The compiled model ``-m`` names, or the built-in one for ``batch`` frames per run: the
+    classifier for RGBx images (:class:`FrameWriter` fills them), the detectors compiled for
+    these streams' planes (``info``: their :func:`common_info`; the decoders' line sizes when
+    every stream has the same); VideoError when there is none."""
     name = name or CLASSIFIER
-    if name in BUILTIN:
+    if name == CLASSIFIER:  # frames written by FrameWriter: the plain RGBx model, any clip
+        extra: dict[str, Any] = {"batch_size": batch} if batch != 1 else {}
+        model = builtin_model(CLASSIFIER, **extra)
+    elif name in BUILTIN:
         sizes = {source.line_sizes() for source in streams.sources}
         model = builtin_for(name, info, sizes.pop() if len(sizes) == 1 else None, batch)
     else:
@@ -85,6 +107,73 @@ def model_for(name: str | None, streams: StreamSet, info: StreamInfo, batch: int
     except UsageError as exc:
         raise VideoError(f"{exc} (built-in models: {', '.join(BUILTIN)})") from None
     return model
+
+
+@dataclass(frozen=True, slots=True)
+class FrameWriter:
+    """A frame's planes into an image input (``RGBX``, ``RGBP`` ...), as the reference loop
+    (PyAV's rgb24 frames, torchvision's Resize + CenterCrop) sees it: one pass of
+    :func:`copyless.vision.classify_frame` over the decoder's memory (padded lines read
+    where they lie), straight into the item's row of the input; nothing is copied."""
+
+    colour: ColourFormat
+    resize_short: int
+    crop: int
+    width: int
+    height: int
+    yuv_matrix: str
+    yuv_range: str
+
+    def __call__(self, frame: VideoFrame, tensor: NpuTensor) -> None:
+        """Frame ``frame`` into ``tensor`` (one image: the item's row)."""
+        w, h = self.width, self.height
+        cw, ch = (w + 1) // 2, (h + 1) // 2
+        y, *chroma = frame.planes
+        planes = [y[:h, :w], *(plane[:ch, :cw] for plane in chroma)]
+        classify_frame(planes, tensor, yuv_matrix=self.yuv_matrix, yuv_range=self.yuv_range,
+                       colour_format=self.colour, resize_short=self.resize_short,
+                       crop=self.crop)  # fmt: skip
+
+
+def frame_writer(runner: Runner, info: StreamInfo) -> FrameWriter | None:
+    """The :class:`FrameWriter` for a model of one image input (None: the model takes the
+    planes); VideoError for an image input the app cannot fill (not a centre-crop model)."""
+    infos = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
+    if len(infos) != 1:
+        return None
+    try:
+        colour_format_for(infos[0])
+    except LayoutError:
+        return None
+    prep = preparer_for(runner, infos[0])
+    if prep.policy.policy != "crop" or prep.normalize is not None:
+        raise VideoError(
+            f"the model takes {infos[0].describe()} images ({prep.policy}"
+            f"{', normalised on the host' if prep.normalize is not None else ''}); "
+            "copyless-video writes centre crops of the frames (a classifier) into an image "
+            f"input, else the planes: compile it with --input-format {info.input_format} "
+            f"--input-size {info.height}x{info.width}"
+        )
+    colour = ColourFormat.BGRX if prep.bgr and prep.colour is ColourFormat.RGBX else prep.colour
+    if prep.bgr and colour is not ColourFormat.BGRX:
+        raise VideoError(f"the model takes BGR {prep.colour.name} images: copyless-video "
+                         "writes BGR into RGBX models only")  # fmt: skip
+    return FrameWriter(colour, prep.policy.short_side(prep.height), prep.height, info.width,
+                       info.height, info.yuv_matrix, info.yuv_range)  # fmt: skip
+
+
+def check_frame_inputs(
+    runner: Runner, streams: StreamSet, batch: int | None
+) -> list[NpuTensorInfo]:
+    """A FrameWriter model's input, checked against ``--batch``; the decoders hand over
+    their planes with the line padding (the writer reads the frame where it lies)."""
+    infos = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
+    model_batch = infos[0].shape[0]
+    if batch is not None and batch != model_batch:
+        raise VideoError(f"--batch {batch}: the model is compiled for batch {model_batch}")
+    for source in streams.sources:
+        source.padded = True
+    return infos
 
 
 def model_planes(runner: Runner) -> str:

@@ -16,6 +16,11 @@ one model.
    ``USER_POINTER_CMA`` tensors: bound in place at batch 1; at batch B > 1 the pipeline
    copies each plane once into the frame's row (counted as ``batched``). The graph converts
    colours, crops, resizes and normalises (``--input-format i420|nv12 --input-size HxW``).
+   A classifier (the built-in one, or any model of one RGB image input with a centre-crop
+   record) instead gets each frame written into its row by ``prepare``: the pixels of the
+   reference loop (PyAV's rgb24 frames, PIL's Resize(256) + CenterCrop(224)), bit for bit,
+   in one C pass over the planes (:func:`copyless.vision.classify_frame`; no copy of the
+   frame, padded lines read where they lie).
 3. ``finish`` reads the frame's outputs in place (:mod:`._video_tasks`); the main thread
    prints ``frame N: ID LABEL SCORE`` (``stream S frame N: ...`` with several inputs, S the
    input's position, each stream's frames in order; text boxes or detections as
@@ -37,12 +42,12 @@ shown, the ``-o`` files are finished, the closing block printed, and the app exi
 143 with one line on stderr (with ``--serve`` too, at once: no serving after an interrupted
 run). A second signal stops at once.
 
-Models: the built-in EfficientNet-Lite0 (default) compiled for the clip's format, size and
-colour matrix, cached; ``-m ppocr-det`` (text boxes), ``face`` (CenterFace), ``layout``
-(PP-PicoDet; NMS folded into the graph), compiled the same way; or a compiled model. All
-inputs share one size and format. Exit status: 0 when every frame was classified, 1 when
-decoding or inference failed part way (the results so far printed, the ``-o`` files
-finished), 2 for a bad argument, source or model; 130/143 after a signal.
+Models: the built-in EfficientNet-Lite0 (default; the RGBx model the photo apps use,
+cached); ``-m ppocr-det`` (text boxes), ``face`` (CenterFace), ``layout`` (PP-PicoDet; NMS
+folded into the graph), compiled for the clip's planes, size and colour matrix; or a
+compiled model. All inputs share one size and format. Exit status: 0 when every frame was
+classified, 1 when decoding or inference failed part way (the results so far printed, the
+``-o`` files finished), 2 for a bad argument, source or model; 130/143 after a signal.
 """
 
 from __future__ import annotations
@@ -75,9 +80,12 @@ from ._setup import EXIT_USAGE, add_runner_argument, engine_line, runner_type, s
 from ._signals import Interruption
 from ._video_inputs import (
     FFmpegErrors,
+    FrameWriter,
+    check_frame_inputs,
     check_inputs,
     common_info,
     engine_options,
+    frame_writer,
     model_for,
     model_planes,
     open_writers,
@@ -212,13 +220,17 @@ def _run(
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
             print(engine_line(runner), file=sys.stderr)
             say_precision(runner)
-            planes = model_planes(runner)
-            for source in streams.sources:
-                if planes != source.info.input_format:
-                    source.use_planes(planes)  # e.g. an NV12 model on I420: one CPU pass
-            inputs = check_inputs(runner, streams, args.batch)
+            frames = frame_writer(runner, info)
+            if frames is not None:  # a classifier: each frame written into its row
+                inputs = check_frame_inputs(runner, streams, args.batch)
+            else:  # the planes themselves are the model's inputs
+                planes = model_planes(runner)
+                for source in streams.sources:
+                    if planes != source.info.input_format:
+                        source.use_planes(planes)  # e.g. an NV12 model on I420: one CPU pass
+                inputs = check_inputs(runner, streams, args.batch)
             streams.queue = max(args.queue, inputs[0].shape[0])
-            app = _Video(runner, inputs, streams, info, model)
+            app = _Video(runner, inputs, streams, info, model, frames)
             app.writers = open_writers(args.output, len(streams), info)
             server = MetricsServer(streams, address) if address else None
             try:
@@ -253,23 +265,29 @@ class _Video:
     with each result (print, write, publish) and with the figures at the end."""
 
     def __init__(self, runner: Runner, inputs: list[NpuTensorInfo], streams: StreamSet,
-                 info: StreamInfo, model: Path) -> None:  # fmt: skip
+                 info: StreamInfo, model: Path, frames: FrameWriter | None) -> None:  # fmt: skip
         outs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
         quant = runner.get_quant_parameters(outs[0].name) if outs else None
         self.task = task_for(outs, quant, info, model)
         self.runner, self.streams, self.batch = runner, streams, inputs[0].shape[0]
         self.planes = [dataclasses.replace(i, shape=frame_shape(i)) for i in inputs]  # 1 frame
+        self.frames = frames
         self.writers: list[VideoWriter] = []
         self.multi = len(streams) > 1
         self.tally = _Tally()
         self.output = StageClock(("output",))  # print, write, publish: the main thread's part
         self.failure: str | None = None
 
-    def prepare(self, item: StreamFrame, inputs: ItemTensors) -> list[NpuTensor]:
-        """The frame's planes as HW input tensors over the decoder's memory
-        (USER_POINTER_CMA): bound in place at batch 1, no copy; at batch > 1 the pipeline
-        copies each into the frame's row of the batch tensors (one copy per plane)."""
+    def prepare(self, item: StreamFrame, inputs: ItemTensors) -> list[NpuTensor] | None:
+        """A classifier: the frame written into its row of the input (:class:`FrameWriter`,
+        one pass over the decoder's memory). Else the frame's planes as HW input tensors over
+        the decoder's memory (USER_POINTER_CMA): bound in place at batch 1, no copy; at
+        batch > 1 the pipeline copies each into the frame's row of the batch tensors (one
+        copy per plane)."""
         self.tally.add(item, inputs.row)
+        if self.frames is not None:
+            self.frames(item.frame, inputs[0])
+            return None
         return [NpuTensor(info, plane, MemoryType.USER_POINTER_CMA)
                 for info, plane in zip(self.planes, item.frame.planes, strict=True)]  # fmt: skip
 
@@ -345,7 +363,8 @@ class _Video:
         lines.append(f"{'throughput (pipeline)':<24}{fps:.3f} FPS")
         lines.append(f"{'frames':<24}{figures.done}")
         if self.batch > 1 and tally.frames:
-            lines.append(f"{'batched':<24}{tally.frames} frames in {tally.runs} runs (planes "
+            what = "frames resized" if self.frames is not None else "planes"
+            lines.append(f"{'batched':<24}{tally.frames} frames in {tally.runs} runs ({what} "
                          "written once into the batch tensors)")  # fmt: skip
         if live:
             dropped = sum(s.dropped for s in stats)
