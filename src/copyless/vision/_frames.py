@@ -16,9 +16,10 @@ the decoder's planes, written straight into the tensor:
 
 Exact for frames of even height (every 4:2:0 H.264/HEVC/VP9 stream). swscale converts a
 frame of odd height through its general scaler (chroma interpolated, not repeated): there
-the pixels are under a level apart on average, a few levels at colour edges. NV12's interleaved chroma is read in place (two views of pixel
-stride 2); padded lines are read where they lie. Copies: none (planes with packed luma
-pixels; another luma layout is copied once).
+the pixels are under a level apart on average, a few levels at colour edges. NV12's
+interleaved chroma is read in place (two views of pixel stride 2); padded lines are read
+where they lie. Copies: none (planes with packed luma pixels; another luma layout is copied
+once).
 """
 
 from __future__ import annotations
