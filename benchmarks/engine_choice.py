@@ -5,7 +5,8 @@
 
 Each model is the benchmark suite's RGBx b1 fp32 ``.rai`` (ppocr-det at 640x640). For each
 model: the first ``create_runner`` with the default runner type measures both engines (its
-time, measurement included, is printed: the budget is 2 s), with an empty choice cache (a
+time, measurement included, is printed: the budget is 2 s; interleaved rounds, best round per
+engine, a busy machine said in the reason), with an empty choice cache (a
 temporary COPYLESS_CACHE_DIR); a second one reads the cache. Then, round by round, the three
 runners (vaiml, onnxruntime, openvino) each run ``--runs`` timed ``execute`` calls on
 runner-allocated zero-copy tensors, alternating, and the medians over all calls are printed

@@ -1,15 +1,34 @@
 """``RunnerType.VAIML``: run the compiled model on the engine measured fastest for it here.
 
-The first runner of a model on a machine loads it on onnxruntime and on OpenVINO, times
-``execute`` on runner-allocated (zero-copy) tensors on both, alternating, keeps the faster
-runner (OpenVINO must be :data:`MARGIN` faster to replace onnxruntime) and closes the
-other; the whole measurement is bounded (:data:`BUDGET_S`, loads included, at least
-:data:`MIN_RUNS` timed runs each). The choice is cached in
-``<cache root>/engines/<digest>.json`` (the cache root of :mod:`copyless.model.zoo`), where
-``<digest>`` hashes the model's graphs and metadata and the options that change speed or
-answers; the file also records the engine versions and the CPU (model name and a digest
-of its flags). A file that is corrupt, from another CPU or from other engine versions is
-ignored (said at WARNING/INFO), measured again and rewritten: never trusted.
+The first runner of a model on a machine loads it on onnxruntime and on OpenVINO and times
+``execute`` on runner-allocated (zero-copy) tensors in interleaved rounds: each round runs
+every engine :data:`ROUND_RUNS` times back to back, the engine that goes first alternating
+round by round, so load from elsewhere hits both alike. Each engine is judged by its best
+round (the lowest round median: the quietest moment it had), and the faster one is kept
+(onnxruntime, the reference engine, unless OpenVINO's best is more than :data:`TIE` lower:
+the default runs within 1 + TIE of the faster engine); the other is closed. The whole
+measurement is bounded (:data:`BUDGET_S`, loads included, at least :data:`MIN_ROUNDS`
+rounds).
+
+The machine's own load is watched while measuring (the CPU time other processes took,
+from ``/proc/stat``, less this process's own; the load average where there is no
+``/proc``). A measurement taken while others used more than :data:`BUSY_SHARE` of the CPUs
+is still used and still cached, but marked busy, and the reason says so ("measured while
+the machine was busy: others used 40% of the CPUs"); a runner that finds such a record on a
+quiet machine measures again and replaces it.
+
+A cached choice is checked against the runner's first runs: :data:`CHECK_RUNS` timed runs of
+the chosen engine on zeros when it loads. When they disagree with the record (the chosen
+engine's best is now slower than the other engine's recorded best, and more than
+:data:`RECHECK` times its own), both engines are measured again (said at INFO) and the file
+rewritten.
+
+The choice is cached in ``<cache root>/engines/<digest>.json`` (the cache root of
+:mod:`copyless.model.zoo`), where ``<digest>`` hashes the model's graphs and metadata and the
+options that change speed or answers; the file also records the engine versions and the CPU
+(model name and a digest of its flags). A file that is corrupt, from another CPU or from
+other engine versions is ignored (said at WARNING/INFO), measured again and rewritten: never
+trusted.
 
 Precision: both engines run the compiled precision. OpenVINO's own choice (bf16 on CPUs
 with AVX512-BF16 or AMX, which changes answers) is never made silently: with the default
@@ -54,6 +73,7 @@ from ..types import (
     TensorType,
     UnsupportedError,
 )
+from ._load import BUSY_SHARE, CpuLoad, machine_busy
 from ._options import RunnerOptions
 
 
@@ -76,21 +96,28 @@ class Candidate(Protocol):
 
 R = TypeVar("R", bound=Candidate)
 
-__all__ = ["BUDGET_S", "MIN_RUNS", "EngineChoice", "choose_engine"]
+__all__ = ["BUDGET_S", "MIN_ROUNDS", "EngineChoice", "choose_engine"]
 
 logger = logging.getLogger("copyless.runner")
 
-#: Seconds the first measurement of a model may take, engine loads included: MIN_RUNS
-#: timed runs per engine within it; past twice it, one timed run each ends it.
+#: Seconds the first measurement of a model may take, engine loads included: MIN_ROUNDS
+#: rounds within it; past twice it, the round running ends it.
 BUDGET_S = 1.8
-MIN_RUNS = 3
-MAX_RUNS = 25
+MIN_ROUNDS = 3
+MAX_ROUNDS = 12
+#: Timed runs of each engine per round, back to back (their median is the round's figure).
+ROUND_RUNS = 3
 #: OpenVINO replaces onnxruntime (the reference engine, whose answers the accuracy work
-#: pins) only when its median is at least this much lower: a few percent is within the
-#: noise of a short measurement, and a choice that flips between runs helps nobody.
-MARGIN = 0.10
+#: pins) when its best is more than this much lower: below it the two are a tie, and a
+#: choice that flips between measurements helps nobody.
+TIE = 0.03
+#: A cached choice is checked with this many timed runs of the chosen engine...
+CHECK_RUNS = 3
+#: ... and measured again when its best is over RECHECK times the recorded best (and slower
+#: than the other engine's recorded best).
+RECHECK = 1.3
 #: The cache file's format; another number is ignored and rewritten.
-FORMAT = 1
+FORMAT = 2
 #: Options that change an engine's speed or answers: part of the cache key.
 _KEYED_OPTIONS = (
     "device", "inference_precision", "performance_hint", "num_threads",
@@ -105,15 +132,17 @@ Build = Callable[[RunnerType, RunnerOptions], R]
 @dataclass(frozen=True, slots=True)
 class EngineChoice:
     """Which engine runs a model (``engine``: ONNXRUNTIME or OPENVINO), what was asked
-    (``requested``), and why, in one line (``reason``). ``medians_ms``: the measured median
-    latency per engine name (empty when nothing was measured); ``cached``: read from the
-    cache file instead of measured now."""
+    (``requested``), and why, in one line (``reason``). ``medians_ms``: each engine's best
+    round median latency (empty when nothing was measured); ``cached``: read from the cache
+    file instead of measured now; ``busy``: the share of the CPUs other processes used while
+    it was measured, when that made the machine busy (None: measured on a quiet machine)."""
 
     engine: RunnerType
     requested: RunnerType
     reason: str
     medians_ms: dict[str, float] = field(default_factory=dict)
     cached: bool = False
+    busy: float | None = None
 
     @property
     def engine_name(self) -> str:
@@ -135,16 +164,68 @@ def choose_engine(
         return build(engine, options), EngineChoice(engine, RunnerType.VAIML, why)
     path, record = _cache_file(model, options)
     cached = _read(path, record)
+    if cached is not None and cached.busy is not None and not machine_busy():
+        logger.info("%s: the cached engine choice was measured on a busy machine (others "
+                    "used %.0f%% of the CPUs); the machine is quiet now: measuring again",
+                    model.name, 100.0 * cached.busy)  # fmt: skip
+        cached = None
     if cached is not None:
-        try:
-            return build(cached.engine, options), cached
-        except (UnsupportedError, ModelLoadError) as exc:  # e.g. a check added since
-            logger.warning("%s: the cached engine %s cannot load it (%s): measuring again",
-                           model.name, cached.engine_name, exc)  # fmt: skip
+        runner = _cached_runner(model, options, build, cached)
+        if runner is not None:
+            return runner, cached
     runner, choice = _measure(model, options, build)
     if choice.medians_ms:
         _write(path, record, choice)
     return runner, choice
+
+
+def _cached_runner(
+    model: CompiledModel, options: RunnerOptions, build: Build[R], cached: EngineChoice
+) -> R | None:
+    """The cached engine's runner, checked by its first runs (:data:`CHECK_RUNS`); None
+    when it cannot load the model or its runs disagree with the record (measure again)."""
+    try:
+        runner = build(cached.engine, dataclasses.replace(options, warm_up=False))
+    except (UnsupportedError, ModelLoadError) as exc:  # e.g. a check added since
+        logger.warning("%s: the cached engine %s cannot load it (%s): measuring again",
+                       model.name, cached.engine_name, exc)  # fmt: skip
+        return None
+    try:
+        disagree = _disagrees(runner, cached)
+    except BaseException:
+        runner.close()
+        raise
+    if disagree is not None:
+        logger.info("%s: the first runs disagree with the cached engine choice (%s): "
+                    "measuring again", model.name, disagree)  # fmt: skip
+        runner.close()
+        return None
+    if options.warm_up:
+        runner.warm_up()
+    return runner
+
+
+def _disagrees(runner: Candidate, cached: EngineChoice) -> str | None:
+    """Why the runner's first runs contradict the cached figures, or None when they do not
+    (or cannot be timed: the record stands)."""
+    mine = cached.medians_ms.get(cached.engine_name)
+    others = [ms for name, ms in cached.medians_ms.items() if name != cached.engine_name]
+    if mine is None or not others:
+        return None
+    call = _call(runner)
+    if isinstance(call, str):
+        return None
+    times = []
+    for _ in range(CHECK_RUNS + 1):  # the first untimed
+        began = time.perf_counter()
+        if call() is not StatusCode.SUCCESS:
+            return None
+        times.append((time.perf_counter() - began) * 1e3)
+    best = min(times[1:])
+    if best > min(others) and best > RECHECK * mine:
+        return (f"{cached.engine_name} now runs {best:.3f} ms, recorded {mine:.3f} ms, the "
+                f"other engine {min(others):.3f} ms")  # fmt: skip
+    return None
 
 
 def _no_choice(model: CompiledModel, options: RunnerOptions) -> tuple[RunnerType, str] | None:
@@ -186,14 +267,16 @@ def _measure(
                 refused[engine] = exc
         if len(runners) < 2:
             return _one_left(runners, refused, options)
+        load = CpuLoad()
         medians = _time_runs(runners, start)
+        busy = load.others_share()
         if isinstance(medians, str):  # not measurable: onnxruntime, the reference engine
             winner = runners.pop(RunnerType.ONNXRUNTIME)
             if options.warm_up:
                 winner.warm_up()
             return winner, EngineChoice(RunnerType.ONNXRUNTIME, RunnerType.VAIML, medians)
         ort, ov = medians[RunnerType.ONNXRUNTIME], medians[RunnerType.OPENVINO]
-        best = RunnerType.OPENVINO if ov < ort * (1.0 - MARGIN) else RunnerType.ONNXRUNTIME
+        best = RunnerType.OPENVINO if ov < ort * (1.0 - TIE) else RunnerType.ONNXRUNTIME
         if options.warm_up:
             runners[best].warm_up()
         winner = runners.pop(best)
@@ -203,12 +286,20 @@ def _measure(
     figures = ", ".join(f"{_NAMES[e]} {ms:.3f} ms" for e, ms in sorted(
         medians.items(), key=lambda item: item[1]))  # fmt: skip
     elapsed = time.perf_counter() - start
+    busy = busy if busy is not None and busy > BUSY_SHARE else None
+    when = (
+        ""
+        if busy is None
+        else (f"; measured while the machine was busy: others used {busy:.0%} of the CPUs")
+    )
     reason = (
-        f"measured fastest here at {_precision(options)}: median {figures} "
-        f"(OpenVINO needs a {MARGIN:.0%} lead; measured in {elapsed:.2f} s)"
+        f"measured fastest here at {_precision(options)}: best round median {figures} "
+        f"(interleaved rounds, a {TIE:.0%} tie goes to onnxruntime; measured in "
+        f"{elapsed:.2f} s{when})"
     )
     named = {_NAMES[e]: round(ms, 4) for e, ms in medians.items()}
-    return winner, EngineChoice(best, RunnerType.VAIML, reason, named)
+    return winner, EngineChoice(best, RunnerType.VAIML, reason, named,
+                                busy=None if busy is None else round(busy, 3))  # fmt: skip
 
 
 def _one_left(
@@ -230,43 +321,54 @@ def _one_left(
     return runner, EngineChoice(engine, RunnerType.VAIML, reason)
 
 
-def _time_runs(
-    runners: dict[RunnerType, R], start: float
-) -> dict[RunnerType, float] | str:
-    """Median milliseconds of ``execute`` per engine, on zero-filled runner-allocated
-    tensors, alternating engines so load from elsewhere hits both alike; one untimed run
-    first (onnxruntime's first). Why nothing was measured, instead, when a first run fails
-    on zeros or alone takes longer than the budget (then the other engine never runs)."""
+def _call(runner: Candidate) -> Callable[[], StatusCode] | str:
+    """One ``execute`` of ``runner`` on zero-filled runner-allocated tensors, or why not."""
+    infos = runner.get_tensors_info
+    try:
+        ins = [runner.allocate_npu_tensor(i) for i in infos(TensorDirection.INPUT)]
+        outs = [runner.allocate_npu_tensor(i) for i in infos(TensorDirection.OUTPUT)]
+    except CopylessError as exc:
+        return f"not measured: its tensors cannot be allocated ({exc})"
+    return lambda: runner.execute([ins], [outs])
+
+
+def _time_runs(runners: dict[RunnerType, R], start: float) -> dict[RunnerType, float] | str:
+    """Each engine's best round median, in milliseconds: rounds of :data:`ROUND_RUNS`
+    back-to-back runs per engine, the first engine alternating round by round (a burst of
+    load from elsewhere lands in one engine's round, not in its best one). One untimed run
+    each first (onnxruntime's first). Why nothing was measured, instead, when a first run
+    fails on zeros or alone takes longer than the budget (then the other engine never runs)."""
     calls: dict[RunnerType, Callable[[], StatusCode]] = {}
     for engine, runner in runners.items():
-        infos = runner.get_tensors_info
-        try:
-            ins = [runner.allocate_npu_tensor(i) for i in infos(TensorDirection.INPUT)]
-            outs = [runner.allocate_npu_tensor(i) for i in infos(TensorDirection.OUTPUT)]
-        except CopylessError as exc:
-            return f"not measured: its tensors cannot be allocated ({exc})"
-        calls[engine] = lambda r=runner, i=ins, o=outs: r.execute([i], [o])  # type: ignore[misc]
+        call = _call(runner)
+        if isinstance(call, str):
+            return call
+        calls[engine] = call
         began = time.perf_counter()
-        status = calls[engine]()
+        status = call()
         took = time.perf_counter() - began
         if status is not StatusCode.SUCCESS:
             return f"not measured: a run on zeros gave {status.name} on {_NAMES[engine]}"
         if took > BUDGET_S:
             return f"not measured: one run took {took:.1f} s on {_NAMES[engine]}"
-    times: dict[RunnerType, list[float]] = {engine: [] for engine in calls}
-    while True:
-        for engine, call in calls.items():
-            began = time.perf_counter()
-            call()
-            times[engine].append(time.perf_counter() - began)
-        runs = len(times[RunnerType.ONNXRUNTIME])
+    best: dict[RunnerType, float] = {}
+    order = list(calls)
+    for rounds in range(1, MAX_ROUNDS + 1):
+        for engine in order:
+            times = []
+            for _ in range(ROUND_RUNS):
+                began = time.perf_counter()
+                calls[engine]()
+                times.append(time.perf_counter() - began)
+            figure = statistics.median(times) * 1e3
+            best[engine] = min(best.get(engine, figure), figure)
+        order.reverse()
         elapsed = time.perf_counter() - start
-        # MIN_RUNS each while within the budget; past it, one timed run each is enough (a
+        # MIN_ROUNDS while within the budget; past twice it, the round run is enough (a
         # slow model, or a loaded machine, must not make the first create_runner slow)
-        over = elapsed > BUDGET_S and (runs >= MIN_RUNS or elapsed > 2 * BUDGET_S)
-        if runs >= MAX_RUNS or over:
+        if (elapsed > BUDGET_S and rounds >= MIN_ROUNDS) or elapsed > 2 * BUDGET_S:
             break
-    return {engine: statistics.median(t) * 1e3 for engine, t in times.items()}
+    return best
 
 
 def _precision(options: RunnerOptions) -> str:
@@ -303,6 +405,7 @@ def _read(path: Path, record: dict[str, Any]) -> EngineChoice | None:
         engine = {name: e for e, name in _NAMES.items()}[data["engine"]]
         medians = {str(k): float(v) for k, v in data["medians_ms"].items()}
         reason = str(data["reason"])
+        busy = None if data.get("busy") is None else float(data["busy"])
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         logger.warning("engine choice cache %s is corrupt (%r): measuring again", path, exc)
         return None
@@ -310,13 +413,14 @@ def _read(path: Path, record: dict[str, Any]) -> EngineChoice | None:
         logger.info("engine choice cache %s was written with another %s: measuring again",
                     path, "/".join(stale))  # fmt: skip
         return None
-    return EngineChoice(engine, RunnerType.VAIML, f"cached: {reason}", medians, cached=True)
+    return EngineChoice(engine, RunnerType.VAIML, f"cached: {reason}", medians, cached=True,
+                        busy=busy)  # fmt: skip
 
 
 def _write(path: Path, record: dict[str, Any], choice: EngineChoice) -> None:
     """Write atomically (a temporary file, then ``os.replace``); a failure only warns."""
     data = {**record, "engine": choice.engine_name, "medians_ms": choice.medians_ms,
-            "reason": choice.reason}  # fmt: skip
+            "reason": choice.reason, "busy": choice.busy}  # fmt: skip
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
