@@ -310,3 +310,21 @@ def test_a_full_disk_keeps_the_finished_parts(ray_head, photo_folder, tmp_path) 
     assert not list(kept.glob(".*"))  # no half-written part
     for row in rows:
         assert row["error"] is None and row["class_id"] in expected[row["path"]], row
+
+
+def test_labels_file_names_the_classes(photo_folder, tmp_path, capsys) -> None:
+    """``--labels FILE`` (class_names, the apps' one rule): the rows carry the user's names;
+    a file whose count does not fit the model is a usage error before Ray starts."""
+    folder, _ = photo_folder
+    names = tmp_path / "names.txt"
+    names.write_text("".join(f"mine {k}\n" for k in range(1000)))
+    out = tmp_path / "out.parquet"
+    assert batch.main([str(folder), "-o", str(out), "--labels", str(names), "-k", "2"]) == 0
+    rows = pq.read_table(out).to_pylist()
+    assert rows and all(r["label"] == f"mine {r['class_id']}" for r in rows)
+    assert all(t == [f"mine {c}" for c in r["top_class_ids"]] for r in rows
+               for t in [r["top_labels"]])  # fmt: skip
+    short = tmp_path / "short.txt"
+    short.write_text("cat\ndog\n")
+    assert batch.main([str(folder), "-o", str(tmp_path / "x.parquet"), "--labels", str(short)]) == 2
+    assert "has 2 names" in capsys.readouterr().err

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tqdm import tqdm
 
-from ..model import CompiledModel, load_model, zoo
+from ..model import CompiledModel, class_names, load_model
 from ..types import CopylessError
 from ._checks import (
     UsageError,
@@ -116,6 +116,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32, help="images per batch (32)")
     add_runner_argument(parser)  # --runner, --device (cuda/tensorrt: the actors take GPUs)
     parser.add_argument("-k", "--top", type=int, default=5, help="classes per image (5)")
+    parser.add_argument("--labels", metavar="FILE", help="class names, one per line, for a "
+                        "model of your own (default: the names the model records, or the "
+                        "zoo's for a built-in model)")  # fmt: skip
     parser.add_argument("--task", choices=["classify", "ocr"], default="classify",
                         help="classify (one row per image) or ocr (PP-OCR: one row per text "
                         "line: path, line, x0, y0, x1, y1, score, text, error)")  # fmt: skip
@@ -163,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         if refusal is not None:
             raise UsageError(refusal)
         FrameSpec.for_model(model)
+        labels = class_names(model, args.labels)
     except ImportError as exc:
         print(f"error: copyless-batch needs the ray extra (pip install 'copyless[ray]'): {exc}",
               file=sys.stderr)  # fmt: skip
@@ -172,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     interrupted = Interruption(PROG)
     try:
-        return _run(args, paths, model, interrupted)
+        return _run(args, paths, model, labels, interrupted)
     except KeyboardInterrupt:  # Ctrl-C before the handlers, or after them
         interrupted.note(signal.SIGINT)
         return interrupted.exit_code(EXIT_FAILED)
@@ -182,6 +186,7 @@ def _run(
     args: argparse.Namespace,
     paths: Sequence[str] | Manifest,
     model: CompiledModel,
+    labels: list[str],
     interrupted: Interruption,
 ) -> int:
     from ..ray import JobControl, JobSettings
@@ -195,7 +200,7 @@ def _run(
         stall_s=args.stall_timeout,
     )
     try:  # before Ray starts: an output that cannot be written fails at once
-        writer = _writer(args.output, _labels(model))
+        writer = _writer(args.output, labels)
     except OSError as exc:
         print(f"error: cannot write {args.output}: {_reason(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -430,16 +435,6 @@ def _model_path(name: str | None) -> Path:
 def builtin_batch_classifier() -> Path:
     """The built-in EfficientNet-Lite0 (RGBx input) compiled for :data:`BUILTIN_BATCH`."""
     return builtin_model(CLASSIFIER, batch_size=BUILTIN_BATCH)
-
-
-def _labels(model: CompiledModel) -> list[str]:
-    classes = model.outputs[0].cpu.shape[-1] if model.outputs[0].cpu.shape else 0
-    if classes != 1000:
-        return []
-    try:
-        return zoo.labels()
-    except CopylessError:
-        return []
 
 
 def _cluster(address: str | None, actors: int) -> AbstractContextManager[ClusterInfo]:
