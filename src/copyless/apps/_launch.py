@@ -8,8 +8,11 @@ A ``ModuleNotFoundError`` for a package that no extra provides is a bug and prop
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 from collections.abc import Callable
+
+from ._signals import default_handlers, stopped
 
 __all__ = ["EXTRAS", "run"]
 
@@ -36,10 +39,14 @@ EXTRAS = {
 
 def run(app: str, prog: str) -> int:
     """Import ``copyless.apps.<app>`` and return its ``main()``; a missing extra is one line
-    on stderr and status 2."""
+    on stderr and status 2; SIGINT/SIGTERM that reach here (an app without a run loop of its
+    own, or before its handlers) are one line and status 130/143, no traceback."""
+    previous = default_handlers()
     try:
         main: Callable[[], int] = importlib.import_module(f"copyless.apps.{app}").main
         return main()
+    except KeyboardInterrupt as exc:  # SIGINT/SIGTERM where the app had no handler of its own
+        return stopped(prog, exc)
     except ModuleNotFoundError as exc:
         top = (exc.name or "").partition(".")[0]
         if top not in EXTRAS:
@@ -48,6 +55,9 @@ def run(app: str, prog: str) -> int:
         print(f"{prog}: error: {top} is not installed: this needs copyless's '{extra}' extra "
               f"(pip install 'copyless[{extra}]')", file=sys.stderr)  # fmt: skip
         return 2
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def zoo() -> int:

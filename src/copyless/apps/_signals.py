@@ -27,11 +27,37 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-__all__ = ["EXIT_SIGINT", "EXIT_SIGTERM", "Interruption"]
+__all__ = ["EXIT_SIGINT", "EXIT_SIGTERM", "Interruption", "Terminated", "default_handlers",
+           "stopped"]
 
 EXIT_SIGINT = 128 + signal.SIGINT  # 130
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM where no app handler is installed (the launcher's): unwinds as Ctrl-C does,
+    and says which signal it was."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def default_handlers() -> dict[int, Any]:
+    """Outside an app's :class:`Interruption` (imports, model builds, an app with no run
+    loop): SIGTERM unwinds as Ctrl-C does (:class:`Terminated`); the previous handlers are
+    returned. Main thread only (elsewhere nothing is installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signal.SIGTERM: signal.signal(signal.SIGTERM, _terminate)}
+
+
+def stopped(prog: str, exc: KeyboardInterrupt) -> int:
+    """The one line and the exit status for a signal that unwound an app."""
+    sig = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+    print(f"{prog}: stopped by {sig.name}", file=sys.stderr, flush=True)
+    return 128 + sig
 
 
 class Interruption:
@@ -89,7 +115,8 @@ class Interruption:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         self._previous.clear()
-        if kind is KeyboardInterrupt:  # a second signal, or Ctrl-C before the handlers
-            self.note(signal.SIGINT)
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            # a second signal, or one before the handlers (the launcher's SIGTERM too)
+            self.note(signal.SIGTERM if issubclass(kind, Terminated) else signal.SIGINT)
             return True  # swallowed: the app returns exit_code(...)
         return False
