@@ -62,7 +62,7 @@ TESTS = [
 # The default runner's engine measurement (tests/runner/test_engine_choice.py) needs OpenVINO:
 # under ASan it runs onnxruntime unmeasured (runner/_choice.py), so those tests stay out too.
 DESELECT = ["-k", "not openvino and not engine_choice"]
-HARNESSES = ("layout", "vision", "runner")
+HARNESSES = ("layout", "vision", "runner", "ipc")
 ASAN_OPTIONS = (
     "detect_leaks=0:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1:"
     "strict_string_checks=1:check_initialization_order=1:alloc_dealloc_mismatch=0:"
