@@ -133,7 +133,7 @@ def test_sent_runner_memory_is_sealed_and_mapped_to_its_info(
     assert outcome.exitcode == 0 and outcome.value == ("read", [4096.0, "no"])
 
 
-def test_refused_fds_are_closed_and_named(listener: tuple[socket.socket, str]) -> None:
+def test_refused_fds_are_closed_and_named() -> None:
     a, b = socket.socketpair()
     with a, b:
         fd = _fd_of("shm file")
@@ -236,3 +236,16 @@ def test_producer_connect_has_a_timeout(listener: tuple[socket.socket, str]) -> 
     result, seconds = outcome.value
     assert result.startswith("IpcError: the pool did not take producer 0 in 0.5 s")
     assert seconds < 3.0
+
+
+def test_a_non_blocking_socket_reads_what_has_arrived() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        b.setblocking(False)  # a deadline of now: what is there is read, nothing waited for
+        with pytest.raises(TimeoutError):
+            recv_message(b)
+        send_message(a, {"op": "x"})
+        assert recv_message(b) == ({"op": "x", "nfds": 0}, [])
+        a.setblocking(False)
+        send_message(a, {"op": "y"})
+        assert recv_message(b)[0]["op"] == "y"

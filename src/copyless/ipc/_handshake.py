@@ -96,7 +96,9 @@ class Handshakes:
     ) -> socket.socket | None:
         """Read the hello or send what the socket takes; the connection once it is done
         (then no longer on the selector), else None. A failure drops the connection."""
-        shake = self._pending[producer_id]
+        shake = self._pending.get(producer_id)
+        if shake is None:
+            return None  # dropped earlier in the same batch of events
         try:
             if shake.hello is None:
                 if shake.read() is None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import select
 import socket
@@ -187,15 +188,16 @@ def _wait(sock: socket.socket, event: int, deadline: float | None, doing: str) -
 
 
 def _ready(sock: socket.socket, event: int, deadline: float | None) -> bool:
+    """Whether ``sock`` became ready before ``deadline`` (looked at once even when it has
+    passed: a non-blocking socket has a deadline of now)."""
     poller = select.poll()
     poller.register(sock.fileno(), event)
     while True:
         left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            return False
-        ms = None if left is None else max(1, int(left * 1000 + 0.999))
-        if poller.poll(ms):
+        if poller.poll(None if left is None else max(0, math.ceil(left * 1000))):
             return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
 
 
 class _MessageReader:
