@@ -24,7 +24,9 @@ Design of the pool:
   so a producer that stalls mid-record holds up nobody.
 * Producers are started with ``multiprocessing`` ``"spawn"`` (or ``"forkserver"``: the
   consumer runs threads, so no ``fork``) and connect back over an abstract Unix socket,
-  authenticated by a per-pool token and ``SO_PEERCRED`` (the pid must be the one started).
+  authenticated by ``SO_PEERCRED`` (the pool's user, a pid it started) and a per-pool token.
+  Handshakes run on the pool's selector with a deadline, never blocking ``poll``; a
+  producer's requests are bounded (at most ``num_slots`` not yet granted).
 * A producer that dies is seen at once (socket EOF and its process sentinel, watched by
   one ``selectors`` loop); the slots granted to it are reclaimed and the others go on.
   A consumer that dies gives every producer EOF: ``acquire``/``submit`` raise
@@ -56,8 +58,10 @@ Example (the consumer is the main process; ``decode_into`` is yours)::
 
 Copies: none on the way from a producer to the engine. ``FrameResult.outputs`` are the
 slot's output tensors, reused once the iteration moves on: copy what you keep.
-Errors: :class:`IpcError` (a ``CopylessError``) for garbage, truncated or oversized
-messages; :class:`PeerClosedError` when the other side has gone.
+Errors: :class:`IpcError` (a ``CopylessError``) for garbage, truncated, oversized, too
+deeply nested or late messages (every message has a deadline, see :mod:`._wire`) and for
+descriptors the sender could resize under the receiver (see :mod:`._transport`);
+:class:`PeerClosedError` when the other side has gone.
 """
 
 from __future__ import annotations
