@@ -102,3 +102,29 @@ def unknown_rank_model() -> onnx.ModelProto:
         0, oh.make_node("If", ["flat"], ["nz"], then_branch=flat, else_branch=grid)
     )
     return model
+
+
+def calibration_folder(root, count: int = 100, size: int = 96, seed: int = 0):
+    """``count`` varied colour photos (JPEG crops of skimage's colour photos at random
+    scales and places, some mirrored) in ``root``: a calibration folder the INT8 compiler
+    accepts (it wants at least 100 colour images)."""
+    from pathlib import Path
+
+    import skimage.data
+    from PIL import Image
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    names = ("chelsea", "coffee", "astronaut", "rocket", "immunohistochemistry")
+    photos = [Image.fromarray(getattr(skimage.data, name)()).convert("RGB") for name in names]
+    for i in range(count):
+        photo = photos[i % len(photos)]
+        w, h = photo.size
+        side = int(min(w, h) * rng.uniform(0.4, 1.0))
+        x0, y0 = int(rng.integers(0, w - side + 1)), int(rng.integers(0, h - side + 1))
+        crop = photo.crop((x0, y0, x0 + side, y0 + side)).resize((size, size), Image.BILINEAR)
+        if rng.integers(0, 2):
+            crop = crop.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        crop.save(root / f"{i:03d}.jpg", quality=90)
+    return root

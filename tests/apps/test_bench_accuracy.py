@@ -47,6 +47,19 @@ def test_int8_reports_its_agreement_with_fp32(figures: dict[str, Any]) -> None:
     for engine in ("ort", "ov"):
         row = figures["photos"][f"int8-rgbx/{engine}"]
         assert 0.0 <= row["top1_vs_fp32"] <= 100.0 and row["n"] == 40
+        assert 0.0 <= row["sure_vs_fp32"] <= 100.0 and 0 < row["sure_n"] <= 40
+        assert row["ms"] > 0.0
+
+
+@pytest.mark.parametrize("path", ["frame-i420/ort", "frame-i420/ov", "frame-nv12/ort",
+                                  "frame-nv12/ov"])  # fmt: skip
+def test_copyless_video_answers_as_the_reference_loop_on_every_frame(
+    figures: dict[str, Any], path: str
+) -> None:
+    """classify_frame writes FFmpeg's rgb24 pixels resized by PIL, bit for bit (issue 39)."""
+    row = figures["video"][path]
+    assert row["n"] == 48 and row["top1"] == 100.0
+    assert set(row["scenes"].values()) == {100.0}
 
 
 @pytest.mark.parametrize("path", ["i420/ort", "i420/ov", "nv12/ort", "nv12/ov"])

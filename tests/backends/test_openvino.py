@@ -172,8 +172,10 @@ def test_rgbx_uint8_input_matches_onnxruntime(pair) -> None:
 
 
 @pytest.fixture(scope="module")
-def int8_model() -> CompiledModel:
-    photos = [zoo.photo_path(name) for name in zoo.photo_names()]
+def int8_model(tmp_path_factory: pytest.TempPathFactory) -> CompiledModel:
+    from model_helpers import calibration_folder
+
+    photos = calibration_folder(tmp_path_factory.mktemp("calibration"), size=32)
     return compile_to_memory(
         conv_net(), quantize="int8", calibration=photos, mean=(127.0,) * 3, std=(128.0,) * 3
     )

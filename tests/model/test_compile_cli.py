@@ -77,14 +77,9 @@ def test_help_documents_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
 def test_quantize_ops_flag_reaches_the_quantizer(model_file: Path, tmp_path: Path) -> None:
     import json
 
-    import numpy as np
-    from PIL import Image
+    from model_helpers import calibration_folder
 
-    photos = tmp_path / "photos"
-    photos.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(2):
-        Image.fromarray(rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)).save(photos / f"{i}.png")
+    photos = calibration_folder(tmp_path / "photos", size=24)
     out = tmp_path / "q.rai"
     code = main([str(model_file), "-o", str(out), "--quantize", "int8", "--calibration",
                  str(photos), "--quantize-ops", "Conv,Gemm"])  # fmt: skip

@@ -21,17 +21,22 @@ from copyless.model import (
     precision_of,
     zoo,
 )
-from copyless.types import DataType, MemoryLayout, OptionError, QuantParameters
+from copyless.types import (
+    DataType,
+    MemoryLayout,
+    OptionError,
+    QuantParameters,
+    UnsupportedError,
+)
+from model_helpers import calibration_folder
 
 PHOTOS = ("chelsea", "coffee", "astronaut")
 
 
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("calibration")
-    for name in PHOTOS:
-        Image.fromarray(getattr(skimage.data, name)()).save(root / f"{name}.jpg", quality=92)
-    return root
+    """100 varied colour crops of skimage's photos: the fewest the compiler takes."""
+    return calibration_folder(tmp_path_factory.mktemp("calibration"))
 
 
 def _pixels(name: str, size: int) -> np.ndarray:
@@ -50,7 +55,7 @@ def effnet_int8(
 ) -> CompiledModel:
     out = tmp_path_factory.mktemp("int8") / "effnet_int8.rai"
     compile_model(effnet, out, input_format="rgbx", mean=(127, 127, 127), std=(128, 128, 128),
-                  quantize="int8", calibration=photos)  # fmt: skip
+                  resize="crop:0.875", quantize="int8", calibration=photos)  # fmt: skip
     return load_model(out)
 
 
@@ -187,16 +192,22 @@ def test_activations_are_uint8_and_weights_int8(effnet_int8: CompiledModel) -> N
 def test_int8_records_its_agreement_with_fp32(
     effnet: Path, effnet_int8: CompiledModel, photos: Path
 ) -> None:
-    """The compiler runs fp32 and int8 on the calibration images and records the price."""
+    """The compiler runs fp32 and int8 on the calibration images held out of the ranges
+    (every 5th), prepared as the model records (resize 256, centre crop 224), and records
+    the price, the weights' form and the calibration."""
     record = precision_of(effnet_int8.metadata)
     assert record is not None
-    assert (record["precision"], record["reference"], record["images"]) == ("int8", "fp32", 3)
-    # recompute it: the same calibration tensors through the source and the int8 graph
-    names = sorted(p.name for p in photos.iterdir())
+    assert (record["precision"], record["reference"], record["images"]) == ("int8", "fp32", 20)
+    assert record["images_from"] == "held-out calibration"
+    assert record["calibration"] == {"images": 80, "ranges": "min-max"}
+    assert record["weights"].startswith("int8 per channel, symmetric, ")
+    # recompute it: the held-out images through the source and the int8 graph
+    names = sorted(p.name for p in photos.iterdir())[4::5]
     agree, dps = 0, []
     for name in names:
         with Image.open(photos / name) as img:
-            pixels = np.asarray(img.convert("RGB").resize((224, 224))).astype(np.float32)
+            rgb = img.convert("RGB").resize((256, 256), Image.BILINEAR).crop((16, 16, 240, 240))
+            pixels = np.asarray(rgb).astype(np.float32)
         want = run_source(effnet, {"input": ((pixels - 127) / 128).transpose(2, 0, 1)[None]})
         rgbx = np.concatenate([pixels, np.zeros((224, 224, 1), np.float32)], axis=2)[None]
         got = run_compiled(effnet_int8, {"input": rgbx.astype(np.uint8)})["logits"]
@@ -210,7 +221,60 @@ def test_int8_records_its_agreement_with_fp32(
     assert record["dp_median"] == pytest.approx(float(np.median(dps)), abs=0.02)
     line = precision_line(effnet_int8.metadata)
     assert line is not None and line.startswith("int8 model: top-1 as fp32 on ")
-    assert "of 3 calibration images" in line
+    assert "of 20 held-out calibration images" in line
+
+
+def test_weights_take_8_bits_where_the_cpu_has_vnni() -> None:
+    from copyless.model._quantize import weight_bits
+
+    with open("/proc/cpuinfo", encoding="utf-8") as handle:
+        vnni = "vnni" in handle.read()
+    assert weight_bits() == (8 if vnni else 7)
+
+
+def test_bad_calibration_folders_are_refused_in_one_line(tmp_path: Path) -> None:
+    few = calibration_folder(tmp_path / "few", count=12)
+    with pytest.raises(OptionError, match=r"calibration: 12 images; INT8 ranges need at least 100"):
+        compile_model(conv_net(size=32), tmp_path / "a.rai", quantize="int8", calibration=few)
+    broken = calibration_folder(tmp_path / "broken")
+    (broken / "050.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    with pytest.raises(OptionError, match=r"calibration image .*050.jpg.* cannot be read"):
+        compile_model(conv_net(size=32), tmp_path / "b.rai", quantize="int8", calibration=broken)
+    grey = calibration_folder(tmp_path / "grey")
+    for path in sorted(grey.iterdir())[:30]:
+        Image.open(path).convert("L").save(path)
+    with pytest.raises(OptionError, match=r"30 of 100 images are greyscale"):
+        compile_model(conv_net(size=32), tmp_path / "c.rai", quantize="int8", calibration=grey)
+    for path in sorted(grey.iterdir())[5:30]:  # five greyscale photos among colour ones: fine
+        path.unlink()
+    calibration_folder(tmp_path / "more", count=25, seed=1)
+    for path in (tmp_path / "more").iterdir():
+        path.rename(grey / f"more-{path.name}")
+    compile_model(conv_net(size=32), tmp_path / "d.rai", quantize="int8", calibration=grey)
+
+
+def test_min_agreement_refuses_naming_the_figure(
+    effnet: Path, photos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import copyless.model._compiler as compiler
+
+    options = {"input_format": "rgbx", "mean": (127,) * 3, "std": (128,) * 3,
+               "resize": "crop:0.875", "quantize": "int8", "calibration": photos}  # fmt: skip
+    real = compiler.measure
+    monkeypatch.setattr(compiler, "measure", lambda *a, **k: {**real(*a, **k), "top1": 85.0})
+    expected = r"top-1 agrees with fp32 on 85.0% of 20 held-out calibration images, below "
+    with pytest.raises(UnsupportedError, match=expected + r"min_agreement=90%"):
+        compile_model(effnet, tmp_path / "no.rai", min_agreement=90, **options)
+    assert not (tmp_path / "no.rai").exists()
+    compile_model(effnet, tmp_path / "yes.rai", min_agreement=85, **options)
+    monkeypatch.undo()
+    with pytest.raises(OptionError, match="percentage"):
+        compile_model(effnet, tmp_path / "no.rai", min_agreement=101, **options)
+    with pytest.raises(OptionError, match="min_agreement needs quantize"):
+        compile_model(effnet, tmp_path / "no.rai", min_agreement=50)
+    with pytest.raises(UnsupportedError, match="needs a classifier"):  # conv_net: no logits
+        compile_model(conv_net(size=32), tmp_path / "no.rai", quantize="int8",
+                      calibration=photos, min_agreement=50)  # fmt: skip
 
 
 def test_fp32_models_record_no_precision(effnet: Path, tmp_path: Path) -> None:

@@ -185,15 +185,16 @@ def test_odd_sizes_are_refused() -> None:
 
 
 def test_int8_keeps_the_postprocess_and_its_outputs_float(tmp_path) -> None:
+    from model_helpers import calibration_folder
+
     photo = np.asarray(Image.fromarray(skimage.data.astronaut()).resize((256, 256)))
-    Image.fromarray(photo).save(tmp_path / "astronaut.png")
     compiled = cl.compile_to_memory(
         zoo.build("centerface", progress=False),
         input_format="rgbx",
         input_shapes={"input": (1, 3, 256, 256)},
         postprocess="centerface",
         quantize="int8",
-        calibration=tmp_path,
+        calibration=calibration_folder(tmp_path / "calibration", size=128),
     )
     assert all(spec.quant is None for spec in compiled.outputs)
     assert compiled.outputs[0].hw.data_type is cl.DataType.FLOAT32

@@ -74,11 +74,14 @@ decoded, without a copy.
 and copyless-detect read them, and warn when they are missing.
 
 --quantize int8 --calibration DIR: static QDQ INT8 (uint8 activations per tensor, int8 weights
-per output channel: onnxruntime's fast U8S8 form) calibrated on the images in
-DIR, resized to the input size and normalised with --mean/--std. The int8 graph's agreement
-with fp32 on those images (top-1, max|dp|) is printed and recorded in the model (metadata
-"precision"); the apps print it whenever they run the model. Float inputs and outputs get
-INT8 HW views carrying their quantization parameters (RGBx inputs stay UINT8 pixels).
+per output channel, symmetric, 8-bit where the CPU has VNNI: onnxruntime's fast U8S8 form)
+calibrated on the images in DIR (at least 100, colour for a colour model), prepared as the
+model records (--resize, --colour-order, --mean/--std). One image in five is held out of the
+ranges: the int8 graph's agreement with fp32 on those (top-1, max|dp|) is printed and
+recorded in the model (metadata "precision"); the apps print it whenever they run the model.
+--min-agreement PCT refuses a model whose top-1 agreement is below PCT, naming the figure.
+Float inputs and outputs get INT8 HW views carrying their quantization parameters (RGBx
+inputs stay UINT8 pixels).
 --quantize-ops Conv,ConvTranspose,Gemm,MatMul limits quantization to those op types (the rest
 stays float between Q/DQ pairs): fewer, larger INT8 regions; OpenVINO compiles some such
 graphs that it refuses with onnxruntime's default choice (e.g. the PP-OCRv4 detector).
@@ -139,6 +142,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quantize", choices=["int8"], help="static INT8 quantization (QDQ)")
     p.add_argument("--calibration", help="directory of calibration images (with --quantize)")
     p.add_argument("--quantize-ops", help="comma-separated op types to quantize (with --quantize)")
+    p.add_argument("--min-agreement", type=float, metavar="PCT", help="with --quantize: refuse "
+                   "a model whose top-1 agrees with fp32 on fewer held-out calibration images "
+                   "(percent)")  # fmt: skip
     p.add_argument("--cpu-ops", help="comma-separated op types that start the CPU partition")
     p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
     p.add_argument("--cpu-tail", action="store_true", default=None,
@@ -215,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             "quantize": args.quantize,
             "quantize_ops": args.quantize_ops,
             "calibration": args.calibration,
+            "min_agreement": args.min_agreement,
             "cpu_ops": args.cpu_ops,
             "cpu_partition_after": args.cpu_partition_after,
             "cpu_tail": args.cpu_tail,

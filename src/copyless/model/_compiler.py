@@ -100,10 +100,11 @@ from ._options import CompileOptions, parse_options
 from ._partition import Part, find_cut, forward_boundaries, split
 from ._pixels import normalization, pixel_geometry
 from ._precision import KEY as PRECISION_KEY
-from ._precision import measure, precision_line
+from ._precision import check_agreement, measure, precision_line
 from ._preprocessing import KEY as PREPROCESSING_KEY
+from ._preprocessing import ResizePolicy
 from ._preprocessing import record as record_preprocessing
-from ._quantize import Quantized, calibration_batches, quantize_int8
+from ._quantize import Quantized, calibration_batches, quantize_int8, weight_bits
 from ._shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from ._shapes import session as ort_session
 from ._yuv import fold_yuv_input, is_yuv, plane_folds
@@ -296,11 +297,19 @@ def _quantize(
     info = inputs[0]
     if info.data_type is not DataType.FLOAT32:
         raise UnsupportedError(f"quantize='int8' needs a float32 input; {info.describe()}")
-    batches = calibration_batches(opts.calibration, info, opts.mean, opts.std)
-    quantized = quantize_int8(model, info.name, batches, opts.quantize_ops, float_nodes)
-    record = measure(model, quantized.model, info.name, batches, len(opts.calibration))
+    policy = opts.resize
+    if policy is None and opts.input_crop is not None:  # a YUV model crops in its graph
+        policy = ResizePolicy("crop", crop_fraction=opts.input_crop)
+    calibration = calibration_batches(opts.calibration, info, opts.mean, opts.std, policy,
+                                      opts.colour_order == "BGR")  # fmt: skip
+    quantized = quantize_int8(model, info.name, calibration.fit, opts.quantize_ops, float_nodes)
+    record = measure(model, quantized.model, info.name, calibration.check,
+                     calibration.check_images, images_from="held-out calibration")  # fmt: skip
     if record:
+        record["weights"] = f"int8 per channel, symmetric, {weight_bits()}-bit"
+        record["calibration"] = {"images": calibration.fit_images, "ranges": "min-max"}
         _log.info("%s", precision_line({PRECISION_KEY: json.dumps(record)}))
+    check_agreement(record, opts.min_agreement)
     return dataclasses.replace(quantized, precision=record)
 
 

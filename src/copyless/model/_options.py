@@ -53,6 +53,7 @@ _KNOWN = frozenset(
         "quantize",
         "quantize_ops",
         "calibration",
+        "min_agreement",
         "cpu_ops",
         "cpu_partition_after",
         "cpu_tail",
@@ -91,6 +92,7 @@ class CompileOptions:
     quantize: str | None = None  # None or "int8"
     quantize_ops: tuple[str, ...] = ()  # op types to quantize; () = the quantizer's default
     calibration: tuple[Path, ...] = ()
+    min_agreement: float | None = None  # INT8: refuse below this top-1 agreement (percent)
     cpu_ops: tuple[str, ...] = ()
     cpu_partition_after: str | None = None
     cpu_tail: bool = False
@@ -131,6 +133,7 @@ class CompileOptions:
             "quantize": self.quantize,
             "quantize_ops": list(self.quantize_ops),
             "calibration_images": len(self.calibration),
+            "min_agreement": self.min_agreement,
             "cpu_ops": list(self.cpu_ops),
             "cpu_partition_after": self.cpu_partition_after,
             "cpu_tail": self.cpu_tail,
@@ -167,6 +170,7 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
     calibration = _calibration(raw.get("calibration"))
     if quantize is not None and not calibration:
         raise OptionError("quantize='int8' needs calibration= (a directory or image paths)")
+    min_agreement = _agreement(raw.get("min_agreement"), quantize)
     after = raw.get("cpu_partition_after")
     cpu_ops = _op_types(raw.get("cpu_ops"), "cpu_ops")
     cpu_tail = bool(raw.get("cpu_tail", False))
@@ -191,6 +195,7 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         quantize=None if quantize is None else "int8",
         quantize_ops=quantize_ops,
         calibration=calibration,
+        min_agreement=min_agreement,
         cpu_ops=cpu_ops,
         cpu_partition_after=None if after is None else str(after),
         cpu_tail=cpu_tail,
@@ -335,6 +340,17 @@ def _input_shapes(
 
 
 _IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+
+
+def _agreement(value: Any, quantize: Any) -> float | None:
+    """``min_agreement``: a percentage 0..100, with quantize='int8' only."""
+    if value is None:
+        return None
+    if quantize is None:
+        raise OptionError("min_agreement needs quantize='int8'")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+        raise OptionError(f"min_agreement must be a percentage 0..100, got {value!r}")
+    return float(value)
 
 
 def _calibration(value: Any) -> tuple[Path, ...]:
