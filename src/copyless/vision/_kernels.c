@@ -420,7 +420,8 @@ done:
 #define PIL_BITS 22
 #define SPLIT_BITS 11
 /* The float passes also built for AVX2 (8 lanes), picked at load time by the CPU. */
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && defined(__linux__) && \
+    ((defined(__clang__) && __clang_major__ >= 14) || (!defined(__clang__) && __GNUC__ >= 6))
 #define WIDE __attribute__((target_clones("avx2", "default")))
 #else
 #define WIDE
