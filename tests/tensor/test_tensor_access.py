@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import mmap
-import fcntl
 import os
 import weakref
 from collections.abc import Callable, Iterator
