@@ -215,6 +215,8 @@ def _run(
 ) -> int:
     try:
         info = common_info(streams)
+        for source in streams.sources:  # each source's first frame, decoded now: a source
+            source.line_sizes()  # that is no video is refused (exit 2) before any model
         model = model_for(args.model, streams, info, args.batch or DEFAULT_BATCH)
         options = engine_options(args)
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
