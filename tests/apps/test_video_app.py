@@ -453,3 +453,22 @@ def test_faces_on_video_per_stream_with_annotated_outputs(
     per_frame = re.compile(r"^stream \d frame \d+: .*\n(?:  box: .*\n)*", re.M)
     assert len(per_frame.findall(text)) == 4
     assert sorted(per_frame.findall(batched)) == sorted(per_frame.findall(text))
+
+
+def test_labels_file_names_the_classes(
+    clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--labels FILE`` (model.class_names, the apps' one rule) names the classes; a file
+    that does not fit the model is a usage error."""
+    names = tmp_path / "names.txt"
+    names.write_text("".join(f"mine{k}\n" for k in range(1000)))
+    assert video.main(["-i", str(clip), "-n", "3", "--labels", str(names)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("frame ")]
+    assert len(lines) == 3
+    for line in lines:
+        _, _, class_id, label, _ = line.split()
+        assert label == f"mine{class_id}"
+    short = tmp_path / "short.txt"
+    short.write_text("cat\n")
+    assert video.main(["-i", str(clip), "-n", "3", "--labels", str(short)]) == 2
+    assert "has 1 names" in capsys.readouterr().err

@@ -17,15 +17,14 @@ hands them out), and for a data-dependent output shared by the batch's rows the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..memory import NpuTensor
-from ..model import load_model, zoo
-from ..types import CopylessError, NpuTensorInfo, QuantParameters
+from ..model import zoo
+from ..types import NpuTensorInfo, QuantParameters
 from ..vision import (
     Box,
     Letterbox,
@@ -67,12 +66,9 @@ class VideoTask(Protocol):
 class Classify:
     """Top-1 label of the frame's ``[1, classes]`` logits (its row of the batch's)."""
 
-    def __init__(self, quant: QuantParameters | None) -> None:
+    def __init__(self, quant: QuantParameters | None, labels: Sequence[str]) -> None:
         self.quant = quant
-        try:
-            self.labels = zoo.labels()
-        except CopylessError:
-            self.labels = []
+        self.labels = list(labels)
 
     def __call__(self, outputs: Sequence[NpuTensor], index: int, row: int = 0) -> TaskResult:
         ((class_id, score),) = softmax_topk(outputs[0], 1, self.quant)
@@ -137,33 +133,25 @@ def task_for(
     outs: Sequence[NpuTensorInfo],
     quant: QuantParameters | None,
     info: StreamInfo,
-    model: Path | None = None,
+    labels: Sequence[str] = (),
 ) -> VideoTask:
-    """The task the model's outputs call for (``model``: its file, for the class names it
-    records); VideoError for any other outputs."""
+    """The task the model's outputs call for (``labels``: the class names,
+    :func:`copyless.model.class_names`'s); VideoError for any other outputs."""
     names = [o.name for o in outs]
     if set(names) >= _DETECTION_OUTPUTS:
-        return Detect(names, _labels(model))
+        return Detect(names, list(labels))
     if len(outs) != 1:
         raise VideoError(f"copyless-video needs a model with one output, not {len(outs)}")
     out = outs[0]
     shape = out.shape
     if shape and (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))):
-        return Classify(quant)
+        return Classify(quant, labels)
     if len(shape) == 4 and shape[1] == 1:
         return TextBoxes(out, info.width, info.height)
     raise VideoError(
         "copyless-video needs one output: [B, classes] logits or a [B, 1, h, w] text "
         f"probability map; this model has {out.describe()}"
     )
-
-
-def _labels(model: Path | None) -> list[str]:
-    """The class names a compiled model records (empty when none: ``classN`` is printed)."""
-    if model is None:
-        return []
-    recorded = load_model(model).metadata.get("labels")
-    return [str(name) for name in json.loads(recorded)] if recorded else []
 
 
 def compact_line_sizes(info: StreamInfo) -> tuple[int, int]:

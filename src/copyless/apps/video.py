@@ -58,9 +58,9 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
 
 from ..memory import NpuTensor
+from ..model import class_names
 from ..pipeline import ItemTensors, Pipeline, PipelineStats, Result, StageClock
 from ..runner import Runner, RunnerFactory, frame_shape
 from ..types import CopylessError, JobError, MemoryType, NpuTensorInfo, TensorDirection, TensorType
@@ -118,6 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="write the annotated video here (every frame; one "
                    "file per stream, NAME.S.SUFFIX, with several inputs)")  # fmt: skip
     p.add_argument("-n", "--max-frames", type=int, help="stop each stream after this many frames")
+    p.add_argument("--labels", metavar="FILE", help="class names, one per line, for a model of "
+                   "your own (default: the names the model records, or the zoo's)")  # fmt: skip
     add_runner_argument(p)
     p.add_argument("--batch", type=int, help="frames per run, across the streams (built-in "
                    f"models: default {DEFAULT_BATCH}, the best measured on CPU; a compiled "
@@ -232,7 +234,8 @@ def _run(
                         source.use_planes(planes)  # e.g. an NV12 model on I420: one CPU pass
                 inputs = check_inputs(runner, streams, args.batch)
             streams.queue = max(args.queue, inputs[0].shape[0])
-            app = _Video(runner, inputs, streams, info, model, frames)
+            labels = class_names(runner.model, args.labels)
+            app = _Video(runner, inputs, streams, info, labels, frames)
             app.writers = open_writers(args.output, len(streams), info)
             server = MetricsServer(streams, address) if address else None
             try:
@@ -267,10 +270,11 @@ class _Video:
     with each result (print, write, publish) and with the figures at the end."""
 
     def __init__(self, runner: Runner, inputs: list[NpuTensorInfo], streams: StreamSet,
-                 info: StreamInfo, model: Path, frames: FrameWriter | None) -> None:  # fmt: skip
+                 info: StreamInfo, labels: list[str],
+                 frames: FrameWriter | None) -> None:  # fmt: skip
         outs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
         quant = runner.get_quant_parameters(outs[0].name) if outs else None
-        self.task = task_for(outs, quant, info, model)
+        self.task = task_for(outs, quant, info, labels)
         self.runner, self.streams, self.batch = runner, streams, inputs[0].shape[0]
         self.planes = [dataclasses.replace(i, shape=frame_shape(i)) for i in inputs]  # 1 frame
         self.frames = frames
