@@ -23,10 +23,12 @@ are printed, and the exit status is 130/143.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +36,7 @@ import numpy.typing as npt
 from ..memory import NpuTensor
 from ..pipeline import ItemTensors, Pipeline
 from ..runner import Runner, RunnerFactory
-from ..types import CopylessError, RunnerType, TensorDirection, TensorType
+from ..types import CopylessError, OptionError, RunnerType, TensorDirection, TensorType
 from ..vision import download, upload
 from ._checks import UsageError, check_model_path
 from ._setup import add_runner_argument, engine_line, runner_options, runner_type, say_precision
@@ -68,6 +70,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="--benchmark: alternate the async and sync passes in this many rounds (default 5)",
     )  # fmt: skip
     add_runner_argument(parser)
+    parser.add_argument(
+        "-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+        help="a runner option (README's table), e.g. native_async=true, num_threads=1; "
+        "repeat for more",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if not args.dry_run and args.input_binary is None:
         parser.error("one of --input-binary or --dry-run is required")
@@ -91,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: --dry-run: {args.input_binary} is not read", file=sys.stderr)
     try:
         options = runner_options(args, max_concurrent_runs=NUM_CONCURRENT_JOBS, warm_up=True)
+        options.update(_options(args.option))
         if runner_type(args) is not RunnerType.OPENVINO and args.device == "cpu":
             # async jobs share the sync engine's threads (one session using every core)
             # instead of sessions of cores // jobs threads each. Lite0 on 2 idle cores, async
@@ -272,6 +280,21 @@ def host_work(ms: float) -> Callable[[], None]:
             one_pass()
 
     return work
+
+
+def _options(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` runner options; values read as JSON where they parse (true, 1, "x"),
+    else as strings. The runner validates them (OptionError: exit 2)."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise OptionError(f"--option {pair!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(text)
+        except ValueError:
+            options[key] = text
+    return options
 
 
 def _load_ifm(args: argparse.Namespace, expected: int) -> npt.NDArray[np.uint8] | None:
