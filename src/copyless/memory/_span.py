@@ -120,6 +120,7 @@ def device_span(info: NpuTensorInfo, buffer: Any, memory_type: MemoryType) -> Sp
             f"tensor {info.name!r}: device memory is USER_POINTER_CMA (the device reads it "
             "directly), not USER_POINTER_NON_CMA"
         )
+    _check_device_elements(info, buffer)
     memory = _device.wrap_device(buffer, info.name)
     if memory.readonly and info.direction is TensorDirection.OUTPUT:
         raise TensorError(
@@ -128,6 +129,19 @@ def device_span(info: NpuTensorInfo, buffer: Any, memory_type: MemoryType) -> Sp
         )
     check_size(info, memory.nbytes)
     return Span(memory, 0, memory.nbytes, memory.device)
+
+
+def _check_device_elements(info: NpuTensorInfo, buffer: Any) -> None:
+    """The element-type rule for a ``__cuda_array_interface__`` producer (CuPy, Numba); a
+    malformed interface is left to :func:`~copyless.memory._device.wrap_device` to refuse."""
+    cai = getattr(buffer, "__cuda_array_interface__", None)
+    typestr = cai.get("typestr") if isinstance(cai, dict) else None
+    try:
+        dtype = np.dtype(typestr) if isinstance(typestr, str) else None
+    except TypeError:
+        dtype = None
+    if dtype is not None:
+        check_element_type(info, dtype, f"{type(buffer).__name__} device array")
 
 
 def check_header(info: Any, buffer: Any, memory_type: Any) -> None:
@@ -227,6 +241,7 @@ def _host_bytes(info: NpuTensorInfo, buffer: Any) -> npt.NDArray[np.uint8]:
             )
         if not view.c_contiguous:
             raise TensorError(f"tensor {info.name!r}: buffer is not C-contiguous")
+        check_element_type(info, _view_dtype(info, view), type(buffer).__name__)
         flat = view if view.ndim == 1 and view.format == "B" else view.cast("B")
         return np.frombuffer(flat, np.uint8)
     if not array.flags.writeable and not readonly_ok:
@@ -238,7 +253,40 @@ def _host_bytes(info: NpuTensorInfo, buffer: Any) -> npt.NDArray[np.uint8]:
         raise TensorError(
             f"tensor {info.name!r}: numpy buffer is not C-contiguous (strides {array.strides})"
         )
+    check_element_type(info, array.dtype, "numpy array")
     return array.reshape(-1).view(np.uint8)
+
+
+def check_element_type(info: NpuTensorInfo, dtype: np.dtype[Any], what: str) -> None:
+    """TensorError when a typed buffer holds other elements than ``info.data_type``: a
+    float64 array under a FLOAT32 info would be read as garbage. Raw bytes (uint8, void and
+    single-byte string elements: bytearray, bytes, mmap, ``np.uint8`` arrays) are taken as
+    the info's bytes, whatever its type."""
+    if is_raw_bytes(dtype) or dtype == info.numpy_dtype:
+        return
+    raise TensorError(
+        f"tensor {info.name!r}: the {what} holds {dtype} elements, the info says "
+        f"{info.data_type.name} ({np.dtype(info.numpy_dtype)}); pass an array of that dtype, "
+        "or its raw bytes (arr.view(np.uint8))"
+    )
+
+
+def is_raw_bytes(dtype: np.dtype[Any]) -> bool:
+    """Whether elements of ``dtype`` are untyped bytes (uint8, void, one-byte strings)."""
+    return dtype == np.uint8 or dtype.kind == "V" or (dtype.kind == "S" and dtype.itemsize == 1)
+
+
+def _view_dtype(info: NpuTensorInfo, view: memoryview) -> np.dtype[Any]:
+    """The element type a memoryview's format names (PEP 3118, as numpy reads it)."""
+    if view.format in ("B", "c"):
+        return np.dtype(np.uint8)
+    try:
+        return np.asarray(view).dtype  # no copy: numpy reads the buffer's format
+    except (TypeError, ValueError, NotImplementedError):
+        raise TensorError(
+            f"tensor {info.name!r}: buffer of element format {view.format!r} is not one "
+            "numpy reads; pass its raw bytes (a uint8 view)"
+        ) from None
 
 
 def info_of_array(

@@ -80,7 +80,9 @@ class NpuTensor:
     ``from_fd(..., take_ownership=True)``, released by :meth:`close` or when collected.
 
     Raises :class:`~copyless.TensorError` (a ``ValueError``) when the buffer is missing, too
-    small, read-only for an OUTPUT tensor, not contiguous or an unmappable fd, and
+    small, read-only for an OUTPUT tensor, not contiguous, typed with another element type
+    than ``info.data_type`` (a float64 array for a FLOAT32 info; raw bytes, uint8/void
+    arrays, bytearray and mmap are taken as bytes) or an unmappable fd, and
     :class:`~copyless.MemoryTypeError` when a HW view is put on pageable memory. Every
     message names the tensor and the numbers involved.
     """
