@@ -34,6 +34,10 @@ EXTRAS = {
     "av": "video",
     "ray": "ray",
     "pyarrow": "ray",
+    "grpc": "serve",
+    "tritonclient": "serve",
+    "starlette": "serve",
+    "uvicorn": "serve",
 }
 
 
@@ -94,3 +98,7 @@ def batch() -> int:
 
 def ocr() -> int:
     return run("ocr", "copyless-ocr")
+
+
+def inference_server() -> int:
+    return run("inference_server", "copyless-serve")

@@ -1,0 +1,129 @@
+"""``copyless-serve REPOSITORY [--http HOST:PORT] [--grpc HOST:PORT] [--metrics HOST:PORT]``:
+every compiled model in REPOSITORY (one subdirectory per model, named as the model, with a
+``.rai`` or a ``vaiml_par_0`` inside) over the Open Inference Protocol (KServe v2), REST and
+gRPC, so that ``tritonclient`` works unchanged; Prometheus metrics on ``--metrics``.
+
+Loopback and Triton's ports 8000 / 8001 / 8002 by default; ``off`` leaves a listener out.
+The listeners open first (live at once), then the models load (ready once all have).
+SIGTERM or SIGINT drains: readiness goes false, new requests get 503 / UNAVAILABLE, the
+admitted ones are answered, then the server exits 0; a second signal stops at once
+(130 / 143). A usage error (no such repository, no model in it, an address in use) is one
+line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+from ..serve import Address, InferenceServer, ServeSettings, find_models, parse_address
+from ..types import CopylessError, OptionError
+from ._setup import add_runner_argument, runner_options, runner_type
+from ._signals import Interruption
+
+PROG = "copyless-serve"
+EXIT_USAGE = 2
+#: How long a drain waits for the requests admitted, seconds.
+DRAIN_S = 30.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("repository", metavar="REPOSITORY",
+                        help="folder with one subdirectory per model (a .rai or vaiml_par_0 "
+                        "inside)")  # fmt: skip
+    for flag, port, what in (("--http", 8000, "REST"), ("--grpc", 8001, "gRPC"),
+                             ("--metrics", 8002, "Prometheus metrics (/metrics)")):  # fmt: skip
+        parser.add_argument(flag, metavar="HOST:PORT", default=f"127.0.0.1:{port}",
+                            help=f"{what} address (default 127.0.0.1:{port}; off: none)")
+    parser.add_argument("--max-queue-delay-ms", type=float, default=0.0, metavar="MS",
+                        help="how long a batch waits for more requests once it has one "
+                        "(Triton's max_queue_delay; default 0: run what is there)")
+    parser.add_argument("--max-queue-size", type=int, default=0, metavar="ROWS",
+                        help="rows waiting per model, at most; past it requests get 503 / "
+                        "RESOURCE_EXHAUSTED (default: 8 batches)")
+    parser.add_argument("--max-request-mb", type=float, default=256.0, metavar="MB",
+                        help="largest request taken (default 256)")
+    add_runner_argument(parser)
+    return parser
+
+
+def _listener(text: str) -> Address | None:
+    return None if text.lower() == "off" else parse_address(text)
+
+
+def _server(args: argparse.Namespace) -> InferenceServer:
+    settings = ServeSettings(
+        max_queue_delay_ms=args.max_queue_delay_ms,
+        max_queue_size=args.max_queue_size,
+        runner_type=runner_type(args),
+        runner_options=runner_options(args),
+        max_request_bytes=int(args.max_request_mb * 1024 * 1024),
+    )
+    return InferenceServer(args.repository, http=_listener(args.http),
+                           grpc_address=_listener(args.grpc),
+                           metrics=_listener(args.metrics), settings=settings)  # fmt: skip
+
+
+def _announce(server: InferenceServer) -> None:
+    where = {"http": "REST on http://{}", "grpc": "gRPC on {}",
+             "metrics": "metrics on http://{}/metrics"}  # fmt: skip
+    lines = [fmt.format(server.url(name)) for name, fmt in where.items()
+             if name in server.addresses]  # fmt: skip
+    print(f"{PROG}: {', '.join(lines)}", flush=True)
+
+
+def _report_models(server: InferenceServer, stop: threading.Event) -> None:
+    """One line per model once loading ends (or a signal comes)."""
+    repository = server.service.repository
+    while not repository.wait_loaded(0.2):
+        if stop.is_set():
+            return
+    for model in repository:
+        if model.ready:
+            print(f"model {model.name!r}: ready on {model.engine}, max batch "
+                  f"{model.max_batch_size}", flush=True)  # fmt: skip
+        else:
+            print(f"model {model.name!r}: {model.reason}", file=sys.stderr, flush=True)
+    if server.service.ready:
+        print(f"{PROG}: ready", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.max_queue_size < 0 or args.max_queue_delay_ms < 0 or args.max_request_mb <= 0:
+        parser.error("--max-queue-size, --max-queue-delay-ms and --max-request-mb must be "
+                     "positive")  # fmt: skip
+    try:
+        find_models(Path(args.repository))
+        server = _server(args)
+    except (OptionError, CopylessError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    stop = threading.Event()
+    with Interruption(PROG) as interrupted:
+        interrupted.on_signal(stop.set)
+        try:
+            server.start()
+        except OptionError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            _announce(server)
+            _report_models(server, stop)
+            while not stop.wait(0.5):
+                pass
+            print(f"{PROG}: draining", flush=True)
+            server.stop(DRAIN_S)
+        except KeyboardInterrupt:  # a second signal: stop now
+            print(f"{PROG}: stopped before the drain ended", file=sys.stderr, flush=True)
+            return 128 + (interrupted.signal or 2)
+    print(f"{PROG}: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

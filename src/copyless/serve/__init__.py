@@ -1,0 +1,49 @@
+"""The serving layer: ``copyless-serve``, the Open Inference Protocol (KServe v2) over REST
+and gRPC, so that ``tritonclient`` and every other client of Triton, OpenVINO Model Server,
+MLServer and KServe work unchanged; dynamic batching on each model's
+:class:`~copyless.Pipeline`; the system shared-memory extension; Prometheus metrics.
+
+Above ``pipeline/`` (a model is a Runner and a Pipeline), beside ``ray/`` and ``apps/``.
+Needs the ``copyless[serve]`` extra (grpcio, tritonclient's generated protocol modules,
+Starlette and uvicorn, prometheus-client).
+
+* :class:`InferenceServer` -- the listeners (REST, gRPC, metrics) of one process;
+* :class:`InferenceService` -- what both protocols serve: the repository's models, the
+  shared-memory regions, the metrics, readiness and draining;
+* :func:`rest_app` -- the REST side as an ASGI app (a Ray Serve replica's ingress);
+* :class:`InferenceServicer` -- the gRPC side;
+* :class:`ServeSettings` -- batching delay, queue bound, engine, request size limit;
+* :class:`ServeError` / :class:`Refusal` -- every refusal, and its HTTP status / gRPC code.
+"""
+
+from ._errors import Refusal, ServeError
+from ._grpc import InferenceServicer
+from ._metrics import ServeMetrics
+from ._model import VERSION, ModelState, ServedModel
+from ._regions import MAX_REGIONS, RegionTable
+from ._repository import ModelRepository, find_models
+from ._rest import rest_app
+from ._server import Address, InferenceServer, parse_address
+from ._service import InferenceService
+from ._settings import DEFAULT_MAX_REQUEST_BYTES, ServeSettings
+
+__all__ = [
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "MAX_REGIONS",
+    "VERSION",
+    "Address",
+    "InferenceServer",
+    "InferenceService",
+    "InferenceServicer",
+    "ModelRepository",
+    "ModelState",
+    "Refusal",
+    "RegionTable",
+    "ServeError",
+    "ServeMetrics",
+    "ServedModel",
+    "ServeSettings",
+    "find_models",
+    "parse_address",
+    "rest_app",
+]

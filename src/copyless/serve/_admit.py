@@ -1,0 +1,169 @@
+"""Checking a request against a model before anything is queued: each input given once,
+known, of the model's datatype and shape, with exactly the bytes its shape holds (in the
+request or in a registered region, within its bounds); each output asked for known, and a
+region given for it large enough. The first problem is one :class:`ServeError` that says
+what and where; the regions a request names are held until it is answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._errors import ServeError
+from ._pending import InputSource, OutputTarget, PendingRequest
+from ._regions import RegionTable, SharedRegion
+from ._request import InferRequest, InputTensor, OutputWish, RegionRange
+from ._tensors import ServedTensor
+
+__all__ = ["ModelShape", "admit"]
+
+
+class ModelShape:
+    """What :func:`admit` needs of a model: its name, served tensors and batch."""
+
+    def __init__(self, name: str, version: str, inputs: Sequence[ServedTensor],
+                 outputs: Sequence[ServedTensor], max_batch_size: int) -> None:  # fmt: skip
+        self.name, self.version = name, version
+        self.inputs, self.outputs = list(inputs), list(outputs)
+        self.max_batch_size = max_batch_size
+
+
+def _names(tensors: Sequence[ServedTensor]) -> str:
+    return ", ".join(repr(t.name) for t in tensors)
+
+
+def _rows(model: ModelShape, tensor: ServedTensor, given: InputTensor) -> int:
+    """The rows ``given``'s shape holds, or a ServeError."""
+    shape = given.shape
+    where = f"input {given.name!r}"
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape):
+        raise ServeError.invalid(f"{where}: shape {list(shape)} must hold integers >= 0")
+    if tensor.batched:
+        if len(shape) == len(tensor.shape) and tuple(shape[1:]) == tensor.rest \
+                and 1 <= shape[0] <= model.max_batch_size:  # fmt: skip
+            return shape[0]
+        raise ServeError.invalid(
+            f"{where}: shape {list(shape)} does not fit the model's {list(tensor.shape)} "
+            f"(1 to {model.max_batch_size} rows of {list(tensor.rest)})"
+        )
+    if tuple(shape) != tensor.shape:
+        raise ServeError.invalid(f"{where}: shape {list(shape)} is not the model's "
+                                 f"{list(tensor.shape)}")  # fmt: skip
+    return 1
+
+
+def _region(regions: RegionTable, shm: RegionRange, held: list[SharedRegion],
+            what: str) -> SharedRegion:  # fmt: skip
+    try:
+        region = regions.acquire(shm.region)
+    except ServeError as exc:
+        raise ServeError(exc.refusal, f"{what}: {exc.message}") from None
+    held.append(region)
+    region.check_range(shm.offset, shm.byte_size, what)
+    return region
+
+
+def _input(model: ModelShape, tensor: ServedTensor, given: InputTensor, rows: int,
+           regions: RegionTable, held: list[SharedRegion]) -> InputSource:  # fmt: skip
+    where = f"input {given.name!r}"
+    nbytes = rows * tensor.row_bytes
+    if (given.data is None) == (given.shm is None):
+        raise ServeError.invalid(f"{where}: give its data, binary data or a shared memory "
+                                 "region: exactly one")  # fmt: skip
+    if given.shm is not None:
+        if given.shm.byte_size != nbytes:
+            raise ServeError.invalid(
+                f"{where}: shared_memory_byte_size {given.shm.byte_size} is not the "
+                f"{nbytes} bytes that shape {list(given.shape)} of {tensor.datatype} holds"
+            )
+        region = _region(regions, given.shm, held, where)
+        return InputSource(tensor, region=region, offset=given.shm.offset)
+    data = given.data
+    if not isinstance(data, np.ndarray) or data.dtype != tensor.dtype:
+        raise ServeError.invalid(f"{where}: data is not {tensor.datatype}")
+    if data.size * tensor.dtype.itemsize != nbytes:
+        raise ServeError.invalid(
+            f"{where}: {data.size} elements ({data.size * tensor.dtype.itemsize} bytes) "
+            f"given; shape {list(given.shape)} of {tensor.datatype} holds "
+            f"{nbytes // tensor.dtype.itemsize} ({nbytes} bytes)"
+        )
+    return InputSource(tensor, array=data.reshape(rows, -1))
+
+
+def _inputs(model: ModelShape, request: InferRequest, regions: RegionTable,
+            held: list[SharedRegion]) -> tuple[int, list[InputSource]]:  # fmt: skip
+    known = {t.name: t for t in model.inputs}
+    given: dict[str, InputTensor] = {}
+    for each in request.inputs:
+        tensor = known.get(each.name)
+        if tensor is None:
+            raise ServeError.invalid(f"model {model.name!r} has no input {each.name!r}; its "
+                                     f"inputs are {_names(model.inputs)}")  # fmt: skip
+        if each.name in given:
+            raise ServeError.invalid(f"input {each.name!r} is given twice")
+        if each.datatype != tensor.datatype:
+            raise ServeError.invalid(
+                f"input {each.name!r}: datatype {each.datatype!r}, the model takes "
+                f"{tensor.datatype} (its HW view)"
+            )
+        given[each.name] = each
+    missing = [t.name for t in model.inputs if t.name not in given]
+    if missing:
+        raise ServeError.invalid(f"model {model.name!r} needs input(s) {missing}; the "
+                                 "request has none of that name")  # fmt: skip
+    counts = {t.name: _rows(model, t, given[t.name]) for t in model.inputs}
+    if len(set(counts.values())) != 1:
+        raise ServeError.invalid(f"the inputs hold different numbers of rows: {counts}")
+    rows = next(iter(counts.values()))
+    return rows, [_input(model, t, given[t.name], rows, regions, held) for t in model.inputs]
+
+
+def _outputs(model: ModelShape, request: InferRequest, rows: int, regions: RegionTable,
+             held: list[SharedRegion]) -> list[OutputTarget]:  # fmt: skip
+    known = {t.name: t for t in model.outputs}
+    wishes: dict[str, OutputWish] = {}
+    if request.outputs is None:
+        wishes = {t.name: OutputWish(t.name) for t in model.outputs}
+    wish: OutputWish | None
+    for wish in request.outputs or ():
+        if wish.name not in known:
+            raise ServeError.invalid(f"model {model.name!r} has no output {wish.name!r}; its "
+                                     f"outputs are {_names(model.outputs)}")  # fmt: skip
+        if wish.name in wishes:
+            raise ServeError.invalid(f"output {wish.name!r} is asked for twice")
+        wishes[wish.name] = wish
+    targets = []
+    for tensor in model.outputs:
+        wish = wishes.get(tensor.name)
+        target = OutputTarget(tensor, wish)
+        if wish is not None and wish.shm is not None:
+            where = f"output {tensor.name!r}"
+            nbytes = rows * tensor.row_bytes
+            if not tensor.dynamic and wish.shm.byte_size < nbytes:
+                raise ServeError.invalid(
+                    f"{where}: shared_memory_byte_size {wish.shm.byte_size} is less than the "
+                    f"{nbytes} bytes of {rows} row(s) of {list(tensor.rest)} {tensor.datatype}"
+                )
+            target.region = _region(regions, wish.shm, held, where)
+            target.offset, target.capacity = wish.shm.offset, wish.shm.byte_size
+        elif wish is not None and not tensor.dynamic:
+            target.array = np.empty((rows, tensor.row_bytes // tensor.dtype.itemsize),
+                                    tensor.dtype)  # fmt: skip
+        targets.append(target)
+    return targets
+
+
+def admit(model: ModelShape, request: InferRequest, regions: RegionTable) -> PendingRequest:
+    """The :class:`PendingRequest` for ``request``, or the :class:`ServeError` that refuses
+    it (every region it named given back)."""
+    held: list[SharedRegion] = []
+    try:
+        rows, inputs = _inputs(model, request, regions, held)
+        outputs = _outputs(model, request, rows, regions, held)
+    except BaseException:
+        for region in held:
+            region.release()
+        raise
+    return PendingRequest(request, model.version, rows, inputs, outputs, held)

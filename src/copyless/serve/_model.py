@@ -1,0 +1,334 @@
+"""One served model: its runner, its :class:`~copyless.Pipeline` (the dynamic batcher) and
+the bounded queue in front of it.
+
+Dynamic batching is the pipeline's own: the model's rows are one endless source of
+``Pipeline.map_sources``, run at the model's compiled batch size with ``batch_wait_ms`` =
+the server's ``max_queue_delay_ms`` (a batch waits at most that long for more rows once it
+has one; 0 runs what is there). In front of the pipeline, a queue of at most
+``max_queue_size`` rows: a request that does not fit is refused whole, with 503 /
+RESOURCE_EXHAUSTED, so memory never grows with the load. A request of ``k`` rows is ``k``
+items (:mod:`._pending`).
+
+Copies: an input row is written into the pipeline's batch tensor once (from the request's
+bytes, or straight from a shared-memory region with ``preadv``); an output row is read out
+once (into the response's array, or into a region with ``pwritev``).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import enum
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..pipeline import ItemTensors, Pipeline
+from ..runner import Runner, RunnerFactory
+from ..types import TensorDirection, TensorType
+from ._admit import ModelShape, admit
+from ._errors import Refusal, ServeError
+from ._metrics import ServeMetrics
+from ._pending import PendingRequest, RowItem, flat_bytes
+from ._regions import RegionTable
+from ._request import InferRequest, InferResponse
+from ._settings import ServeSettings
+from ._tensors import ServedTensor, served_tensors
+
+__all__ = ["VERSION", "ModelState", "ServedModel"]
+
+logger = logging.getLogger(__name__)
+
+#: The one version each model has (a repository holds no version folders).
+VERSION = "1"
+
+
+class ModelState(enum.Enum):
+    """As Triton's repository index names them."""
+
+    LOADING = "LOADING"
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"
+    UNLOADING = "UNLOADING"
+
+
+class ServedModel:
+    """A model of the repository (see the module docstring). ``load()`` runs on the
+    repository's loading thread; ``submit()`` from any thread."""
+
+    def __init__(self, name: str, path: Path, settings: ServeSettings,
+                 metrics: ServeMetrics) -> None:  # fmt: skip
+        self.name, self.path = name, path
+        self._settings, self._metrics = settings, metrics
+        self._state, self._reason = ModelState.LOADING, "loading"
+        self._runner: Runner | None = None
+        self._pipeline: Pipeline | None = None
+        self.inputs: list[ServedTensor] = []
+        self.outputs: list[ServedTensor] = []
+        self.max_batch_size = 0
+        self._shape = ModelShape(name, VERSION, [], [], 0)
+        self._queue: collections.deque[RowItem] = collections.deque()
+        self._capacity = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        self._consumer: threading.Thread | None = None
+        self._local = threading.local()
+        metrics.add_model(name, VERSION)
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def state(self) -> ModelState:
+        return self._state
+
+    @property
+    def reason(self) -> str:
+        """Why the model is not ready ('' when it is)."""
+        return self._reason
+
+    @property
+    def ready(self) -> bool:
+        return self._state is ModelState.READY
+
+    @property
+    def engine(self) -> str:
+        return str(self._runner.get_property("engine")) if self._runner is not None else ""
+
+    def _set_state(self, state: ModelState, reason: str = "") -> None:
+        self._state, self._reason = state, reason
+        self._metrics.ready(self.name, VERSION, state is ModelState.READY)
+
+    # -- loading -------------------------------------------------------------------------
+    def load(self) -> None:
+        """Create the runner and the pipeline and start taking requests; a failure leaves
+        the model UNAVAILABLE with the reason (logged), never raises."""
+        try:
+            runner = RunnerFactory.create_runner(self.path, dict(self._settings.runner_options),
+                                                 self._settings.runner_type)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the model's state carries it
+            logger.error("model %r (%s) failed to load: %s", self.name, self.path, exc)
+            self._set_state(ModelState.UNAVAILABLE, f"failed to load: {exc}")
+            return
+        try:
+            self._start(runner)
+        except Exception as exc:  # noqa: BLE001 - the model's state carries it
+            runner.close()
+            logger.error("model %r cannot be served: %s", self.name, exc)
+            self._set_state(ModelState.UNAVAILABLE, f"cannot be served: {exc}")
+            return
+        logger.info("model %r ready on %s (batch %d)", self.name, self.engine,
+                    runner.get_batch_size())  # fmt: skip
+
+    def _start(self, runner: Runner) -> None:
+        ins = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
+        outs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
+        batch = runner.get_batch_size()
+        self.inputs, self.outputs, self.max_batch_size = served_tensors(
+            ins, outs, list(runner.model.outputs), batch)
+        self._shape = ModelShape(self.name, VERSION, self.inputs, self.outputs,
+                                 self.max_batch_size)  # fmt: skip
+        runner.warm_up()
+        self._pipeline = Pipeline(runner, self._prepare, self._finish, slots=self._settings.slots,
+                                  batch=batch,
+                                  batch_wait_ms=self._settings.max_queue_delay_ms)  # fmt: skip
+        self._runner = runner
+        self._capacity = self._settings.queue_size(batch)
+        self._consumer = threading.Thread(target=self._consume, args=(self._pipeline,),
+                                          daemon=True,
+                                          name=f"copyless-serve-{self.name}")  # fmt: skip
+        self._consumer.start()
+        self._set_state(ModelState.READY)
+
+    # -- requests ------------------------------------------------------------------------
+    def check_version(self, version: str) -> None:
+        if version not in ("", VERSION):
+            raise ServeError.not_found(f"model {self.name!r} has no version {version!r} "
+                                       f"(its one version is {VERSION})")  # fmt: skip
+
+    def submit(self, request: InferRequest, regions: RegionTable
+               ) -> concurrent.futures.Future[InferResponse]:  # fmt: skip
+        """Check ``request`` and queue its rows; the future resolves with the response or a
+        :class:`ServeError`. Raises :class:`ServeError` for a request refused at once."""
+        self.check_version(request.version)
+        if self._state is not ModelState.READY:
+            raise ServeError(Refusal.UNAVAILABLE, f"model {self.name!r} is not ready: "
+                             f"{self._reason}")  # fmt: skip
+        try:
+            pending = admit(self._shape, request, regions)
+        except ServeError:
+            self._metrics.request_failed(self.name, VERSION, "OTHER", 0.0)
+            raise
+        with self._cond:
+            refusal = None
+            if self._closing:
+                refusal = ServeError(Refusal.UNAVAILABLE, "the server is shutting down")
+            elif len(self._queue) + pending.rows > self._capacity:
+                refusal = ServeError(Refusal.EXHAUSTED, (
+                    f"model {self.name!r} is busy: its queue holds {len(self._queue)} of "
+                    f"{self._capacity} rows and this request has {pending.rows}; retry later"))
+            else:
+                now = time.perf_counter()
+                self._queue.extend(RowItem(pending, r, now) for r in range(pending.rows))
+                self._cond.notify_all()
+        if refusal is not None:
+            pending.release()
+            self._metrics.request_failed(self.name, VERSION, "REJECTED", 0.0)
+            raise refusal
+        self._metrics.pending(self.name, VERSION, +1)
+        return pending.future
+
+    def _rows(self) -> Iterator[RowItem]:
+        """The pipeline's source: queued rows, until the model drains."""
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                row = self._queue.popleft()
+            yield row
+
+    # -- the pipeline's callbacks (worker threads) ---------------------------------------
+    def _prepare(self, item: RowItem, inputs: ItemTensors) -> None:
+        local = self._local
+        if inputs.row == 0:
+            local.rows = 0
+        request = item.request
+        if request.abandoned:
+            raise ServeError(Refusal.UNAVAILABLE, "the client went away")
+        item.queued_at = time.perf_counter() - item.queued_at  # from now on: seconds queued
+        for source, tensor in zip(request.inputs, inputs, strict=True):
+            view = tensor.numpy()
+            if source.array is not None:
+                np.copyto(_flat(view), source.array[item.row])
+            elif source.region is not None:
+                source.region.read_into(flat_bytes(view),
+                                        source.offset + item.row * source.tensor.row_bytes,
+                                        f"input {source.tensor.name!r}")  # fmt: skip
+        local.rows += 1
+
+    def _finish(self, item: RowItem, outputs: ItemTensors) -> None:
+        if outputs.row == 0:
+            self._metrics.batch(self.name, VERSION, getattr(self._local, "rows", 1))
+        request, row = item.request, item.row
+        for target, tensor in zip(request.outputs, outputs, strict=True):
+            if target.wish is None:
+                continue
+            flat = _flat(tensor.numpy())
+            if target.tensor.dynamic:
+                target.shape = tuple(tensor.produced_shape or tensor.info.shape)
+                flat = flat[: math.prod(target.shape)]
+                if target.region is None:
+                    target.array = flat.copy()
+                    continue
+                if flat.nbytes > target.capacity:
+                    raise ServeError.invalid(
+                        f"output {target.tensor.name!r}: {flat.nbytes} bytes do not fit the "
+                        f"{target.capacity} bytes given in region {target.region.name!r}")
+            if target.region is not None:
+                target.region.write_from(flat_bytes(flat),
+                                         target.offset + row * target.tensor.row_bytes,
+                                         f"output {target.tensor.name!r}")  # fmt: skip
+            elif target.array is not None:
+                target.array[row] = flat
+        if request.row_done():
+            self._answered(request, None)
+
+    def _answered(self, request: PendingRequest, reason: str | None) -> None:
+        seconds = time.perf_counter() - request.received
+        self._metrics.pending(self.name, VERSION, -1)
+        if reason is None:
+            self._metrics.request_done(self.name, VERSION, seconds)
+        else:
+            self._metrics.request_failed(self.name, VERSION, reason, seconds)
+
+    # -- the consumer thread -------------------------------------------------------------
+    def _consume(self, pipeline: Pipeline) -> None:
+        try:
+            for result in pipeline.map_sources({self.name: self._rows()}):
+                item: RowItem | None = result.item
+                if item is None:
+                    continue
+                if result.error is None:
+                    self._metrics.row(self.name, VERSION, item.queued_at, result.timings)
+                    continue
+                request = item.request
+                if request.row_failed(result.error):
+                    self._answered(request, _reason(result.error, request))
+        except Exception as exc:
+            logger.error("model %r stopped: %s", self.name, exc, exc_info=exc)
+            self._set_state(ModelState.UNAVAILABLE, f"stopped: {exc}")
+        self._fail_queued(ServeError(Refusal.UNAVAILABLE, f"model {self.name!r} stopped"))
+
+    def _fail_queued(self, error: ServeError) -> None:
+        with self._cond:
+            self._closing = True
+            rows, self._queue = list(self._queue), collections.deque()
+        for item in rows:
+            if item.request.row_failed(error):
+                self._answered(item.request, "OTHER")
+
+    # -- metadata ------------------------------------------------------------------------
+    def metadata(self) -> dict[str, Any]:
+        """The protocol's model metadata: the HW view of each tensor."""
+        def tensors(served: list[ServedTensor]) -> list[dict[str, Any]]:
+            return [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)}
+                    for t in served]  # fmt: skip
+
+        return {"name": self.name, "versions": [VERSION], "platform": "copyless",
+                "inputs": tensors(self.inputs), "outputs": tensors(self.outputs)}  # fmt: skip
+
+    def config(self) -> dict[str, Any]:
+        """Triton's model configuration (its JSON form), as far as it applies."""
+        def tensors(served: list[ServedTensor]) -> list[dict[str, Any]]:
+            return [{"name": t.name, "data_type": f"TYPE_{t.datatype}",
+                     "dims": list(t.rest if t.batched or t.dynamic else t.shape)}
+                    for t in served]  # fmt: skip
+
+        delay_us = int(self._settings.max_queue_delay_ms * 1000)
+        config: dict[str, Any] = {
+            "name": self.name, "platform": "copyless", "backend": self.engine,
+            "max_batch_size": self.max_batch_size,
+            "input": tensors(self.inputs), "output": tensors(self.outputs),
+        }  # fmt: skip
+        if self.max_batch_size:
+            config["dynamic_batching"] = {"max_queue_delay_microseconds": delay_us}
+        return config
+
+    # -- the end -------------------------------------------------------------------------
+    def drain(self, timeout_s: float) -> None:
+        """Take no more requests, answer the queued and running ones (at most
+        ``timeout_s``), then close the pipeline and the runner."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._state is ModelState.READY:
+            self._set_state(ModelState.UNLOADING, "the server is shutting down")
+        if self._consumer is not None:
+            self._consumer.join(timeout_s)
+        self._fail_queued(ServeError(Refusal.UNAVAILABLE, "the server is shutting down"))
+        if self._pipeline is not None:
+            self._pipeline.close()
+        if self._runner is not None:
+            self._runner.close()
+
+
+def _flat(view: np.ndarray) -> np.ndarray:
+    if not view.flags.c_contiguous:
+        raise ServeError(Refusal.INTERNAL, "a tensor row is not contiguous")
+    return view.reshape(-1)
+
+
+def _reason(error: BaseException, request: PendingRequest) -> str:
+    if request.abandoned:
+        return "CANCELED"
+    if isinstance(error, ServeError) and error.refusal is not Refusal.INTERNAL:
+        return "OTHER"
+    return "BACKEND"
+
+

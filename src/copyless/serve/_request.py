@@ -1,0 +1,133 @@
+"""An inference request and its response as both protocols carry them, once parsed.
+
+The REST and gRPC layers turn their wire formats into an :class:`InferRequest` (each input
+with its bytes as a flat numpy array over the request's own buffer, or the name of a
+shared-memory region) and an :class:`InferResponse` back into theirs; the model checks and
+runs it (:mod:`._model`). Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._errors import ServeError
+from ._tensors import DATATYPES, ServedTensor, numpy_dtype
+
+__all__ = [
+    "InferRequest",
+    "InferResponse",
+    "InputTensor",
+    "OutputWish",
+    "RegionRange",
+    "ResponseTensor",
+    "array_from_bytes",
+    "array_from_values",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RegionRange:
+    """``byte_size`` bytes at ``offset`` of the registered region ``region``."""
+
+    region: str
+    byte_size: int
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class InputTensor:
+    """One input: ``data`` (a flat array of the datatype's numpy dtype, no copy of the
+    request's bytes where they were binary) or ``shm`` (a region range), never both."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    data: np.ndarray | None = None
+    shm: RegionRange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputWish:
+    """An output the client asks for: ``binary`` (REST: raw bytes after the JSON header;
+    None: the request's default) or into ``shm``."""
+
+    name: str
+    binary: bool | None = None
+    shm: RegionRange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InferRequest:
+    """``outputs`` None: every output of the model, in the request's default form."""
+
+    model: str
+    version: str = ""
+    id: str = ""
+    inputs: tuple[InputTensor, ...] = ()
+    outputs: tuple[OutputWish, ...] | None = None
+    binary_outputs: bool = False
+
+
+@dataclass(slots=True)
+class ResponseTensor:
+    """One output of a response: ``data`` (C-contiguous, the response's shape) or, for an
+    output written into shared memory, ``shm`` and no data."""
+
+    tensor: ServedTensor
+    shape: tuple[int, ...]
+    data: np.ndarray | None
+    wish: OutputWish
+
+
+@dataclass(slots=True)
+class InferResponse:
+    model: str
+    version: str
+    id: str
+    outputs: list[ResponseTensor] = field(default_factory=list)
+
+
+def _dtype(datatype: str, where: str) -> np.dtype[np.generic]:
+    dtype = numpy_dtype(datatype) if isinstance(datatype, str) else None
+    if dtype is None:
+        raise ServeError.invalid(f"{where}: datatype {datatype!r} is not one a copyless model "
+                                 f"takes ({', '.join(DATATYPES.values())})")  # fmt: skip
+    return dtype
+
+
+def array_from_bytes(raw: bytes | bytearray | memoryview, datatype: str,
+                     where: str) -> np.ndarray:  # fmt: skip
+    """A flat read-only view of ``raw`` as ``datatype``'s elements (no copy)."""
+    dtype = _dtype(datatype, where)
+    if len(raw) % dtype.itemsize:
+        raise ServeError.invalid(f"{where}: {len(raw)} bytes are not a whole number of "
+                                 f"{datatype} elements")  # fmt: skip
+    return np.frombuffer(raw, dtype=dtype)
+
+
+def array_from_values(values: object, datatype: str, where: str) -> np.ndarray:
+    """A flat array of JSON (or typed protobuf) values as ``datatype``: numbers (booleans
+    for BOOL), nested lists row-major; anything else is one clear error."""
+    dtype = _dtype(datatype, where)
+    kind = dtype.kind
+    try:
+        array = np.asarray(values)
+    except (ValueError, TypeError) as exc:  # ragged nesting
+        raise ServeError.invalid(f"{where}: data is not a rectangular array: {exc}") from None
+    if array.dtype == object or array.dtype.kind not in "biuf":
+        raise ServeError.invalid(f"{where}: data must hold only numbers"
+                                 f"{' or booleans' if kind == 'b' else ''}")  # fmt: skip
+    if kind == "b" and array.dtype.kind != "b":
+        raise ServeError.invalid(f"{where}: BOOL data must be true/false")
+    if kind in "iu" and array.dtype.kind == "f":
+        raise ServeError.invalid(f"{where}: {datatype} data must be integers")
+    try:
+        converted = array.astype(dtype, casting="unsafe").reshape(-1)
+    except (ValueError, OverflowError) as exc:
+        raise ServeError.invalid(f"{where}: {exc}") from None
+    if kind in "iu" and array.size and not np.array_equal(converted, array.reshape(-1)):
+        info = np.iinfo(dtype.name)
+        raise ServeError.invalid(f"{where}: {datatype} values lie in [{info.min}, {info.max}]")
+    return converted

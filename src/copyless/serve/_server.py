@@ -1,0 +1,246 @@
+"""A server process's listeners: REST (uvicorn running :func:`~._rest.rest_app`), gRPC
+(``grpc.aio`` running :class:`~._grpc.InferenceServicer`) and Prometheus metrics (a second
+uvicorn on ``/metrics``), all on one asyncio loop on a thread of their own; the models'
+pipelines run on theirs.
+
+``start()`` binds every listener (an address in use raises at once), then loads the models
+in the background: the server answers live at once and ready once every model is loaded.
+``stop()`` drains: readiness goes false, new requests get 503 / UNAVAILABLE, every admitted
+request is answered, then the listeners close (what ``copyless-serve`` does on SIGTERM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from tritonclient.grpc import service_pb2_grpc
+
+from ..types import OptionError
+from ._grpc import InferenceServicer, grpc_options
+from ._rest import rest_app
+from ._service import InferenceService
+from ._settings import ServeSettings
+
+__all__ = ["Address", "InferenceServer", "parse_address"]
+
+logger = logging.getLogger(__name__)
+
+_START_TIMEOUT_S = 30.0
+_GRACE_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_address(text: str, default_host: str = "127.0.0.1") -> Address:
+    """``HOST:PORT``, ``[V6]:PORT`` or ``PORT``; raises :class:`OptionError`."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = default_host, text
+    host = host.strip("[]") or default_host
+    if not port.isdigit() or int(port) > 65535:
+        raise OptionError(f"{text!r} is not HOST:PORT (a port 0-65535)")
+    return Address(host, int(port))
+
+
+def _listen(address: Address) -> socket.socket:
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(
+            address.host, address.port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise OptionError(f"{address}: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(where)
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        raise OptionError(f"cannot listen on {address}: {exc.strerror}") from None
+    return sock
+
+
+def _metrics_app(service: InferenceService) -> Starlette:
+    async def metrics(request: Request) -> Response:
+        return Response(service.metrics.render(),
+                        media_type="text/plain; version=0.0.4; charset=utf-8")
+    return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
+
+
+def _uvicorn(app: Any) -> uvicorn.Server:
+    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=int(_GRACE_S), server_header=False)
+    return uvicorn.Server(config)
+
+
+class InferenceServer:
+    """``copyless-serve`` as an object (see the module docstring); ``None`` for an address
+    leaves that listener out. Port 0 picks a free port (``addresses`` says which)."""
+
+    def __init__(
+        self,
+        repository: str | Path,
+        *,
+        http: Address | None = Address("127.0.0.1", 8000),
+        grpc_address: Address | None = Address("127.0.0.1", 8001),
+        metrics: Address | None = Address("127.0.0.1", 8002),
+        settings: ServeSettings | None = None,
+    ) -> None:
+        self.service = InferenceService(repository, settings)
+        self._wanted = {"http": http, "grpc": grpc_address, "metrics": metrics}
+        self.addresses: dict[str, Address] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._uvicorns: list[uvicorn.Server] = []
+        self._grpc: grpc.aio.Server | None = None
+        self._started = threading.Event()
+        self._failure: BaseException | None = None
+        self._stopped = False
+
+    # -- start ---------------------------------------------------------------------------
+    def start(self, background_load: bool = True) -> None:
+        """Listen on every address, then load the models (in the background)."""
+        sockets = {}
+        try:
+            for name in ("http", "metrics"):
+                address = self._wanted[name]
+                if address is not None:
+                    sockets[name] = _listen(address)
+                    self.addresses[name] = Address(address.host, sockets[name].getsockname()[1])
+        except BaseException:
+            for sock in sockets.values():
+                sock.close()
+            raise
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, args=(sockets,), daemon=True,
+                                        name="copyless-serve-io")  # fmt: skip
+        self._thread.start()
+        self._started.wait(_START_TIMEOUT_S)
+        if self._failure is not None:
+            self._thread.join(_GRACE_S)
+            raise OptionError(str(self._failure)) from self._failure
+        self.service.load(background_load)
+
+    def _run(self, sockets: dict[str, socket.socket]) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._main(sockets))
+        except BaseException as exc:
+            if not self._started.is_set():
+                self._failure = exc
+            else:
+                logger.error("the server's listeners failed", exc_info=exc)
+        finally:
+            self._started.set()
+            for sock in sockets.values():
+                sock.close()
+            loop.close()
+
+    async def _main(self, sockets: dict[str, socket.socket]) -> None:
+        tasks: list[asyncio.Task[None]] = []
+        if "grpc" in self._wanted and self._wanted["grpc"] is not None:
+            await self._start_grpc(self._wanted["grpc"])
+        apps = {"http": rest_app(self.service), "metrics": _metrics_app(self.service)}
+        for name, sock in sockets.items():
+            server = _uvicorn(apps[name])
+            self._uvicorns.append(server)
+            tasks.append(asyncio.create_task(_serve(server.serve(sockets=[sock]))))
+        while not all(s.started for s in self._uvicorns):
+            if any(t.done() for t in tasks):
+                break
+            await asyncio.sleep(0.01)
+        self._started.set()
+        if tasks:
+            await asyncio.gather(*tasks)
+        if self._grpc is not None:
+            await self._grpc.wait_for_termination()
+
+    async def _start_grpc(self, address: Address) -> None:
+        server = grpc.aio.server(options=grpc_options(self.service.settings.max_request_bytes))
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
+            InferenceServicer(self.service), server)
+        try:
+            port = server.add_insecure_port(str(address))
+        except RuntimeError as exc:
+            raise OptionError(f"cannot listen on {address} (gRPC): {exc}") from None
+        if port == 0:
+            raise OptionError(f"cannot listen on {address} (gRPC)")
+        await server.start()
+        self._grpc = server
+        self.addresses["grpc"] = Address(address.host, port)
+
+    # -- state ---------------------------------------------------------------------------
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Whether every model loaded within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.service.ready:
+                return True
+            if not self.service.repository.wait_loaded(0.05) or self.service.ready:
+                continue
+            return self.service.ready
+        return self.service.ready
+
+    def url(self, name: str = "http") -> str:
+        """``HOST:PORT`` of a listener, as tritonclient takes it."""
+        return str(self.addresses[name])
+
+    # -- stop ----------------------------------------------------------------------------
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Drain (see the module docstring), then close the listeners. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.service.drain(timeout_s)
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or not thread.is_alive():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop ended already
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+        thread.join(timeout_s + 2 * _GRACE_S)
+
+    async def _shutdown(self) -> None:
+        for server in self._uvicorns:
+            server.should_exit = True
+        if self._grpc is not None:
+            await self._grpc.stop(_GRACE_S)
+
+    def __enter__(self) -> InferenceServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def _serve(serving: Coroutine[Any, Any, None]) -> None:
+    """uvicorn's ``serve()``: an exit it asks for (SystemExit on a failed start) is an
+    error of this server, not of the process."""
+    try:
+        await serving
+    except SystemExit as exc:
+        raise OptionError(f"the HTTP listener failed to start ({exc.code})") from None
