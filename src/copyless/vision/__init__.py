@@ -1,7 +1,9 @@
 """The vision layer: decode images, preprocess them into input tensors in one fused pass,
 and read classification / text-detection outputs in place.
 
-``decode`` -> ``classify_preprocess`` / ``letterbox`` / ``stretch`` (written straight into the
+``decode`` (the one image reader: files, bytes, PIL images and arrays, upright, 16-bit and
+float samples scaled; ``image_files`` lists a folder's images by the apps' one rule) ->
+``classify_preprocess`` / ``letterbox`` / ``stretch`` (written straight into the
 tensor's memory) -> run the model -> ``softmax_topk`` / ``text_boxes`` / ``detections`` ->
 ``draw_boxes`` / ``draw_detections`` (format by extension). Detections come back in the
 model's frame pixels; ``to_image`` maps them to the photo through what ``stretch`` or
@@ -18,12 +20,13 @@ dashboard or a web page).
 
 from __future__ import annotations
 
-from ._decode import DECODE_HEADROOM, ImageSource, decode, image_size
+from ._decode import DECODE_HEADROOM, AnyImage, ImageSource, decode, image_size
 from ._detections import Detection, Placement, detections, draw_detections, to_image
 from ._extra import need
 from ._formats import ColourFormat, Destination, colour_format_for
 from ._frames import classify_frame, swscale_coefficients
 from ._gpu import DeviceImage, download, upload
+from ._image_files import IMAGE_SUFFIXES, ImageFiles, image_files
 from ._postprocess import IMAGE_FORMATS, Box, draw_boxes, image_format, softmax_topk, text_boxes
 from ._preprocess import Letterbox, classify_preprocess, letterbox, limit_side, stretch
 from ._streams import Annotated, StreamFrame, StreamSet, StreamStats
@@ -34,12 +37,15 @@ from ._video_writer import VideoWriter
 __all__ = [
     "DECODE_HEADROOM",
     "IMAGE_FORMATS",
+    "IMAGE_SUFFIXES",
     "Annotated",
+    "AnyImage",
     "Box",
     "ColourFormat",
     "Destination",
     "Detection",
     "DeviceImage",
+    "ImageFiles",
     "ImageSource",
     "Letterbox",
     "LineCrops",
@@ -60,6 +66,7 @@ __all__ = [
     "download",
     "draw_boxes",
     "draw_detections",
+    "image_files",
     "image_format",
     "image_size",
     "import_av",
