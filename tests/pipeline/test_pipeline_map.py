@@ -168,3 +168,18 @@ def test_a_second_map_after_the_first(
         first.close()
         assert [r.value for r in pipeline.map(range(2))] == [0, 1]
         assert pipeline.stats().done == 11
+
+
+def test_on_openvino_native_async_requests(
+    compiled: Callable[[int], CompiledModel], reference: Callable[..., Any]
+) -> None:
+    """A runner whose jobs run on OpenVINO's own async requests: the pipeline submits with
+    execute_async (its slots beyond max_concurrent_runs wait for capacity) and the answers,
+    in order, are the same."""
+    xs = frames(30, seed=7)
+    options = {"native_async": True, "max_concurrent_runs": 2}
+    with cl.RunnerFactory.from_compiled(compiled(1), options, cl.RunnerType.OPENVINO) as runner:
+        assert runner.native_async
+        with cl.Pipeline(runner, copy_in(xs), logits, slots=4) as pipeline:
+            results = list(pipeline.map(range(len(xs))))
+    _check(results, xs, reference)

@@ -207,7 +207,8 @@ def test_calls_from_two_threads_share_the_pipeline(rgbx_b4) -> None:
 
 def test_a_runner_failure_fails_the_batch_and_the_next_batch_runs(rgbx_b4) -> None:
     with Predictor(rgbx_b4, runner_type=ORT) as predictor:
-        real = predictor.runner.execute_async
+        # the Pipeline runs its jobs with execute (execute_async on a native-async runner)
+        real = predictor.runner.execute
         calls = {"n": 0}
 
         def failing(inputs, outputs, *args, **kwargs):  # the first job is refused
@@ -216,7 +217,7 @@ def test_a_runner_failure_fails_the_batch_and_the_next_batch_runs(rgbx_b4) -> No
                 return real([], [])
             return real(inputs, outputs, *args, **kwargs)
 
-        predictor.runner.execute_async = failing
+        predictor.runner.execute = failing
         with pytest.raises(PredictionError, match="a batch of 4 failed"):
             predictor({"pixels": _frames(4)})
         out = predictor({"pixels": _frames(4)})

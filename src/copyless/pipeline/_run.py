@@ -1,8 +1,13 @@
 """One iteration of a pipeline (a ``map`` or ``map_sources`` call): workers, order, close.
 
 A worker thread per slot loops: take up to ``batch`` items from the feed (one worker at a
-time, so indices stay in order), ``prepare`` each into its row of the slot, submit one
-``execute_async`` for the rows, wait for it, ``finish`` each row, and deliver the results.
+time, so indices stay in order), ``prepare`` each into its row of the slot, run one job for
+the rows, ``finish`` each row, and deliver the results. The job is the runner's ``execute``
+on the worker's own thread (the engine releases the GIL, so the slots' jobs overlap each
+other and the other workers' prepare and finish, with no hop to a job worker and back; a
+slot's tensors are the same every time, so the runner replays the call in C), or, on a
+runner whose engine runs async requests of its own (``Runner.native_async``),
+``execute_async`` and a wait for it (measured against each other: README, Performance).
 Delivery puts results back in order per source; the consumer (the caller's iterator) takes
 them from there. At most ``window`` items are between their source and the consumer, so
 memory is bounded by the slots and the window, whatever the number of items.
@@ -40,6 +45,8 @@ Finish = Callable[[Any, ItemTensors], Any]
 
 #: How long a worker waits for the runner's capacity before asking again, seconds.
 _CAPACITY_POLL_S = 0.002
+#: The job id of a handle that ``execute`` ran (its status is final: nothing to wait for).
+_DONE = -1
 
 
 @dataclass(slots=True)
@@ -75,6 +82,10 @@ class Run:
         self._batch, self._wait_s = batch, wait_s
         self._clock, self._counts = clock, counts
         self._inputs = runner.get_num_input_tensors()
+        # A job on this worker's thread (``execute``: the engine releases the GIL; no hop to
+        # a job worker and back, and repeated slots replay in C) unless the engine runs
+        # async requests of its own, which execute_async starts without blocking.
+        self._sync = not runner.native_async
         self._cond = threading.Condition()
         self._take_lock = threading.Lock()
         self._stop = threading.Event()
@@ -235,7 +246,7 @@ class Run:
         if handle is None:  # closed before it could run: nobody takes these results
             return
         status = handle.status
-        if status is StatusCode.SUCCESS:
+        if status is StatusCode.SUCCESS and handle.job_id != _DONE:
             status = self._collect(handle)
         ended = time.perf_counter()
         infer = ended - submitted
@@ -258,8 +269,14 @@ class Run:
 
     def _submit(self, inputs: list[list[NpuTensor]], outputs: list[list[NpuTensor]]
                 ) -> JobHandle | None:  # fmt: skip
-        """Submit, waiting while the runner's capacity is in use; None when the run was
-        closed meanwhile (nothing submitted)."""
+        """Run the job: ``execute`` on this worker (a handle of its final status), or, on
+        a runner whose async jobs run on the engine's own requests, ``execute_async``,
+        waiting while the runner's capacity is in use. None when the run was closed
+        meanwhile (nothing submitted)."""
+        if self._sync:
+            if self._abandon:
+                return None
+            return JobHandle(self._runner.execute(inputs, outputs), _DONE)
         while True:
             if self._abandon:
                 return None

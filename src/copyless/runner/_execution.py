@@ -60,6 +60,11 @@ class Execution:
         self._buffer_syncs = 0
 
     @property
+    def native(self) -> bool:
+        """Async jobs start on the engine's own async requests (see :meth:`submit`)."""
+        return self._native
+
+    @property
     def bytes_converted(self) -> int:
         return self._bytes_converted
 

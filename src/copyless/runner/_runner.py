@@ -268,6 +268,14 @@ class Runner(ModelQueries):
         return min(self._options.async_threadpool_depth, self._options.max_concurrent_runs + 1)
 
     @property
+    def native_async(self) -> bool:
+        """Whether async jobs run on the engine's own async requests (the ``native_async``
+        option on an engine that has them: OpenVINO), not on a job worker blocking in the
+        engine. :class:`copyless.Pipeline` submits with ``execute_async`` then, and with
+        ``execute`` on its own worker threads otherwise (one hop fewer per job)."""
+        return self._execution.native
+
+    @property
     def engine(self) -> RunnerType:
         """The engine running the model: ONNXRUNTIME or OPENVINO (``RunnerType.VAIML``'s
         measured choice, or the one ``runner_type`` forced)."""
