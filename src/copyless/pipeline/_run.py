@@ -240,8 +240,8 @@ class Run:
 
     def _run_job(self, slot: JobSlot, rows: list[_Prepared]) -> None:
         outputs = slot.outputs[: len(rows)]
-        handle = self._submit([list(r.tensors) for r in rows], [list(o) for o in outputs])
-        submitted = time.perf_counter()
+        submitted, handle = self._submit([list(r.tensors) for r in rows],
+                                         [list(o) for o in outputs])  # fmt: skip
         waits = [submitted - r.pulled.pulled_at - r.prepare for r in rows]
         if handle is None:  # closed before it could run: nobody takes these results
             return
@@ -268,21 +268,24 @@ class Run:
                                  _timings(r.prepare, wait, infer, finish)))  # fmt: skip
 
     def _submit(self, inputs: list[list[NpuTensor]], outputs: list[list[NpuTensor]]
-                ) -> JobHandle | None:  # fmt: skip
+                ) -> tuple[float, JobHandle | None]:  # fmt: skip
         """Run the job: ``execute`` on this worker (a handle of its final status), or, on
         a runner whose async jobs run on the engine's own requests, ``execute_async``,
-        waiting while the runner's capacity is in use. None when the run was closed
-        meanwhile (nothing submitted)."""
+        waiting while the runner's capacity is in use. Returns when the job was handed to
+        the runner (the start of its ``infer`` time) and the handle; None when the run was
+        closed meanwhile (nothing submitted)."""
         if self._sync:
+            started = time.perf_counter()
             if self._abandon:
-                return None
-            return JobHandle(self._runner.execute(inputs, outputs), _DONE)
+                return started, None
+            return started, JobHandle(self._runner.execute(inputs, outputs), _DONE)
         while True:
             if self._abandon:
-                return None
+                return time.perf_counter(), None
+            started = time.perf_counter()
             handle = self._runner.execute_async(inputs, outputs)
             if handle.status is not StatusCode.RESOURCE_UNAVAILABLE:
-                return handle
+                return started, handle
             with self._cond:
                 self._cond.wait(_CAPACITY_POLL_S)
 
