@@ -47,6 +47,7 @@ PUBLIC = {
     "copyless.apps.zerocopy",
     "copyless.apps.zoo",
     "copyless.apps.ocr",
+    "copyless.apps.inference_server",
     "copyless.backends",
     "copyless.ipc",
     "copyless.layout",
@@ -58,6 +59,7 @@ PUBLIC = {
     "copyless.pipeline",
     "copyless.ray",
     "copyless.runner",
+    "copyless.serve",
     "copyless.types",
     "copyless.vision",
 }

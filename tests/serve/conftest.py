@@ -13,10 +13,9 @@ import pytest
 pytest.importorskip("tritonclient.grpc")
 pytest.importorskip("starlette")
 
-from serve_helpers import build_repository, lite0_path
+from serve_helpers import build_repository, lite0_path, start
 
-from copyless.serve import Address, InferenceServer, ServeSettings
-from copyless.types import RunnerType
+from copyless.serve import InferenceServer
 
 
 @pytest.fixture(scope="session")
@@ -27,17 +26,6 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "lite0").mkdir()
     shutil.copy(lite0_path(), root / "lite0" / "lite0.rai")
     return root
-
-
-def start(repository: Path, **settings: object) -> InferenceServer:
-    loopback = Address("127.0.0.1", 0)
-    server = InferenceServer(
-        repository, http=loopback, grpc_address=loopback, metrics=loopback,
-        settings=ServeSettings(runner_type=RunnerType.ONNXRUNTIME, **settings),  # type: ignore[arg-type]
-    )  # fmt: skip
-    server.start()
-    assert server.wait_ready(120), [m.reason for m in server.service.repository]
-    return server
 
 
 @pytest.fixture(scope="module")

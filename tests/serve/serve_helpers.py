@@ -7,16 +7,14 @@ import contextlib
 import http.client
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # model_helpers, for children
-
 import copyless as cl
+from copyless.serve import Address, InferenceServer, ServeSettings
 from model_helpers import conv_net
 
 
@@ -26,6 +24,18 @@ def build_repository(root: Path) -> None:
     (root / "conv4").mkdir()
     cl.compile_model(conv_net(), root / "conv" / "conv.rai")
     cl.compile_model(conv_net(batch="N"), root / "conv4" / "conv4.rai", batch_size=4)
+
+
+def start(repository: Path, **settings: object) -> InferenceServer:
+    """A server of ``repository`` on free loopback ports (onnxruntime), models loaded."""
+    loopback = Address("127.0.0.1", 0)
+    server = InferenceServer(
+        repository, http=loopback, grpc_address=loopback, metrics=loopback,
+        settings=ServeSettings(runner_type=cl.RunnerType.ONNXRUNTIME, **settings),  # type: ignore[arg-type]
+    )  # fmt: skip
+    server.start()
+    assert server.wait_ready(120), [m.reason for m in server.service.repository]
+    return server
 
 
 def lite0_path() -> Path:

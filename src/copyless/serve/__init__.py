@@ -13,10 +13,10 @@ Starlette and uvicorn, prometheus-client).
 * :func:`rest_app` -- the REST side as an ASGI app (a Ray Serve replica's ingress);
 * :class:`InferenceServicer` -- the gRPC side;
 * :class:`ServeSettings` -- batching delay, queue bound, engine, request size limit;
-* :class:`ServeError` / :class:`Refusal` -- every refusal, and its HTTP status / gRPC code.
+* :class:`RequestError` / :class:`Refusal` -- every refusal, and its HTTP status / gRPC code.
 """
 
-from ._errors import Refusal, ServeError
+from ._errors import Refusal, RequestError
 from ._grpc import InferenceServicer
 from ._metrics import ServeMetrics
 from ._model import VERSION, ModelState, ServedModel
@@ -39,7 +39,7 @@ __all__ = [
     "ModelState",
     "Refusal",
     "RegionTable",
-    "ServeError",
+    "RequestError",
     "ServeMetrics",
     "ServedModel",
     "ServeSettings",

@@ -1,7 +1,7 @@
 """Checking a request against a model before anything is queued: each input given once,
 known, of the model's datatype and shape, with exactly the bytes its shape holds (in the
 request or in a registered region, within its bounds); each output asked for known, and a
-region given for it large enough. The first problem is one :class:`ServeError` that says
+region given for it large enough. The first problem is one :class:`RequestError` that says
 what and where; the regions a request names are held until it is answered.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._errors import ServeError
+from ._errors import RequestError
 from ._pending import InputSource, OutputTarget, PendingRequest
 from ._regions import RegionTable, SharedRegion
 from ._request import InferRequest, InputTensor, OutputWish, RegionRange
@@ -35,21 +35,21 @@ def _names(tensors: Sequence[ServedTensor]) -> str:
 
 
 def _rows(model: ModelShape, tensor: ServedTensor, given: InputTensor) -> int:
-    """The rows ``given``'s shape holds, or a ServeError."""
+    """The rows ``given``'s shape holds, or a RequestError."""
     shape = given.shape
     where = f"input {given.name!r}"
     if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape):
-        raise ServeError.invalid(f"{where}: shape {list(shape)} must hold integers >= 0")
+        raise RequestError.invalid(f"{where}: shape {list(shape)} must hold integers >= 0")
     if tensor.batched:
         if len(shape) == len(tensor.shape) and tuple(shape[1:]) == tensor.rest \
                 and 1 <= shape[0] <= model.max_batch_size:  # fmt: skip
             return shape[0]
-        raise ServeError.invalid(
+        raise RequestError.invalid(
             f"{where}: shape {list(shape)} does not fit the model's {list(tensor.shape)} "
             f"(1 to {model.max_batch_size} rows of {list(tensor.rest)})"
         )
     if tuple(shape) != tensor.shape:
-        raise ServeError.invalid(f"{where}: shape {list(shape)} is not the model's "
+        raise RequestError.invalid(f"{where}: shape {list(shape)} is not the model's "
                                  f"{list(tensor.shape)}")  # fmt: skip
     return 1
 
@@ -58,8 +58,8 @@ def _region(regions: RegionTable, shm: RegionRange, held: list[SharedRegion],
             what: str) -> SharedRegion:  # fmt: skip
     try:
         region = regions.acquire(shm.region)
-    except ServeError as exc:
-        raise ServeError(exc.refusal, f"{what}: {exc.message}") from None
+    except RequestError as exc:
+        raise RequestError(exc.refusal, f"{what}: {exc.message}") from None
     held.append(region)
     region.check_range(shm.offset, shm.byte_size, what)
     return region
@@ -70,11 +70,11 @@ def _input(model: ModelShape, tensor: ServedTensor, given: InputTensor, rows: in
     where = f"input {given.name!r}"
     nbytes = rows * tensor.row_bytes
     if (given.data is None) == (given.shm is None):
-        raise ServeError.invalid(f"{where}: give its data, binary data or a shared memory "
+        raise RequestError.invalid(f"{where}: give its data, binary data or a shared memory "
                                  "region: exactly one")  # fmt: skip
     if given.shm is not None:
         if given.shm.byte_size != nbytes:
-            raise ServeError.invalid(
+            raise RequestError.invalid(
                 f"{where}: shared_memory_byte_size {given.shm.byte_size} is not the "
                 f"{nbytes} bytes that shape {list(given.shape)} of {tensor.datatype} holds"
             )
@@ -82,9 +82,9 @@ def _input(model: ModelShape, tensor: ServedTensor, given: InputTensor, rows: in
         return InputSource(tensor, region=region, offset=given.shm.offset)
     data = given.data
     if not isinstance(data, np.ndarray) or data.dtype != tensor.dtype:
-        raise ServeError.invalid(f"{where}: data is not {tensor.datatype}")
+        raise RequestError.invalid(f"{where}: data is not {tensor.datatype}")
     if data.size * tensor.dtype.itemsize != nbytes:
-        raise ServeError.invalid(
+        raise RequestError.invalid(
             f"{where}: {data.size} elements ({data.size * tensor.dtype.itemsize} bytes) "
             f"given; shape {list(given.shape)} of {tensor.datatype} holds "
             f"{nbytes // tensor.dtype.itemsize} ({nbytes} bytes)"
@@ -99,23 +99,23 @@ def _inputs(model: ModelShape, request: InferRequest, regions: RegionTable,
     for each in request.inputs:
         tensor = known.get(each.name)
         if tensor is None:
-            raise ServeError.invalid(f"model {model.name!r} has no input {each.name!r}; its "
+            raise RequestError.invalid(f"model {model.name!r} has no input {each.name!r}; its "
                                      f"inputs are {_names(model.inputs)}")  # fmt: skip
         if each.name in given:
-            raise ServeError.invalid(f"input {each.name!r} is given twice")
+            raise RequestError.invalid(f"input {each.name!r} is given twice")
         if each.datatype != tensor.datatype:
-            raise ServeError.invalid(
+            raise RequestError.invalid(
                 f"input {each.name!r}: datatype {each.datatype!r}, the model takes "
                 f"{tensor.datatype} (its HW view)"
             )
         given[each.name] = each
     missing = [t.name for t in model.inputs if t.name not in given]
     if missing:
-        raise ServeError.invalid(f"model {model.name!r} needs input(s) {missing}; the "
+        raise RequestError.invalid(f"model {model.name!r} needs input(s) {missing}; the "
                                  "request has none of that name")  # fmt: skip
     counts = {t.name: _rows(model, t, given[t.name]) for t in model.inputs}
     if len(set(counts.values())) != 1:
-        raise ServeError.invalid(f"the inputs hold different numbers of rows: {counts}")
+        raise RequestError.invalid(f"the inputs hold different numbers of rows: {counts}")
     rows = next(iter(counts.values()))
     return rows, [_input(model, t, given[t.name], rows, regions, held) for t in model.inputs]
 
@@ -129,10 +129,10 @@ def _outputs(model: ModelShape, request: InferRequest, rows: int, regions: Regio
     wish: OutputWish | None
     for wish in request.outputs or ():
         if wish.name not in known:
-            raise ServeError.invalid(f"model {model.name!r} has no output {wish.name!r}; its "
+            raise RequestError.invalid(f"model {model.name!r} has no output {wish.name!r}; its "
                                      f"outputs are {_names(model.outputs)}")  # fmt: skip
         if wish.name in wishes:
-            raise ServeError.invalid(f"output {wish.name!r} is asked for twice")
+            raise RequestError.invalid(f"output {wish.name!r} is asked for twice")
         wishes[wish.name] = wish
     targets = []
     for tensor in model.outputs:
@@ -142,7 +142,7 @@ def _outputs(model: ModelShape, request: InferRequest, rows: int, regions: Regio
             where = f"output {tensor.name!r}"
             nbytes = rows * tensor.row_bytes
             if not tensor.dynamic and wish.shm.byte_size < nbytes:
-                raise ServeError.invalid(
+                raise RequestError.invalid(
                     f"{where}: shared_memory_byte_size {wish.shm.byte_size} is less than the "
                     f"{nbytes} bytes of {rows} row(s) of {list(tensor.rest)} {tensor.datatype}"
                 )
@@ -156,7 +156,7 @@ def _outputs(model: ModelShape, request: InferRequest, rows: int, regions: Regio
 
 
 def admit(model: ModelShape, request: InferRequest, regions: RegionTable) -> PendingRequest:
-    """The :class:`PendingRequest` for ``request``, or the :class:`ServeError` that refuses
+    """The :class:`PendingRequest` for ``request``, or the :class:`RequestError` that refuses
     it (every region it named given back)."""
     held: list[SharedRegion] = []
     try:

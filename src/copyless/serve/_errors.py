@@ -1,6 +1,6 @@
 """The one error a request can end in, and what each protocol calls it.
 
-Every refusal is a :class:`ServeError` with a :class:`Refusal`: the REST layer answers its
+Every refusal is a :class:`RequestError` with a :class:`Refusal`: the REST layer answers its
 HTTP status with ``{"error": message}`` (as Triton does, and ``tritonclient`` reads), the
 gRPC layer aborts with its status code and the same message. Validation happens before any
 resource is taken, so a refused request leaves nothing behind.
@@ -12,7 +12,7 @@ import enum
 
 from ..types import CopylessError
 
-__all__ = ["Refusal", "ServeError"]
+__all__ = ["Refusal", "RequestError"]
 
 
 class Refusal(enum.Enum):
@@ -39,7 +39,7 @@ class Refusal(enum.Enum):
         return self.value[1]
 
 
-class ServeError(CopylessError):
+class RequestError(CopylessError):
     """A request the server refuses or could not complete; ``refusal`` says how to answer."""
 
     def __init__(self, refusal: Refusal, message: str) -> None:
@@ -48,9 +48,9 @@ class ServeError(CopylessError):
         self.message = message
 
     @classmethod
-    def invalid(cls, message: str) -> ServeError:
+    def invalid(cls, message: str) -> RequestError:
         return cls(Refusal.INVALID_ARGUMENT, message)
 
     @classmethod
-    def not_found(cls, message: str) -> ServeError:
+    def not_found(cls, message: str) -> RequestError:
         return cls(Refusal.NOT_FOUND, message)

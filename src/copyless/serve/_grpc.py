@@ -21,7 +21,7 @@ import numpy as np
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
-from ._errors import Refusal, ServeError
+from ._errors import Refusal, RequestError
 from ._request import (
     InferRequest,
     InferResponse,
@@ -66,10 +66,10 @@ def _region_range(params: dict[str, Any], where: str) -> RegionRange | None:
         return None
     size, offset = params.get("shared_memory_byte_size"), params.get("shared_memory_offset", 0)
     if not isinstance(name, str) or not name:
-        raise ServeError.invalid(f"{where}: shared_memory_region must be a region's name")
+        raise RequestError.invalid(f"{where}: shared_memory_region must be a region's name")
     for key, value in (("shared_memory_byte_size", size), ("shared_memory_offset", offset)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ServeError.invalid(f"{where}: {key} must be an integer >= 0, got {value!r}")
+            raise RequestError.invalid(f"{where}: {key} must be an integer >= 0, got {value!r}")
     return RegionRange(name, int(size), int(offset))  # type: ignore[arg-type]
 
 
@@ -85,24 +85,24 @@ def parse_infer(message: Any) -> InferRequest:
         data = None
         if shm is None and not typed:
             if used >= len(raw):
-                raise ServeError.invalid(f"{where}: no data: neither contents, nor "
+                raise RequestError.invalid(f"{where}: no data: neither contents, nor "
                                          "raw_input_contents, nor a shared memory region")
             data, used = array_from_bytes(raw[used], tensor.datatype, where), used + 1
         elif typed:
             data = array_from_values(typed, tensor.datatype, where)
         inputs.append(InputTensor(tensor.name, tensor.datatype, tuple(tensor.shape), data, shm))
     if used != len(raw):
-        raise ServeError.invalid(f"the request has {len(raw)} raw_input_contents for {used} "
+        raise RequestError.invalid(f"the request has {len(raw)} raw_input_contents for {used} "
                                  "input(s) sent that way")  # fmt: skip
     if not inputs:
-        raise ServeError.invalid("the request has no inputs")
+        raise RequestError.invalid("the request has no inputs")
     outputs = None
     if len(message.outputs):
         wishes = []
         for output in message.outputs:
             params = _params(output.parameters)
             if "classification" in params:
-                raise ServeError(Refusal.UNSUPPORTED, f"output {output.name!r}: the "
+                raise RequestError(Refusal.UNSUPPORTED, f"output {output.name!r}: the "
                                  "classification extension is not supported")  # fmt: skip
             wishes.append(OutputWish(output.name, True,
                                      _region_range(params, f"output {output.name!r}")))
@@ -133,7 +133,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
     def __init__(self, service: InferenceService) -> None:
         self._service = service
 
-    async def _abort(self, context: Any, error: ServeError) -> None:
+    async def _abort(self, context: Any, error: RequestError) -> None:
         await context.abort(grpc.StatusCode[error.refusal.grpc_code], error.message)
 
     async def _answer(self, context: Any, call: Any) -> Any:
@@ -142,7 +142,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             if asyncio.isfuture(result):
                 result = await result
             return result
-        except ServeError as error:
+        except RequestError as error:
             await self._abort(context, error)
 
     async def ServerLive(self, request: Any, context: Any) -> Any:
@@ -184,7 +184,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
         try:
             parsed = parse_infer(request)
             response = await asyncio.wrap_future(self._service.infer(parsed))
-        except ServeError as error:
+        except RequestError as error:
             await self._abort(context, error)
         return render_infer(response)
 

@@ -33,7 +33,7 @@ from ..pipeline import ItemTensors, Pipeline
 from ..runner import Runner, RunnerFactory
 from ..types import TensorDirection, TensorType
 from ._admit import ModelShape, admit
-from ._errors import Refusal, ServeError
+from ._errors import Refusal, RequestError
 from ._metrics import ServeMetrics
 from ._pending import PendingRequest, RowItem, flat_bytes
 from ._regions import RegionTable
@@ -147,28 +147,31 @@ class ServedModel:
     # -- requests ------------------------------------------------------------------------
     def check_version(self, version: str) -> None:
         if version not in ("", VERSION):
-            raise ServeError.not_found(f"model {self.name!r} has no version {version!r} "
+            raise RequestError.not_found(f"model {self.name!r} has no version {version!r} "
                                        f"(its one version is {VERSION})")  # fmt: skip
+
+    def check_ready(self) -> None:
+        if self._state is not ModelState.READY:
+            raise RequestError(Refusal.UNAVAILABLE, f"model {self.name!r} is not ready: "
+                             f"{self._reason}")  # fmt: skip
 
     def submit(self, request: InferRequest, regions: RegionTable
                ) -> concurrent.futures.Future[InferResponse]:  # fmt: skip
         """Check ``request`` and queue its rows; the future resolves with the response or a
-        :class:`ServeError`. Raises :class:`ServeError` for a request refused at once."""
+        :class:`RequestError`. Raises :class:`RequestError` for a request refused at once."""
         self.check_version(request.version)
-        if self._state is not ModelState.READY:
-            raise ServeError(Refusal.UNAVAILABLE, f"model {self.name!r} is not ready: "
-                             f"{self._reason}")  # fmt: skip
+        self.check_ready()
         try:
             pending = admit(self._shape, request, regions)
-        except ServeError:
+        except RequestError:
             self._metrics.request_failed(self.name, VERSION, "OTHER", 0.0)
             raise
         with self._cond:
             refusal = None
             if self._closing:
-                refusal = ServeError(Refusal.UNAVAILABLE, "the server is shutting down")
+                refusal = RequestError(Refusal.UNAVAILABLE, "the server is shutting down")
             elif len(self._queue) + pending.rows > self._capacity:
-                refusal = ServeError(Refusal.EXHAUSTED, (
+                refusal = RequestError(Refusal.EXHAUSTED, (
                     f"model {self.name!r} is busy: its queue holds {len(self._queue)} of "
                     f"{self._capacity} rows and this request has {pending.rows}; retry later"))
             else:
@@ -200,7 +203,7 @@ class ServedModel:
             local.rows = 0
         request = item.request
         if request.abandoned:
-            raise ServeError(Refusal.UNAVAILABLE, "the client went away")
+            raise RequestError(Refusal.UNAVAILABLE, "the client went away")
         item.queued_at = time.perf_counter() - item.queued_at  # from now on: seconds queued
         for source, tensor in zip(request.inputs, inputs, strict=True):
             view = tensor.numpy()
@@ -227,7 +230,7 @@ class ServedModel:
                     target.array = flat.copy()
                     continue
                 if flat.nbytes > target.capacity:
-                    raise ServeError.invalid(
+                    raise RequestError.invalid(
                         f"output {target.tensor.name!r}: {flat.nbytes} bytes do not fit the "
                         f"{target.capacity} bytes given in region {target.region.name!r}")
             if target.region is not None:
@@ -263,9 +266,9 @@ class ServedModel:
         except Exception as exc:
             logger.error("model %r stopped: %s", self.name, exc, exc_info=exc)
             self._set_state(ModelState.UNAVAILABLE, f"stopped: {exc}")
-        self._fail_queued(ServeError(Refusal.UNAVAILABLE, f"model {self.name!r} stopped"))
+        self._fail_queued(RequestError(Refusal.UNAVAILABLE, f"model {self.name!r} stopped"))
 
-    def _fail_queued(self, error: ServeError) -> None:
+    def _fail_queued(self, error: RequestError) -> None:
         with self._cond:
             self._closing = True
             rows, self._queue = list(self._queue), collections.deque()
@@ -311,7 +314,7 @@ class ServedModel:
             self._set_state(ModelState.UNLOADING, "the server is shutting down")
         if self._consumer is not None:
             self._consumer.join(timeout_s)
-        self._fail_queued(ServeError(Refusal.UNAVAILABLE, "the server is shutting down"))
+        self._fail_queued(RequestError(Refusal.UNAVAILABLE, "the server is shutting down"))
         if self._pipeline is not None:
             self._pipeline.close()
         if self._runner is not None:
@@ -320,14 +323,14 @@ class ServedModel:
 
 def _flat(view: np.ndarray) -> np.ndarray:
     if not view.flags.c_contiguous:
-        raise ServeError(Refusal.INTERNAL, "a tensor row is not contiguous")
+        raise RequestError(Refusal.INTERNAL, "a tensor row is not contiguous")
     return view.reshape(-1)
 
 
 def _reason(error: BaseException, request: PendingRequest) -> str:
     if request.abandoned:
         return "CANCELED"
-    if isinstance(error, ServeError) and error.refusal is not Refusal.INTERNAL:
+    if isinstance(error, RequestError) and error.refusal is not Refusal.INTERNAL:
         return "OTHER"
     return "BACKEND"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._errors import Refusal, ServeError
+from ._errors import Refusal, RequestError
 from ._regions import SharedRegion
 from ._request import InferRequest, InferResponse, OutputWish, ResponseTensor
 from ._tensors import ServedTensor
@@ -28,7 +28,7 @@ __all__ = ["InputSource", "OutputTarget", "PendingRequest", "RowItem", "flat_byt
 def flat_bytes(array: np.ndarray) -> memoryview:
     """The bytes of a C-contiguous array, as a writable-if-it-is memoryview (no copy)."""
     if not array.flags.c_contiguous:
-        raise ServeError(Refusal.INTERNAL, "a tensor row is not contiguous")
+        raise RequestError(Refusal.INTERNAL, "a tensor row is not contiguous")
     return array.reshape(-1).view(np.uint8).data
 
 
@@ -69,7 +69,7 @@ class PendingRequest:
         self.received = time.perf_counter()
         self._regions = list(regions)
         self._left = rows
-        self._error: ServeError | None = None
+        self._error: RequestError | None = None
         self._lock = threading.Lock()
 
     @property
@@ -83,7 +83,7 @@ class PendingRequest:
     def row_failed(self, error: BaseException) -> bool:
         return self._count(_as_serve_error(error))
 
-    def _count(self, error: ServeError | None) -> bool:
+    def _count(self, error: RequestError | None) -> bool:
         """Count a row; True when it was the last (the request is resolved then)."""
         with self._lock:
             if error is not None and self._error is None:
@@ -126,10 +126,10 @@ class PendingRequest:
         return response
 
 
-def _as_serve_error(error: BaseException) -> ServeError:
-    if isinstance(error, ServeError):
+def _as_serve_error(error: BaseException) -> RequestError:
+    if isinstance(error, RequestError):
         return error
-    return ServeError(Refusal.INTERNAL, f"inference failed: {error}")
+    return RequestError(Refusal.INTERNAL, f"inference failed: {error}")
 
 
 @dataclass(slots=True)

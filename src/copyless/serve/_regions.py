@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ._errors import Refusal, ServeError
+from ._errors import Refusal, RequestError
 
 __all__ = ["MAX_REGIONS", "SHM_ROOT", "RegionTable", "SharedRegion"]
 
@@ -58,7 +58,7 @@ class SharedRegion:
     def check_range(self, offset: int, size: int, what: str) -> None:
         """``[offset, offset + size)`` of the region (offsets relative to it) or refuse."""
         if offset < 0 or size < 0 or offset + size > self.byte_size:
-            raise ServeError.invalid(
+            raise RequestError.invalid(
                 f"{what}: {size} bytes at offset {offset} of shared memory region "
                 f"{self.name!r} lie outside its {self.byte_size} bytes"
             )
@@ -66,7 +66,8 @@ class SharedRegion:
     def acquire(self) -> SharedRegion:
         with self._lock:
             if not self._registered:
-                raise ServeError.not_found(f"shared memory region {self.name!r} is not registered")
+                raise RequestError.not_found(f"shared memory region {self.name!r} is not "
+                                             "registered")
             self._users += 1
         return self
 
@@ -91,7 +92,7 @@ class SharedRegion:
 
     def _still(self, what: str) -> None:
         if not self._registered:
-            raise ServeError.invalid(f"{what}: shared memory region {self.name!r} was "
+            raise RequestError.invalid(f"{what}: shared memory region {self.name!r} was "
                                      "unregistered while the request was in flight")  # fmt: skip
 
     def read_into(self, buffer: memoryview, offset: int, what: str) -> None:
@@ -101,7 +102,7 @@ class SharedRegion:
         while done < size:
             got = os.preadv(self._fd, [buffer[done:]], where + done)
             if got <= 0:
-                raise ServeError.invalid(
+                raise RequestError.invalid(
                     f"{what}: shared memory region {self.name!r} ({self.key}) ends before "
                     f"the {size} bytes at offset {offset}: it was truncated by its owner"
                 )
@@ -113,7 +114,7 @@ class SharedRegion:
         self._still(what)
         where, size = self.offset + offset, buffer.nbytes
         if os.fstat(self._fd).st_size < where + size:
-            raise ServeError.invalid(
+            raise RequestError.invalid(
                 f"{what}: shared memory region {self.name!r} ({self.key}) no longer holds "
                 f"{size} bytes at offset {offset}: it was truncated by its owner"
             )
@@ -134,27 +135,28 @@ class RegionTable:
         """Open ``key`` under /dev/shm and register ``byte_size`` bytes of it at ``offset``
         as ``name`` (values as a request carried them: checked here)."""
         if not isinstance(name, str) or not 0 < len(name) <= _NAME_MAX:
-            raise ServeError.invalid(f"a region name is 1 to {_NAME_MAX} characters, got {name!r}")
+            raise RequestError.invalid(f"a region name is 1 to {_NAME_MAX} characters, "
+                                       f"got {name!r}")
         for label, value in (("offset", offset), ("byte_size", byte_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ServeError.invalid(f"region {name!r}: {label} must be an integer >= 0, "
+                raise RequestError.invalid(f"region {name!r}: {label} must be an integer >= 0, "
                                          f"got {value!r}")  # fmt: skip
         if not isinstance(offset, int) or not isinstance(byte_size, int) or byte_size == 0:
-            raise ServeError.invalid(f"region {name!r}: byte_size must be > 0")
+            raise RequestError.invalid(f"region {name!r}: byte_size must be > 0")
         fd, key = self._open(name, key)
         try:
             size = os.fstat(fd).st_size
             if offset + byte_size > size:
-                raise ServeError.invalid(
+                raise RequestError.invalid(
                     f"region {name!r}: {byte_size} bytes at offset {offset} lie outside "
                     f"{key!r} ({size} bytes)"
                 )
             with self._lock:
                 if name in self._regions:
-                    raise ServeError(Refusal.ALREADY_EXISTS,
+                    raise RequestError(Refusal.ALREADY_EXISTS,
                                      f"shared memory region {name!r} is already registered")
                 if len(self._regions) >= self._limit:
-                    raise ServeError(Refusal.EXHAUSTED, f"{self._limit} shared memory regions "
+                    raise RequestError(Refusal.EXHAUSTED, f"{self._limit} shared memory regions "
                                      "are registered already: unregister some first")
                 self._regions[name] = SharedRegion(name, key, offset, byte_size, fd)
         except BaseException:
@@ -164,7 +166,7 @@ class RegionTable:
     def _open(self, name: str, key: object) -> tuple[int, str]:
         match = _KEY.fullmatch(key) if isinstance(key, str) else None
         if not isinstance(key, str) or match is None or match.group(1) in (".", ".."):
-            raise ServeError.invalid(
+            raise RequestError.invalid(
                 f"region {name!r}: key {key!r} is not the name of a shared memory object "
                 f"(a name under {self._root}, such as '/my_region')"
             )
@@ -173,11 +175,11 @@ class RegionTable:
         try:
             fd = os.open(path, flags)
         except OSError as exc:
-            raise ServeError.invalid(f"region {name!r}: cannot open {path}: "
+            raise RequestError.invalid(f"region {name!r}: cannot open {path}: "
                                      f"{exc.strerror}") from None  # fmt: skip
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
-            raise ServeError.invalid(f"region {name!r}: {path} is not a shared memory object")
+            raise RequestError.invalid(f"region {name!r}: {path} is not a shared memory object")
         return fd, key
 
     def status(self, name: str = "") -> list[dict[str, Any]]:
@@ -186,7 +188,7 @@ class RegionTable:
                 return [r.status() for r in self._regions.values()]
             region = self._regions.get(name)
         if region is None:
-            raise ServeError.not_found(f"no shared memory region {name!r} is registered")
+            raise RequestError.not_found(f"no shared memory region {name!r} is registered")
         return [region.status()]
 
     def unregister(self, name: str = "") -> None:
@@ -205,7 +207,7 @@ class RegionTable:
         with self._lock:
             region = self._regions.get(name)
         if region is None:
-            raise ServeError.not_found(f"no shared memory region {name!r} is registered")
+            raise RequestError.not_found(f"no shared memory region {name!r} is registered")
         return region.acquire()
 
     def __len__(self) -> int:

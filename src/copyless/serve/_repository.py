@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..types import ModelLoadError
-from ._errors import ServeError
+from ._errors import RequestError
 from ._metrics import ServeMetrics
 from ._model import ServedModel
 from ._settings import ServeSettings
@@ -98,7 +98,7 @@ class ModelRepository:
     def get(self, name: str) -> ServedModel:
         model = self._models.get(name)
         if model is None:
-            raise ServeError.not_found(f"unknown model {name!r}; this server has "
+            raise RequestError.not_found(f"unknown model {name!r}; this server has "
                                        f"{', '.join(map(repr, self._models))}")  # fmt: skip
         return model
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._errors import ServeError
+from ._errors import RequestError
 from ._tensors import DATATYPES, ServedTensor, numpy_dtype
 
 __all__ = [
@@ -92,7 +92,7 @@ class InferResponse:
 def _dtype(datatype: str, where: str) -> np.dtype[np.generic]:
     dtype = numpy_dtype(datatype) if isinstance(datatype, str) else None
     if dtype is None:
-        raise ServeError.invalid(f"{where}: datatype {datatype!r} is not one a copyless model "
+        raise RequestError.invalid(f"{where}: datatype {datatype!r} is not one a copyless model "
                                  f"takes ({', '.join(DATATYPES.values())})")  # fmt: skip
     return dtype
 
@@ -102,7 +102,7 @@ def array_from_bytes(raw: bytes | bytearray | memoryview, datatype: str,
     """A flat read-only view of ``raw`` as ``datatype``'s elements (no copy)."""
     dtype = _dtype(datatype, where)
     if len(raw) % dtype.itemsize:
-        raise ServeError.invalid(f"{where}: {len(raw)} bytes are not a whole number of "
+        raise RequestError.invalid(f"{where}: {len(raw)} bytes are not a whole number of "
                                  f"{datatype} elements")  # fmt: skip
     return np.frombuffer(raw, dtype=dtype)
 
@@ -115,19 +115,19 @@ def array_from_values(values: object, datatype: str, where: str) -> np.ndarray:
     try:
         array = np.asarray(values)
     except (ValueError, TypeError) as exc:  # ragged nesting
-        raise ServeError.invalid(f"{where}: data is not a rectangular array: {exc}") from None
+        raise RequestError.invalid(f"{where}: data is not a rectangular array: {exc}") from None
     if array.dtype == object or array.dtype.kind not in "biuf":
-        raise ServeError.invalid(f"{where}: data must hold only numbers"
+        raise RequestError.invalid(f"{where}: data must hold only numbers"
                                  f"{' or booleans' if kind == 'b' else ''}")  # fmt: skip
     if kind == "b" and array.dtype.kind != "b":
-        raise ServeError.invalid(f"{where}: BOOL data must be true/false")
+        raise RequestError.invalid(f"{where}: BOOL data must be true/false")
     if kind in "iu" and array.dtype.kind == "f":
-        raise ServeError.invalid(f"{where}: {datatype} data must be integers")
+        raise RequestError.invalid(f"{where}: {datatype} data must be integers")
     try:
         converted = array.astype(dtype, casting="unsafe").reshape(-1)
     except (ValueError, OverflowError) as exc:
-        raise ServeError.invalid(f"{where}: {exc}") from None
+        raise RequestError.invalid(f"{where}: {exc}") from None
     if kind in "iu" and array.size and not np.array_equal(converted, array.reshape(-1)):
         info = np.iinfo(dtype.name)
-        raise ServeError.invalid(f"{where}: {datatype} values lie in [{info.min}, {info.max}]")
+        raise RequestError.invalid(f"{where}: {datatype} values lie in [{info.min}, {info.max}]")
     return converted

@@ -26,7 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ._errors import Refusal, ServeError
+from ._errors import Refusal, RequestError
 from ._request import (
     InferRequest,
     InferResponse,
@@ -54,18 +54,18 @@ def _error(refusal: Refusal, message: str) -> JSONResponse:
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ServeError(Refusal.TOO_LARGE, f"the request's {declared} bytes exceed the "
+        raise RequestError(Refusal.TOO_LARGE, f"the request's {declared} bytes exceed the "
                          f"server's limit of {limit}")  # fmt: skip
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise ServeError(Refusal.TOO_LARGE, f"the request exceeds the server's limit "
+                raise RequestError(Refusal.TOO_LARGE, f"the request exceeds the server's limit "
                                  f"of {limit} bytes")  # fmt: skip
             chunks.append(chunk)
     except ClientDisconnect:  # nobody reads the answer; nothing was queued
-        raise ServeError.invalid("the client went away before sending its whole request") \
+        raise RequestError.invalid("the client went away before sending its whole request") \
             from None
     return b"".join(chunks)
 
@@ -74,19 +74,19 @@ def _json(raw: bytes | memoryview, what: str) -> Any:
     try:
         return json.loads(bytes(raw))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ServeError.invalid(f"malformed JSON in the {what}: {exc}") from None
+        raise RequestError.invalid(f"malformed JSON in the {what}: {exc}") from None
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ServeError.invalid(f"{where} must be a JSON object, got {type(value).__name__}")
+        raise RequestError.invalid(f"{where} must be a JSON object, got {type(value).__name__}")
     return value
 
 
 def _int(params: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
     value = params.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ServeError.invalid(f"{where}: parameter {key!r} must be an integer >= 0, "
+        raise RequestError.invalid(f"{where}: parameter {key!r} must be an integer >= 0, "
                                  f"got {value!r}")  # fmt: skip
     return value
 
@@ -97,7 +97,7 @@ def region_range(params: dict[str, Any], where: str) -> RegionRange | None:
     if name is None:
         return None
     if not isinstance(name, str) or not name:
-        raise ServeError.invalid(f"{where}: shared_memory_region must be a region's name")
+        raise RequestError.invalid(f"{where}: shared_memory_region must be a region's name")
     return RegionRange(name, _int(params, "shared_memory_byte_size", where),
                        _int(params, "shared_memory_offset", where, 0))  # fmt: skip
 
@@ -105,7 +105,7 @@ def region_range(params: dict[str, Any], where: str) -> RegionRange | None:
 def _parse_inputs(doc: dict[str, Any], binary: memoryview) -> tuple[InputTensor, ...]:
     entries = doc.get("inputs")
     if not isinstance(entries, list) or not entries:
-        raise ServeError.invalid("the request needs a non-empty 'inputs' list")
+        raise RequestError.invalid("the request needs a non-empty 'inputs' list")
     inputs, at = [], 0
     for number, entry in enumerate(entries):
         entry = _object(entry, f"inputs[{number}]")
@@ -114,14 +114,14 @@ def _parse_inputs(doc: dict[str, Any], binary: memoryview) -> tuple[InputTensor,
         datatype, shape = entry.get("datatype"), entry.get("shape")
         if not isinstance(name, str) or not isinstance(datatype, str) \
                 or not isinstance(shape, list):  # fmt: skip
-            raise ServeError.invalid(f"{where} needs 'name', 'datatype' and 'shape'")
+            raise RequestError.invalid(f"{where} needs 'name', 'datatype' and 'shape'")
         params = _object(entry.get("parameters", {}), f"{where} parameters")
         shm = region_range(params, where)
         data = None
         if "binary_data_size" in params:
             size = _int(params, "binary_data_size", where)
             if at + size > len(binary):
-                raise ServeError.invalid(
+                raise RequestError.invalid(
                     f"{where}: binary_data_size {size} runs past the {len(binary)} bytes of "
                     "binary data after the JSON header"
                 )
@@ -130,7 +130,7 @@ def _parse_inputs(doc: dict[str, Any], binary: memoryview) -> tuple[InputTensor,
             data = array_from_values(entry["data"], datatype, where)
         inputs.append(InputTensor(name, datatype, tuple(shape), data, shm))
     if at != len(binary):
-        raise ServeError.invalid(f"the request has {len(binary)} bytes of binary data after "
+        raise RequestError.invalid(f"the request has {len(binary)} bytes of binary data after "
                                  f"its JSON header; its inputs declare {at}")  # fmt: skip
     return tuple(inputs)
 
@@ -140,20 +140,20 @@ def _parse_outputs(doc: dict[str, Any]) -> tuple[OutputWish, ...] | None:
     if entries is None:
         return None
     if not isinstance(entries, list):
-        raise ServeError.invalid("'outputs' must be a list")
+        raise RequestError.invalid("'outputs' must be a list")
     wishes = []
     for number, entry in enumerate(entries):
         entry = _object(entry, f"outputs[{number}]")
         name = entry.get("name")
         if not isinstance(name, str):
-            raise ServeError.invalid(f"outputs[{number}] needs a 'name'")
+            raise RequestError.invalid(f"outputs[{number}] needs a 'name'")
         params = _object(entry.get("parameters", {}), f"output {name!r} parameters")
         if "classification" in params:
-            raise ServeError(Refusal.UNSUPPORTED, f"output {name!r}: the classification "
+            raise RequestError(Refusal.UNSUPPORTED, f"output {name!r}: the classification "
                              "extension is not supported; ask for the tensor")  # fmt: skip
         binary = params.get("binary_data")
         if binary is not None and not isinstance(binary, bool):
-            raise ServeError.invalid(f"output {name!r}: binary_data must be true or false")
+            raise RequestError.invalid(f"output {name!r}: binary_data must be true or false")
         wishes.append(OutputWish(name, binary, region_range(params, f"output {name!r}")))
     return tuple(wishes)
 
@@ -166,17 +166,17 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
         head, binary = view, view[:0]
     else:
         if not header_length.isdigit() or int(header_length) > len(body):
-            raise ServeError.invalid(f"{HEADER_LENGTH} {header_length!r} is not a length "
+            raise RequestError.invalid(f"{HEADER_LENGTH} {header_length!r} is not a length "
                                      f"within the {len(body)}-byte body")  # fmt: skip
         head, binary = view[: int(header_length)], view[int(header_length) :]
     doc = _object(_json(head, "request"), "the request")
     params = _object(doc.get("parameters", {}), "the request's parameters")
     binary_outputs = params.get("binary_data_output", False)
     if not isinstance(binary_outputs, bool):
-        raise ServeError.invalid("binary_data_output must be true or false")
+        raise RequestError.invalid("binary_data_output must be true or false")
     request_id = doc.get("id", "")
     if not isinstance(request_id, str):
-        raise ServeError.invalid("the request's 'id' must be a string")
+        raise RequestError.invalid("the request's 'id' must be a string")
     return InferRequest(model, version, request_id, _parse_inputs(doc, binary),
                         _parse_outputs(doc), binary_outputs)  # fmt: skip
 
@@ -259,6 +259,9 @@ def rest_app(service: InferenceService) -> Starlette:
 
     async def infer(request: Request) -> Response:
         p = request.path_params
+        if service.draining:
+            raise RequestError(Refusal.UNAVAILABLE, "the server is shutting down")
+        service.model(p["model"], p.get("version", "")).check_ready()  # before reading
         body = await _read_body(request, limit)
         parsed = parse_infer(p["model"], p.get("version", ""), body,
                              request.headers.get(HEADER_LENGTH))  # fmt: skip
@@ -308,7 +311,7 @@ def rest_app(service: InferenceService) -> Starlette:
         ]
 
     async def on_serve_error(request: Request, exc: Exception) -> Response:
-        if not isinstance(exc, ServeError):
+        if not isinstance(exc, RequestError):
             raise exc
         return _error(exc.refusal, exc.message)
 
@@ -323,5 +326,5 @@ def rest_app(service: InferenceService) -> Starlette:
         return _error(Refusal.INTERNAL, f"internal error: {exc}")
 
     return Starlette(routes=routes, exception_handlers={
-        ServeError: on_serve_error, HTTPException: on_http_error, Exception: on_crash,
+        RequestError: on_serve_error, HTTPException: on_http_error, Exception: on_crash,
     })  # fmt: skip

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ._errors import Refusal, ServeError
+from ._errors import Refusal, RequestError
 from ._metrics import ServeMetrics
 from ._model import ServedModel
 from ._regions import RegionTable
@@ -84,8 +84,8 @@ class InferenceService:
 
     # -- inference -----------------------------------------------------------------------
     def infer(self, request: InferRequest) -> concurrent.futures.Future[InferResponse]:
-        """Queue ``request`` on its model; raises :class:`ServeError` when it is refused at
-        once, else the future resolves with the response or a ServeError."""
+        """Queue ``request`` on its model; raises :class:`RequestError` when it is refused at
+        once, else the future resolves with the response or a RequestError."""
         if self._draining:
-            raise ServeError(Refusal.UNAVAILABLE, "the server is shutting down")
+            raise RequestError(Refusal.UNAVAILABLE, "the server is shutting down")
         return self.repository.get(request.model).submit(request, self.regions)
