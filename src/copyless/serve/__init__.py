@@ -11,6 +11,7 @@ Starlette and uvicorn, prometheus-client).
 * :class:`InferenceService` -- what both protocols serve: the repository's models, the
   shared-memory regions, the metrics, readiness and draining;
 * :func:`rest_app` -- the REST side as an ASGI app (a Ray Serve replica's ingress);
+* :func:`replicated_app` -- the repository from replicas behind Ray Serve;
 * :class:`InferenceServicer` -- the gRPC side;
 * :class:`ServeSettings` -- batching delay, queue bound, engine, request size limit;
 * :class:`RequestError` / :class:`Refusal` -- every refusal, and its HTTP status / gRPC code.
@@ -21,6 +22,7 @@ from ._grpc import InferenceServicer
 from ._metrics import ServeMetrics
 from ._model import VERSION, ModelState, ServedModel
 from ._regions import MAX_REGIONS, RegionTable
+from ._replicas import ServeReplica, replicated_app
 from ._repository import ModelRepository, find_models
 from ._rest import rest_app
 from ._server import Address, InferenceServer, parse_address
@@ -42,8 +44,10 @@ __all__ = [
     "RequestError",
     "ServeMetrics",
     "ServedModel",
+    "ServeReplica",
     "ServeSettings",
     "find_models",
     "parse_address",
+    "replicated_app",
     "rest_app",
 ]
