@@ -1,0 +1,281 @@
+"""copyless-serve against its peers: PyTriton (Triton's own server core and dynamic batcher,
+the model in its Python callable) and FastAPI + onnxruntime as users write it, the same
+EfficientNet-Lite0 fp32 model on onnxruntime, whole server processes on loopback, driven by
+tritonclient at concurrency 1, 8 and 32 over REST (binary data), gRPC and system shared
+memory: throughput and p50/p99 latency.
+
+Each server runs alone while it is measured (started, warmed for one second, measured for
+``--seconds``, stopped by SIGTERM). Load: one thread per concurrent client, each with its
+own tritonclient (the HTTP client is not thread-safe) and, for shared memory, its own input
+and output regions (over gRPC). PyTriton runs in its own venv (Python 3.13 from pyenv,
+``nvidia-pytriton==0.7.0``, numpy < 2), built under the user cache dir on first use (minutes:
+numpy 1.26 builds from source there); FastAPI has no shared memory (its row says n/a).
+
+Run: ``copyless-bench serving [--seconds 5] [--concurrency 1,8,32] [--protocols
+rest,grpc,shm] [--servers copyless,pytriton,fastapi] [--batch 1] [--delay-us 500]
+[--quick]``. On a shared machine the figures move by tens of percent from run to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _serving_peers import FASTAPI_SERVER, PYTRITON_SERVER, pytriton_python
+
+MODEL = "lite0"
+SHAPE = (1, 3, 224, 224)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    http: int
+    grpc: int | None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _wait_ready(server: Server, timeout_s: float) -> None:
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{server.http}")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise SystemExit(f"serving: {server.name} exited with {server.process.returncode}")
+        with contextlib.suppress(Exception):
+            if client.is_server_ready():
+                client.close()
+                return
+        time.sleep(0.5)
+    raise SystemExit(f"serving: {server.name} not ready in {timeout_s:.0f} s")
+
+
+def _start(name: str, onnx: Path, repository: Path, args: argparse.Namespace,
+           scripts: Path) -> Server:  # fmt: skip
+    http, grpc, metrics = _free_port(), _free_port(), _free_port()
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    if name == "copyless":
+        command = [sys.executable, "-m", "copyless.apps.inference_server", str(repository),
+                   f"--http=127.0.0.1:{http}", f"--grpc=127.0.0.1:{grpc}", "--metrics=off",
+                   "--runner=onnxruntime", f"--max-queue-delay-ms={args.delay_us / 1000}"]
+        server = Server(name, subprocess.Popen(command, **quiet), http, grpc)  # type: ignore[call-overload]
+    elif name == "pytriton":
+        script = scripts / "pytriton_server.py"
+        script.write_text(PYTRITON_SERVER)
+        command = [str(pytriton_python()), str(script), str(onnx), str(http), str(grpc),
+                   str(metrics), str(args.batch), str(args.delay_us)]
+        server = Server(name, subprocess.Popen(command, **quiet), http, grpc)  # type: ignore[call-overload]
+    else:
+        script = scripts / "fastapi_server.py"
+        script.write_text(FASTAPI_SERVER)
+        command = [sys.executable, str(script), str(onnx), str(http)]
+        server = Server(name, subprocess.Popen(command, **quiet), http, None)  # type: ignore[call-overload]
+    try:
+        _wait_ready(server, 300 if name == "pytriton" else 120)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@contextlib.contextmanager
+def _shm_pair(client, nbytes_in: int, nbytes_out: int,  # type: ignore[no-untyped-def]
+              x: np.ndarray) -> Iterator[tuple[str, str, object]]:
+    import tritonclient.utils.shared_memory as shm
+
+    tag = uuid.uuid4().hex[:10]
+    h_in = shm.create_shared_memory_region(f"in{tag}", f"/clbench-in-{tag}", nbytes_in)
+    h_out = shm.create_shared_memory_region(f"out{tag}", f"/clbench-out-{tag}", nbytes_out)
+    shm.set_shared_memory_region(h_in, [x])
+    try:
+        client.register_system_shared_memory(f"in{tag}", f"/clbench-in-{tag}", nbytes_in)
+        client.register_system_shared_memory(f"out{tag}", f"/clbench-out-{tag}", nbytes_out)
+        yield f"in{tag}", f"out{tag}", h_out
+    finally:
+        with contextlib.suppress(Exception):
+            client.unregister_system_shared_memory(f"in{tag}")
+            client.unregister_system_shared_memory(f"out{tag}")
+        shm.destroy_shared_memory_region(h_in)
+        shm.destroy_shared_memory_region(h_out)
+
+
+def _caller(server: Server, protocol: str, names: tuple[str, str],
+            stack: contextlib.ExitStack) -> Callable[[], None]:  # fmt: skip
+    """One client's request function (its client and regions live in ``stack``)."""
+    x = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
+    name_in, name_out = names
+    if protocol == "rest":
+        import tritonclient.http as httpclient
+
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{server.http}")
+        stack.callback(client.close)
+        given = httpclient.InferInput(name_in, list(SHAPE), "FP32")
+        given.set_data_from_numpy(x)
+        wanted = [httpclient.InferRequestedOutput(name_out)]
+        return lambda: client.infer(MODEL, [given], outputs=wanted) and None
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc}")
+    stack.callback(client.close)
+    given = grpcclient.InferInput(name_in, list(SHAPE), "FP32")
+    wanted = [grpcclient.InferRequestedOutput(name_out)]
+    if protocol == "grpc":
+        given.set_data_from_numpy(x)
+        return lambda: client.infer(MODEL, [given], outputs=wanted) and None
+    region_in, region_out, _ = stack.enter_context(_shm_pair(client, x.nbytes, 1000 * 4, x))
+    given.set_shared_memory(region_in, x.nbytes)
+    wanted[0].set_shared_memory(region_out, 1000 * 4)
+    return lambda: client.infer(MODEL, [given], outputs=wanted) and None
+
+
+def _load(server: Server, protocol: str, concurrency: int, seconds: float,
+          names: tuple[str, str]) -> tuple[float, float, float, int]:  # fmt: skip
+    """(requests/s, p50 ms, p99 ms, errors) of ``concurrency`` clients for ``seconds``."""
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    errors = [0] * concurrency
+    start = threading.Barrier(concurrency + 1)
+    window: dict[str, float] = {}
+
+    def client(index: int) -> None:
+        with contextlib.ExitStack() as stack:
+            call = _caller(server, protocol, names, stack)
+            call()  # connected
+            start.wait()
+            warm_until = window["begin"]
+            while (now := time.perf_counter()) < window["end"]:
+                try:
+                    call()
+                except Exception:  # noqa: BLE001 - counted, the load goes on
+                    errors[index] += 1
+                    continue
+                if now >= warm_until:
+                    latencies[index].append(time.perf_counter() - now)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    window["begin"] = time.perf_counter() + 1.0
+    window["end"] = window["begin"] + seconds
+    start.wait()
+    for thread in threads:
+        thread.join()
+    flat = sorted(v for each in latencies for v in each)
+    if not flat:
+        return 0.0, float("nan"), float("nan"), sum(errors)
+    p99 = flat[min(len(flat) - 1, int(0.99 * len(flat)))]
+    return len(flat) / seconds, statistics.median(flat) * 1e3, p99 * 1e3, sum(errors)
+
+
+def _model(folder: Path, batch: int) -> tuple[Path, Path, tuple[str, str]]:
+    """The zoo's Lite0 ONNX (float input) and the repository with it compiled for copyless
+    (no input format: the HW view is the ONNX's float32 NCHW)."""
+    import onnxruntime as ort
+
+    import copyless as cl
+    from copyless.model import zoo
+
+    onnx = Path(zoo.build("efficientnet-lite0", progress=False))
+    repository = folder / "repository"
+    (repository / MODEL).mkdir(parents=True)
+    cl.compile_model(onnx, repository / MODEL / f"{MODEL}.rai", batch_size=batch)
+    session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
+    return onnx, repository, (session.get_inputs()[0].name, session.get_outputs()[0].name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="serving", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--concurrency", default="1,8,32")
+    parser.add_argument("--protocols", default="rest,grpc,shm")
+    parser.add_argument("--servers", default="copyless,pytriton,fastapi")
+    parser.add_argument("--batch", type=int, default=1, help="max batch: copyless compiles "
+                        "the model for it, and every job runs that batch, full or not (a "
+                        "short one is padded); PyTriton's max_batch_size (its batches are "
+                        "the rows that came). Default 1")
+    parser.add_argument("--delay-us", type=int, default=500, help="max queue delay")
+    parser.add_argument("--quick", action="store_true", help="2 s, concurrency 1 and 8")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seconds, args.concurrency = 2.0, "1,8"
+    levels = [int(c) for c in args.concurrency.split(",")]
+    protocols = args.protocols.split(",")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="clserving-") as tmp:
+        onnx, repository, names = _model(Path(tmp), args.batch)
+        copyless_names = ("input", names[1])
+        for name in args.servers.split(","):
+            server = _start(name, onnx, repository, args, Path(tmp))
+            try:
+                for protocol in protocols:
+                    for level in levels:
+                        if name == "fastapi" and protocol != "rest":
+                            rows.append((name, protocol, level, None))
+                            continue
+                        used = _names_of(server, names, copyless_names)
+                        rows.append((name, protocol, level,
+                                     _load(server, protocol, level, args.seconds, used)))
+                        print(_line(*rows[-1]), flush=True)
+            finally:
+                server.stop()
+    print("\nserver    protocol  conc    req/s   p50 ms   p99 ms  errors")
+    for row in rows:
+        print(_line(*row))
+    print(f"(machine: {os.cpu_count()} CPUs, shared: not final figures)")
+    return 0
+
+
+def _names_of(server: Server, names: tuple[str, str],
+              copyless_names: tuple[str, str]) -> tuple[str, str]:  # fmt: skip
+    if server.name != "copyless":
+        return names
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{server.http}")
+    meta = client.get_model_metadata(MODEL)
+    client.close()
+    return meta["inputs"][0]["name"], meta["outputs"][0]["name"]
+
+
+def _line(name: str, protocol: str, level: int,
+          figures: tuple[float, float, float, int] | None) -> str:  # fmt: skip
+    if figures is None:
+        return f"{name:<9} {protocol:<8} {level:>5}      n/a"
+    rate, p50, p99, errors = figures
+    return f"{name:<9} {protocol:<8} {level:>5} {rate:>8.1f} {p50:>8.2f} {p99:>8.2f} {errors:>7}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
