@@ -2,14 +2,16 @@
 models, side by side in one run, on both engines.
 
     copyless-bench ocr [--pages N] [--rounds N] [--models v6|v4] [--engines onnxruntime,openvino]
+                       [--no-angle]
 
 Pages: N drawn pages (827 x 1169, 12 lines of several sizes and colours on tinted paper, drawn
 with PIL) and ``skimage.data.page()``, written as PNG files into a temporary folder. The peer
 is RapidOCR 3.x (``rapidocr``) for the v6 models, ``rapidocr_onnxruntime`` for v4, as a user
 calls it (``RapidOCR()(path)``: default config, onnxruntime, angle classifier on) on every
 row; ``--peer-engine openvino`` runs the v6 peer on its OpenVINO engine on the OpenVINO
-row. copyless runs without the angle classifier (its ``--angle`` is optional; the table's
-``cls`` column says which side ran it).
+row. Both sides run the angle classifier, as both do by default; ``--no-angle`` runs both
+without it (RapidOCR's ``use_cls=False``, copyless's ``--no-angle``). The table's ``cls``
+column says which.
 
 Columns: lines read, character error rate against the drawn text (drawn pages only), the
 share of lines whose text equals the peer's, then seconds per page: ``process`` is the wall
@@ -48,36 +50,37 @@ PAGE = (827, 1169)
 _PEER_SCRIPT = """
 import sys, time, contextlib, io
 from pathlib import Path
-generation, engine, folder = sys.argv[1:4]
+generation, engine, folder, angle = sys.argv[1:5]
+use_cls = angle == "yes"
 with contextlib.redirect_stdout(io.StringIO()):
     if generation == "v6":
         from rapidocr import RapidOCR, EngineType
-        params = {"Global.log_level": "error"}
+        params = {"Global.log_level": "error", "Global.use_cls": use_cls}
         if engine == "openvino":
             for part in ("Det", "Rec", "Cls"):
                 params[part + ".engine_type"] = EngineType.OPENVINO
         ocr = RapidOCR(params=params)
     else:
         from rapidocr_onnxruntime import RapidOCR
-        ocr = RapidOCR()
+        ocr = RapidOCR(use_cls=use_cls)
 for path in sorted(Path(folder).glob("*.png")):
     ocr(str(path))
 """
 
 
-def _peer(generation: str, engine: str) -> object:
+def _peer(generation: str, engine: str, angle: bool) -> object:
     with contextlib.redirect_stdout(io.StringIO()):
         if generation == "v6":
             from rapidocr import EngineType, RapidOCR
 
-            params: dict[str, object] = {"Global.log_level": "error"}
+            params: dict[str, object] = {"Global.log_level": "error", "Global.use_cls": angle}
             if engine == "openvino":
                 for part in ("Det", "Rec", "Cls"):
                     params[f"{part}.engine_type"] = EngineType.OPENVINO
             return RapidOCR(params=params)
         from rapidocr_onnxruntime import RapidOCR as RapidOCRv4
 
-        return RapidOCRv4()
+        return RapidOCRv4(use_cls=angle)
 
 
 def _peer_lines(peer: object, generation: str, path: Path) -> list[tuple[tuple[int, ...], str]]:
@@ -118,12 +121,12 @@ def _process_seconds(cmd: list[str]) -> float:
 
 
 def _row(generation: str, engine: str, truth: dict[Path, tuple[str, ...] | None],
-         folder: Path, rounds: int, peer_engine_follows: bool) -> None:  # fmt: skip
+         folder: Path, rounds: int, peer_engine_follows: bool, angle: bool) -> None:  # fmt: skip
     runner = cl.RunnerType.OPENVINO if engine == "openvino" else cl.RunnerType.ONNXRUNTIME
     peer_engine = engine if peer_engine_follows else "onnxruntime"
-    peer = _peer(generation, peer_engine)
+    peer = _peer(generation, peer_engine, angle)
     paths = list(truth)
-    with OcrPipeline(generation, runner_type=runner) as ocr:
+    with OcrPipeline(generation, runner_type=runner, angle=angle) as ocr:
         ours = {p: ocr.read(p) for p in paths}  # warm: compiles and opens every shape
         theirs = {p: _peer_lines(peer, generation, p) for p in paths}
         drawn = [p for p in paths if truth[p] is not None]
@@ -146,8 +149,9 @@ def _row(generation: str, engine: str, truth: dict[Path, tuple[str, ...] | None]
                 peer(str(p))  # type: ignore[operator]
                 peer_t.append(time.perf_counter() - t)
     exe = [sys.executable, "-m", "copyless.apps.ocr", "-i", str(folder), "--models", generation,
-           "--runner", engine]  # fmt: skip
-    peer_cmd = [sys.executable, "-c", _PEER_SCRIPT, generation, peer_engine, str(folder)]
+           "--runner", engine, "--angle" if angle else "--no-angle"]  # fmt: skip
+    cls = "yes" if angle else "no"
+    peer_cmd = [sys.executable, "-c", _PEER_SCRIPT, generation, peer_engine, str(folder), cls]
     ours_p = _process_seconds(exe) / len(paths)
     peer_p = _process_seconds(peer_cmd) / len(paths)
     ours_s, peer_s = statistics.median(ours_t), statistics.median(peer_t)
@@ -157,7 +161,7 @@ def _row(generation: str, engine: str, truth: dict[Path, tuple[str, ...] | None]
         f"{generation:<3} {engine:<11} {len(paths):>5} {lines:>4}/{peer_lines:<4} "
         f"{our_cer:>7.4f}/{peer_cer:<7.4f} {same / union:>6.1%} "
         f"{ours_p:>7.3f}/{peer_p:<7.3f} {peer_p / ours_p:>5.2f}x "
-        f"{ours_s:>7.3f}/{peer_s:<7.3f} {peer_s / ours_s:>5.2f}x   no/yes  {peer_engine}"
+        f"{ours_s:>7.3f}/{peer_s:<7.3f} {peer_s / ours_s:>5.2f}x   {cls}/{cls}  {peer_engine}"
     )
     print(row, flush=True)
 
@@ -171,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-engine", choices=["onnxruntime", "openvino"],
                         default="onnxruntime",
                         help="openvino: the v6 peer runs OpenVINO on the OpenVINO row")  # fmt: skip
+    parser.add_argument("--angle", action=argparse.BooleanOptionalAction, default=True,
+                        help="both sides with the angle classifier (default)")  # fmt: skip
     args = parser.parse_args(argv)
     generations = [args.models] if args.models else installed_generations()
     load = os.getloadavg()
@@ -183,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             for engine in args.engines.split(","):
                 # rapidocr_onnxruntime has no OpenVINO engine: its v4 row's peer is onnxruntime
                 follows = args.peer_engine == "openvino" and generation == "v6"
-                _row(generation, engine, truth, Path(tmp), args.rounds, follows)
+                _row(generation, engine, truth, Path(tmp), args.rounds, follows, args.angle)
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")
     return 0

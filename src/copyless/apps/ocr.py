@@ -4,7 +4,7 @@ Examples::
 
     copyless-ocr -i page.png
     copyless-ocr -i scans/ -o annotated/ --json lines.json --runner openvino
-    copyless-ocr -i rotated.jpg --angle -n 5
+    copyless-ocr -i photo.jpg --no-angle -n 5
 
 Per image an ``image: PATH`` line, then one ``line: X0 Y0 X1 Y1 SCORE TEXT`` per text line in
 reading order (top to bottom, then left to right; the box is the line's axis-aligned bound in
@@ -16,6 +16,13 @@ it is done, then one closing line, ``N images (K unreadable) in S s, R images/s`
 copyless-batch's). ``-o`` draws each image's boxes and text into a PNG (a file for one image,
 else a directory); ``--json`` writes the same lines and times (an ``error`` for a failed
 image).
+
+Images are read as every copyless app reads them (:func:`copyless.vision.decode`: EXIF
+orientation applied, 16-bit and float samples scaled, any format Pillow opens); a folder
+is listed by the apps' one rule (:func:`copyless.vision.image_files`: recursive, each file
+with an image suffix, every other entry named on stderr as ``skipped PATH: WHY``). The
+angle classifier runs by default, as RapidOCR's does: each line is read the way up it
+stands, pages turned 90, 180 or 270 degrees included (``--no-angle`` skips it).
 
 The models are PP-OCRv6 from ``rapidocr`` 3.x where it is installed, else PP-OCRv4 from
 ``rapidocr-onnxruntime`` (``--models v4|v6`` chooses); each is compiled once per input shape
@@ -43,7 +50,6 @@ from ._ocr_draw import draw_lines
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
 from ._signals import Interruption
 
-_IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".gif"}
 _STAGES = ("decode", "detect", "crops", "recognise", "total")
 EXIT_FAILED = 1
 
@@ -60,8 +66,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="draw boxes and text: a PNG for one image, else a folder")  # fmt: skip
     parser.add_argument("--json", metavar="OUT.json", help="write the lines and times as JSON")
     parser.add_argument("-n", "--runs", type=int, default=1, help="timed runs per image")
-    parser.add_argument("--angle", action="store_true",
-                        help="run the angle classifier and turn upside-down lines")  # fmt: skip
+    parser.add_argument("--angle", action=argparse.BooleanOptionalAction, default=True,
+                        help="run the angle classifier (default): lines read the way up they "
+                        "stand, turned pages included; --no-angle skips it")  # fmt: skip
     parser.add_argument("--models", choices=["v6", "v4"],
                         help="PP-OCR generation (default: the newest installed)")  # fmt: skip
     add_runner_argument(parser)
@@ -69,18 +76,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _images(inputs: Sequence[str]) -> list[Path]:
-    found: list[Path] = []
-    for item in inputs:
-        path = Path(item)
-        if path.is_dir():
-            found += sorted(p for p in path.iterdir() if p.suffix.lower() in _IMAGE_SUFFIXES)
-        elif path.is_file():
-            found.append(path)
-        else:
-            raise FileNotFoundError(f"no image or folder at {item}")
-    if not found:
-        raise FileNotFoundError(f"no images in {', '.join(inputs)}")
-    return found
+    """The images the inputs name (the apps' one folder rule); what a folder holds that is
+    not taken is named on stderr, one ``skipped`` line each."""
+    from ..vision import image_files
+
+    found = image_files(inputs)
+    for line in found.skipped_lines():
+        print(line, file=sys.stderr)
+    return list(found.paths)
 
 
 @dataclass(slots=True)

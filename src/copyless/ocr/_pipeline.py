@@ -36,6 +36,7 @@ from ..runner import RunnerFactory
 from ..types import CopylessError, JobError, RunnerType
 from ..vision import line_crops
 from ._models import PIXEL_MEAN, PIXEL_STD, OcrModels, compiled
+from ._orientation import LineTurns, orient_lines
 from ._results import OcrLine, OcrResult, PageTimes
 from ._stages import (
     Image,
@@ -82,11 +83,14 @@ class OcrPipeline:
     """Read text lines from page images with PP-OCR models (see the module docstring).
 
     ``generation``: ``"v6"`` (``rapidocr`` 3.x's models) or ``"v4"`` (``rapidocr-onnxruntime``'s);
-    default the newest installed. ``angle``: run the angle classifier and turn lines it
-    reads as upside down (score > 0.9). ``runner_type``/``options``: the runners' engine
-    and options (e.g. ``RunnerType.OPENVINO``). Models are compiled on first use per shape
-    and cached (see :mod:`._models`); runners and their pipelines are opened lazily and
-    kept until :meth:`close`.
+    default the newest installed. ``angle`` (on by default, as RapidOCR's ``use_cls``):
+    run the angle classifier and read each line the way up it says, pages turned 90, 180 or
+    270 degrees included (:mod:`._orientation`); ``angle=False`` reads every line as it
+    stands (taller-than-wide ones turned 90 degrees), a little faster.
+    ``runner_type``/``options``: the runners' engine and options (e.g.
+    ``RunnerType.OPENVINO``). Models are compiled on first use per shape and cached (see
+    :mod:`._models`); runners and their pipelines are opened lazily and kept until
+    :meth:`close`.
 
     Copies: the page is decoded once; the detector input is one resize pass from it; crops
     are sampled from it into the recogniser's tensor; outputs are read in place. Results
@@ -97,7 +101,7 @@ class OcrPipeline:
         self,
         generation: str | None = None,
         *,
-        angle: bool = False,
+        angle: bool = True,
         runner_type: RunnerType = RunnerType.ONNXRUNTIME,
         options: Mapping[str, Any] | None = None,
     ) -> None:
@@ -149,9 +153,12 @@ class OcrPipeline:
     # -- reading ------------------------------------------------------------------------
 
     def read(self, image: Image) -> OcrResult:
-        """The text lines of one image (a path or an RGB ``(H, W, 3)`` uint8 array); raises
-        the page's error (``ValueError``/``OSError`` for an unreadable file, :class:`OcrError`
-        for a failed model run)."""
+        """The text lines of one image: a path, encoded bytes, a PIL image or a numpy array
+        (RGB, greyscale or RGBA; uint8, uint16 or float 0..1), read as
+        :func:`copyless.vision.decode` reads it (upright, as Pillow shows it). Raises the
+        page's error (``ValueError``/``OSError`` for an unreadable file or array,
+        ``TypeError`` for something that is no image, :class:`OcrError` for a failed model
+        run)."""
         for result in self.map([image]):
             return _unwrap(result)
         raise OcrError("the OCR pipeline was stopped before the page was read")
@@ -214,9 +221,12 @@ class OcrPipeline:
     ) -> list[OcrLine]:
         if not len(quads):
             return []
-        turn = self._turned(pixels, quads, times) if self.angle else None
+        quarters = None
+        if self.angle:
+            turns = self._turns(pixels, quads, times)
+            quads, quarters = quads[turns.order], turns.quarters[turns.order]
         t0 = time.perf_counter()
-        crops = line_crops(quads, height=HEIGHT, max_width=WIDTHS[-1], turn=turn)
+        crops = line_crops(quads, height=HEIGHT, max_width=WIDTHS[-1], quarters=quarters)
         order = np.argsort(crops.ratios, kind="stable")
         chunks: dict[tuple[int, int], list[int]] = {}  # bucket -> line per row (-1: idle)
         for first in range(0, len(order), REC_BATCH):
@@ -237,10 +247,11 @@ class OcrPipeline:
                     texts[i] = value
         return _lines(quads, texts)
 
-    def _turned(
+    def _turns(
         self, pixels: npt.NDArray[np.uint8], quads: npt.NDArray[np.float64], times: PageTimes
-    ) -> npt.NDArray[np.bool_]:
-        """The angle classifier's verdict per line: True where it reads 180 degrees."""
+    ) -> LineTurns:
+        """The angle classifier's verdicts, as each line's and the page's turns and the
+        reading order on the upright page (:func:`._orientation.orient_lines`)."""
         t0 = time.perf_counter()
         crops = line_crops(quads, height=HEIGHT, max_width=CLS_WIDTH)
         rows = list(range(len(quads)))
@@ -249,7 +260,7 @@ class OcrPipeline:
         times.crops += time.perf_counter() - t0
         values, prepare, run = _run(self._classifier(), items, REC_BATCH)
         times.crops += prepare + run
-        return np.array(values[: len(quads)], dtype=bool)
+        return orient_lines(quads, crops.quarters, values[: len(quads)])
 
     # -- the pipelines ------------------------------------------------------------------
 

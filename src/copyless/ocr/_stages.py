@@ -30,16 +30,24 @@ import numpy.typing as npt
 from ..memory import NpuTensor
 from ..pipeline import ItemTensors
 from ..types import CopylessError
-from ..vision import decode, image_size, order_lines, place_page, text_quads, warp_lines
+from ..vision import (
+    AnyImage,
+    decode,
+    image_size,
+    order_lines,
+    place_page,
+    text_quads,
+    warp_lines,
+)
 from ._ctc import ctc_greedy
 from ._geometry import PagePlan, page_plan
 
 __all__ = ["Image", "LineItem", "PageItem", "ReadText", "find_lines", "page_of", "place",
            "upside_down", "warp"]  # fmt: skip
 
-Image = str | os.PathLike[str] | npt.NDArray[np.uint8]
-#: the angle classifier's score above which a line it reads as 180 degrees is turned
-CLS_THRESHOLD = 0.9
+#: A page: a path, encoded bytes, a PIL image or a numpy array (read by
+#: :func:`copyless.vision.decode`: upright, 16-bit and float samples scaled, RGB).
+Image = AnyImage
 _NO_SLOT = np.zeros(1, dtype=np.int32)
 
 
@@ -58,21 +66,19 @@ class PageItem:
 
 
 def page_of(index: int, image: Image) -> PageItem:
-    """The page's plan from its array's shape or its file's header (nothing decoded); a
-    page that cannot be read carries the reason and fails in :func:`place`."""
+    """The page's plan from its file's header (nothing decoded yet: :func:`place` decodes
+    it on a pipeline slot), or, for bytes, a PIL image or an array, from the pixels
+    :func:`~copyless.vision.decode` gives (decoded here). A page that cannot be read
+    carries the reason and fails in :func:`place`."""
     try:
-        if isinstance(image, np.ndarray):
-            pixels = _checked(image)
-            return PageItem(index, image, page_plan(*pixels.shape[:2]), pixels=pixels)
-        return PageItem(index, image, page_plan(*image_size(image)))
-    except (OSError, ValueError, CopylessError) as exc:
+        if isinstance(image, (str, os.PathLike)):
+            return PageItem(index, image, page_plan(*image_size(image)))
+        t0 = time.perf_counter()
+        pixels = decode(image)
+        seconds = time.perf_counter() - t0
+        return PageItem(index, image, page_plan(*pixels.shape[:2]), pixels=pixels, decode=seconds)
+    except (OSError, ValueError, TypeError, CopylessError) as exc:
         return PageItem(index, image, None, exc)
-
-
-def _checked(image: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
-    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (3, 4):
-        raise ValueError(f"image must be uint8 (H, W, 3) RGB, got {image.dtype} {image.shape}")
-    return image
 
 
 def place(page: PageItem, inputs: ItemTensors) -> None:
@@ -156,9 +162,10 @@ class ReadText:
         return ctc_greedy(_row(outputs), self._characters)[0]
 
 
-def upside_down(line: LineItem | None, outputs: ItemTensors) -> bool:
-    """Classifier ``finish``: True where it reads the line as turned 180 degrees."""
+def upside_down(line: LineItem | None, outputs: ItemTensors) -> float:
+    """Classifier ``finish``: the probability it gives the line being turned 180 degrees
+    (its verdict counts above ``CLS_THRESHOLD``, see :mod:`._orientation`)."""
     if line is None:
-        return False
+        return 0.0
     probs = _row(outputs)[0]
-    return bool(probs.argmax() == 1 and probs.max() > CLS_THRESHOLD)
+    return float(probs[1]) / max(float(probs.sum()), 1e-12)

@@ -7,7 +7,11 @@
  *     PP-OCR's DB postprocess does). Returns [(x0, y0, x1, y1, hull)] (x1/y1 exclusive), hull
  *     the component's convex hull as bytes of int32 (x, y) pairs, counter-clockwise in
  *     image axes (y down), built from each row's leftmost and rightmost pixel (the hull of
- *     a pixel set is that of those extremes) with Andrew's monotone chain.
+ *     a pixel set is that of those extremes) with Andrew's monotone chain. A sixth field,
+ *     `holes`, counts the component's holes: 4-connected components of the pixels that are
+ *     not set, do not touch the map's border and are enclosed by this component (the
+ *     pixel above a hole's first pixel in raster order is on its enclosing boundary). A DB
+ *     text kernel is a solid band (no holes); a textured photo region has hundreds.
  *
  * warp(src, dst, homographies, sizes, scale, offset)
  *     Perspective crops sampled straight from a packed uint8 RGB/RGBX image into a float32
@@ -91,13 +95,16 @@ typedef struct {
     int32_t *lab;     /* h * w labels (compacted 1..m) */
     int32_t m;
     Bounds *bounds;   /* m */
+    int32_t *holes;   /* m: holes enclosed by each component */
 } Labels;
 
 static void labels_free(Labels *L) {
     free(L->lab);
     free(L->bounds);
+    free(L->holes);
     L->lab = NULL;
     L->bounds = NULL;
+    L->holes = NULL;
 }
 
 static int on(const char *base, Py_ssize_t sy, Py_ssize_t sx, int y, int x, float thr,
@@ -176,6 +183,63 @@ fail:
     return -1;
 }
 
+/* Holes per component: a union-find over the unset pixels (4-connected). A label is made
+ * at a component's first pixel in raster order and unions keep the smaller label, so a
+ * root's `owner` is the set component above that first pixel. Returns 0 or -1 (memory). */
+static int count_holes(Labels *L, int h, int w) {
+    size_t cap = 1024;
+    int32_t n = 0, *bg = calloc((size_t)h * (size_t)w, sizeof(int32_t));
+    int32_t *parent = malloc(sizeof(int32_t) * cap), *owner = malloc(sizeof(int32_t) * cap);
+    uint8_t *edge = malloc(cap);
+    L->holes = calloc((size_t)L->m + 1, sizeof(int32_t));
+    if (!bg || !parent || !owner || !edge || !L->holes) goto fail;
+    for (int y = 0; y < h; y++) {
+        const int32_t *fg = L->lab + (size_t)y * (size_t)w;
+        int32_t *lr = bg + (size_t)y * (size_t)w, *up = y ? lr - w : NULL;
+        for (int x = 0; x < w; x++) {
+            if (fg[x]) continue;
+            int32_t a = x ? lr[x - 1] : 0, b = up ? up[x] : 0, l = a ? a : b;
+            if (a && b) uf_union(parent, a, b);
+            if (!l) {
+                if ((size_t)(n + 2) > cap) {
+                    int32_t *p2 = realloc(parent, sizeof(int32_t) * cap * 2);
+                    if (p2) parent = p2;
+                    int32_t *o2 = p2 ? realloc(owner, sizeof(int32_t) * cap * 2) : NULL;
+                    if (o2) owner = o2;
+                    uint8_t *e2 = o2 ? realloc(edge, cap * 2) : NULL;
+                    if (!e2) goto fail;
+                    edge = e2;
+                    cap *= 2;
+                }
+                l = ++n;
+                parent[l] = l;
+                owner[l] = y ? fg[x - w] : 0;
+                edge[l] = 0;
+            }
+            lr[x] = l;
+            if (x == 0 || y == 0 || x == w - 1 || y == h - 1) edge[l] = 1;
+        }
+    }
+    for (int32_t l = 1; l <= n; l++) {
+        int32_t r = uf_find(parent, l);
+        if (edge[l]) edge[r] = 1;
+    }
+    for (int32_t l = 1; l <= n; l++) {
+        if (parent[l] == l && !edge[l] && owner[l] > 0) L->holes[owner[l] - 1]++;
+    }
+    free(bg);
+    free(parent);
+    free(owner);
+    free(edge);
+    return 0;
+fail:
+    free(bg);
+    free(parent);
+    free(owner);
+    free(edge);
+    return -1;
+}
+
 /* Row extremes of component c (1-based) -> hull; returns its size or -1 (no memory). */
 static int component_hull(const Labels *L, int w, int32_t c, int32_t *pts, int32_t *out) {
     const Bounds *b = L->bounds + c - 1;
@@ -209,13 +273,17 @@ static PyObject *regions(PyObject *self, PyObject *args) {
         return NULL;
     }
     const int h = (int)b.shape[0], w = (int)b.shape[1];
-    Labels L = {NULL, 0, NULL};
+    Labels L = {NULL, 0, NULL, NULL};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = label_map(b.buf, b.strides[0], b.strides[1], h, w, (float)thr, dilate, &L);
+    if (rc == 0) rc = count_holes(&L, h, w);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b);
-    if (rc < 0) return PyErr_NoMemory();
+    if (rc < 0) {
+        labels_free(&L);
+        return PyErr_NoMemory();
+    }
     int32_t *pts = malloc(sizeof(int32_t) * 4 * ((size_t)h + 1));
     int32_t *out = malloc(sizeof(int32_t) * 4 * ((size_t)h + 2));
     PyObject *list = (pts && out) ? PyList_New(L.m) : NULL;
@@ -225,8 +293,9 @@ static PyObject *regions(PyObject *self, PyObject *args) {
         k = component_hull(&L, w, c, pts, out);
         Py_END_ALLOW_THREADS
         const Bounds *bd = L.bounds + c - 1;
-        PyObject *t = Py_BuildValue("(iiiiy#)", bd->x0, bd->y0, bd->x1 + 1, bd->y1 + 1,
-                                    (const char *)out, (Py_ssize_t)(sizeof(int32_t) * 2 * k));
+        PyObject *t = Py_BuildValue("(iiiiy#i)", bd->x0, bd->y0, bd->x1 + 1, bd->y1 + 1,
+                                    (const char *)out, (Py_ssize_t)(sizeof(int32_t) * 2 * k),
+                                    (int)L.holes[c - 1]);
         if (!t) {
             Py_CLEAR(list);
             break;
@@ -353,7 +422,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"regions", regions, METH_VARARGS,
-     "regions(prob, threshold, dilate): components of prob > threshold with convex hulls."},
+     "regions(prob, threshold, dilate): components of prob > threshold with convex hulls "
+     "and hole counts."},
     {"warp", warp, METH_VARARGS,
      "warp(src, dst, homographies, sizes, scale, offset): perspective crops into a batch."},
     {NULL, NULL, 0, NULL},

@@ -5,7 +5,9 @@ threshold, 2x2 dilation, 8-connected components and their convex hulls (C, one p
 then per component the minimum-area rectangle (rotating calipers over the hull's edges,
 vectorised), the mean probability inside it ("fast" score), the unclip (each side moved
 out by ``area * ratio / perimeter``, what pyclipper's round offset gives a rectangle once
-its minimum-area rectangle is taken again) and the size filters.
+its minimum-area rectangle is taken again) and the size filters. One rule more than
+PP-OCR states: a component with more than ``max_holes`` holes is texture, not a text line
+(see :data:`MAX_HOLES`).
 
 ``line_crops`` turns quads into the recogniser's crop geometry (RapidOCR's
 ``get_rotate_crop_image`` then ``resize_norm_img``: crop size from the quad's sides, tall
@@ -30,6 +32,15 @@ from ._preprocess import _source
 __all__ = ["LineCrops", "line_crops", "order_lines", "place_page", "text_quads", "warp_lines"]
 
 Floats = npt.NDArray[np.float64]
+
+#: Holes a text region may enclose. A DB text kernel is a solid band: 0 holes in every line
+#: of the drawn pages (upright and turned 90/180 degrees) and of skimage's page(); a
+#: textured photo gives a speckled region: coffee's whole-photo region has 464-472 holes
+#: (PNG, JPEG), chelsea's face regions 10 and 23. RapidOCR drops such a region by accident
+#: of its candidate cap: OpenCV's contour list counts every hole and speck, and lists the
+#: big region's outline after its first 1000 (on coffee.png at score 0.504 it does not,
+#: and reads "8" from the whole photo); the rule here says it outright.
+MAX_HOLES = 8
 
 
 def place_page(
@@ -56,20 +67,24 @@ def text_quads(
     dilate: bool = True,
     min_size: float = 3.0,
     max_candidates: int = 1000,
+    max_holes: int | None = MAX_HOLES,
 ) -> tuple[Floats, Floats]:
     """DB boxes of a ``[H, W]`` float32 probability map (any strides, read in place).
 
     Returns ``(quads, scores)``: quads ``[n, 4, 2]`` float64 map pixels, corners top-left,
     top-right, bottom-right, bottom-left of each unclipped minimum-area rectangle, and the
     mean probability inside the rectangle before unclipping (kept when >= box_threshold).
+    A region enclosing more than ``max_holes`` holes is dropped (None: PP-OCR's rules only).
     """
     if prob.ndim != 2:
         raise ValueError(f"probability map must be 2-D, got shape {prob.shape}")
     plane = prob if prob.dtype == np.float32 else prob.astype(np.float32)
     found = _text.regions(plane, float(threshold), bool(dilate))[:max_candidates]
     quads, scores = [], []
-    for x0, y0, x1, y1, hull_bytes in found:
+    for x0, y0, x1, y1, hull_bytes, holes in found:
         if min(x1 - x0, y1 - y0) < min_size:  # the rectangle's short side can only be smaller
+            continue
+        if max_holes is not None and holes > max_holes:
             continue
         hull = np.frombuffer(hull_bytes, dtype=np.int32).reshape(-1, 2).astype(np.float64)
         rect, short = _min_area_rect(hull)
@@ -206,11 +221,13 @@ class LineCrops:
 
     ``homographies [n, 3, 3]`` map a pixel of the resized crop (``height`` rows,
     ``widths[i]`` columns) to the source image; ``ratios`` are the crops' width / height
-    before resizing (RapidOCR sorts and buckets by them)."""
+    before resizing (RapidOCR sorts and buckets by them); ``quarters`` the quarter turns
+    (0-3, counter-clockwise) each crop was turned by."""
 
     homographies: Floats
     widths: npt.NDArray[np.int32]
     ratios: Floats
+    quarters: npt.NDArray[np.int8]
 
 
 def _homographies(src: Floats, dst: Floats) -> Floats:
@@ -232,14 +249,21 @@ def _homographies(src: Floats, dst: Floats) -> Floats:
 
 
 def line_crops(
-    quads: Floats, *, height: int = 48, max_width: int | None = None, turn: Any = None
+    quads: Floats,
+    *,
+    height: int = 48,
+    max_width: int | None = None,
+    turn: Any = None,
+    quarters: Any = None,
 ) -> LineCrops:
     """Crop geometry of image-pixel ``quads`` ``[n, 4, 2]`` (corners tl, tr, br, bl).
 
     As RapidOCR: the crop is ``max(top, bottom) x max(left, right)`` pixels (truncated),
     turned 90 degrees counter-clockwise when it is at least 1.5 times taller than wide;
     ``turn`` (a bool array) turns chosen crops 180 degrees more (the angle classifier's
-    verdict). The resized width is ``ceil(height * ratio)``, capped at ``max_width``.
+    verdict). ``quarters`` (ints, counter-clockwise quarter turns per crop) replaces the
+    taller-than-wide rule (``turn`` still adds to it). The resized width is
+    ``ceil(height * ratio)``, capped at ``max_width``.
     """
     quads = np.asarray(quads, dtype=np.float64).reshape(-1, 4, 2)
     n = len(quads)
@@ -249,11 +273,16 @@ def line_crops(
     right = np.linalg.norm(quads[:, 1] - quads[:, 2], axis=1)
     cw = np.maximum(np.maximum(top, bottom).astype(np.int64), 1).astype(np.float64)
     ch = np.maximum(np.maximum(left, right).astype(np.int64), 1).astype(np.float64)
-    tall = ch / cw >= 1.5
-    corners = np.where(tall[:, None, None], quads[:, [1, 2, 3, 0]], quads)
-    cw, ch = np.where(tall, ch, cw), np.where(tall, cw, ch)
+    if quarters is None:
+        turns = np.where(ch / cw >= 1.5, 1, 0)
+    else:
+        turns = np.asarray(quarters, dtype=np.int64).reshape(n) % 4
     if turn is not None:
-        corners = np.where(np.asarray(turn)[:, None, None], corners[:, [2, 3, 0, 1]], corners)
+        turns = (turns + 2 * np.asarray(turn, dtype=np.int64).reshape(n)) % 4
+    # a quarter turn counter-clockwise starts the crop at the next corner (tr, br, bl, tl)
+    corners = np.take_along_axis(quads, ((np.arange(4) + turns[:, None]) % 4)[..., None], 1)
+    odd = turns % 2 == 1
+    cw, ch = np.where(odd, ch, cw), np.where(odd, cw, ch)
     ratios = cw / ch
     widths = np.ceil(height * ratios).astype(np.int64)
     if max_width is not None:
@@ -269,7 +298,7 @@ def line_crops(
     scale[:, 0, 0], scale[:, 0, 2] = sx, 0.5 * sx - 0.5
     scale[:, 1, 1], scale[:, 1, 2] = sy, 0.5 * sy - 0.5
     scale[:, 2, 2] = 1.0
-    return LineCrops(to_src @ scale, widths.astype(np.int32), ratios)
+    return LineCrops(to_src @ scale, widths.astype(np.int32), ratios, turns.astype(np.int8))
 
 
 def warp_lines(
