@@ -28,8 +28,9 @@ from ..model import precision_line
 from ..pipeline import StageClock
 from ..runner import Runner, RunnerFactory
 from ..types import CopylessError, RunnerType, StatusCode, TensorType
-from ..vision import decode
+from ..vision import ReadLimit, decode
 from ._checks import UsageError, check_model_path
+from ._memory import APP_BASE, MemoryBudget, add_memory_argument
 from ._signals import Interruption
 
 EXIT_USAGE = 2
@@ -85,7 +86,9 @@ def image_parser(prog: str, description: str, model_help: str) -> argparse.Argum
     ``--no-spin``. The app adds its own and parses with :func:`parse_image_args`."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.set_defaults(prog=prog)  # the name its signal line gives
-    parser.add_argument("-i", "--image", required=True, help="input image (JPEG or PNG)")
+    parser.add_argument("-i", "--image", required=True,
+                        help="input image (JPEG, PNG, WebP, BMP, TIFF, GIF...: any format "
+                        "Pillow reads; EXIF orientation applied)")  # fmt: skip
     # -m means one thing in every app: a compiled model path or a built-in name
     # (--model-dir, its older name here, still works)
     parser.add_argument("-m", "--model-dir", metavar="MODEL", help=model_help)
@@ -100,6 +103,7 @@ def image_parser(prog: str, description: str, model_help: str) -> argparse.Argum
         "records, or the built-in model's own)",
     )
     add_runner_argument(parser)
+    add_memory_argument(parser)
     parser.add_argument(
         "--no-spin",
         action="store_true",
@@ -162,7 +166,9 @@ def _run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: I
     options = runner_options(args, input_tensor_type=view, output_tensor_type=view,
                              engine_spinning=not args.no_spin)  # fmt: skip
     try:
-        image = decode(Path(args.image))
+        budget = MemoryBudget.of(getattr(args, "max_memory", None))
+        limit = ReadLimit(budget.limit - APP_BASE, f"{budget.source} leaves for the image")
+        image = decode(Path(args.image), limit=limit)
         model = Path(args.model_dir) if args.model_dir else builtin()
         with RunnerFactory.create_runner(model, options, runner_type(args)) as runner:
             print(engine_line(runner), file=sys.stderr)

@@ -5,7 +5,10 @@
 [-m MODEL] [--address ADDR] [--actors N] [--batch-size B] [--runner onnxruntime|openvino]
 [--device cpu|cuda|tensorrt] [-k TOP] [--stall-timeout S]``
 
-INPUT: image files, directories (searched recursively for .jpg/.jpeg/.png) or globs; or a
+INPUT: image files, directories or globs, listed by the apps' one rule
+(:func:`copyless.vision.image_files`: folders searched recursively for every image suffix
+decode reads, JPEG, PNG, WebP, BMP, TIFF, GIF; every other entry named on stderr as
+``skipped PATH: WHY``); or a
 manifest, a Parquet/CSV column of paths or URIs that Ray's workers read (the driver lists
 nothing). With no ``--address`` a private local Ray is started for the run and stopped at
 its end (quiet, no dashboard, nothing left outside the cache and temporary directories);
@@ -32,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import logging
 import os
 import signal
@@ -57,6 +59,7 @@ from ._checks import (
     model_task,
     task_mismatch,
 )
+from ._memory import MemoryBudget, add_memory_argument
 from ._models import CLASSIFIER, builtin_model
 from ._setup import EXIT_USAGE, add_runner_argument, runner_type
 from ._signals import Interruption
@@ -73,11 +76,16 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 PROG = "copyless-batch"
-IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png"})
 #: The built-in classifier's compiled batch size (frames per engine call).
 BUILTIN_BATCH = 8
 #: --stall-timeout's default (as copyless.ray's watchdog; not imported: the ray extra).
 STALL_S = 120.0
+#: Memory a local Ray takes before any actor (its raylet, GCS and workers: ~1 GB measured),
+#: and each actor with its runner and pipeline (the built-in classifier at batch 8: ~0.4 GB).
+RAY_BASE = 1 << 30
+ACTOR_BASE = 512 << 20
+#: Images an actor decodes at once (its pipeline's slots: in flight + 1).
+DECODES_PER_ACTOR = 3
 
 
 class InputError(ValueError):
@@ -108,13 +116,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "its input paths: reruns and retries replace files, never add rows)",
     )
     parser.add_argument(
-        "-m", "--model", help="a compiled classifier with an RGBx input (.rai or directory) or "
-        f"the built-in name {CLASSIFIER} (the default)"
+        "-m",
+        "--model",
+        help="a compiled classifier with an RGBx input (.rai or directory) or "
+        f"the built-in name {CLASSIFIER} (the default)",
     )
     parser.add_argument("--address", help="HOST:PORT of a `ray start --head` cluster")
     parser.add_argument("--actors", type=int, default=1, help="inference actors (default 1)")
     parser.add_argument("--batch-size", type=int, default=32, help="images per batch (32)")
     add_runner_argument(parser)  # --runner, --device (cuda/tensorrt: the actors take GPUs)
+    add_memory_argument(parser)
     parser.add_argument("-k", "--top", type=int, default=5, help="classes per image (5)")
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line, for a "
                         "model of your own (default: the names the model records, or the "
@@ -191,6 +202,11 @@ def _run(
 ) -> int:
     from ..ray import JobControl, JobSettings
 
+    try:
+        per_image = _image_budget(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     settings = JobSettings(
         actors=args.actors,
         batch_size=args.batch_size,
@@ -198,6 +214,7 @@ def _run(
         runner_type=runner_type(args),
         device=args.device,
         stall_s=args.stall_timeout,
+        max_image_bytes=per_image,
     )
     try:  # before Ray starts: an output that cannot be written fails at once
         writer = _writer(args.output, labels)
@@ -227,6 +244,19 @@ def _run(
             closing = _finish(writer, "", True)
     print(closing)
     return interrupted.exit_code(0)
+
+
+def _image_budget(args: argparse.Namespace) -> int:
+    """The memory one decoded image may take in this run: what the run may use (see
+    :mod:`._memory`) less Ray's and the actors' own, shared by the images the actors decode
+    at once. Raises UsageError (one line) when Ray and the actors alone are too much."""
+    budget = MemoryBudget.of(args.max_memory)
+    actors = int(args.actors)
+    fixed = RAY_BASE + actors * ACTOR_BASE
+    fits = max(0, (budget.limit - RAY_BASE) // ACTOR_BASE)
+    lower = f"--actors {fits} fits" if fits >= 1 else "no --actors fits"
+    budget.check(fixed, f"Ray and {actors} actor(s)", lower)
+    return max(1, (budget.limit - fixed) // (actors * DECODES_PER_ACTOR))
 
 
 def _finish(writer: ResultWriter | PartitionedWriter, closing: str, stopped: bool) -> str:
@@ -394,34 +424,20 @@ def _write_parquet(table: Any, output: str) -> None:
     os.replace(tmp, output)
 
 
-def expand_inputs(items: Sequence[str]) -> list[str]:
-    """Absolute paths of the images INPUT names, in order, each once: files as given,
-    directories searched recursively for image suffixes, globs expanded (``**`` too).
-    Raises :class:`InputError` for an INPUT that names nothing."""
-    found: dict[str, None] = {}
-    for item in items:
-        if glob.has_magic(item):
-            matches = sorted(glob.glob(item, recursive=True))
-            if not matches:
-                raise InputError(f"{item}: no file matches")
-        elif os.path.exists(item):
-            matches = [item]
-        else:
-            raise InputError(f"{item}: no such file or directory")
-        for match in matches:
-            for path in _images_under(match) if os.path.isdir(match) else [match]:
-                found.setdefault(os.path.abspath(path))
-    if not found:
-        raise InputError(f"no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in {' '.join(items)}")
-    return list(found)
+def expand_inputs(items: Sequence[str], skipped: TextIO | None = None) -> list[str]:
+    """Absolute paths of the images INPUT names, in order, each once, by the apps' one rule
+    (:func:`copyless.vision.image_files`); what a folder holds that is not taken is named
+    on ``skipped`` (one line each; default stderr). Raises :class:`InputError` for an
+    INPUT that names nothing, or no image at all."""
+    from ..vision import image_files
 
-
-def _images_under(directory: str) -> Iterator[str]:
-    for root, dirs, files in os.walk(directory):
-        dirs.sort()
-        for name in sorted(files):
-            if Path(name).suffix.lower() in IMAGE_SUFFIXES:
-                yield os.path.join(root, name)
+    try:
+        found = image_files(items)
+    except FileNotFoundError as exc:
+        raise InputError(str(exc)) from None
+    for line in found.skipped_lines():
+        print(line, file=skipped or sys.stderr)
+    return [os.path.abspath(path) for path in found.paths]
 
 
 def _model_path(name: str | None) -> Path:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import sys
 from pathlib import Path
 
@@ -59,6 +60,7 @@ from ..vision import (
     to_image,
 )
 from ._checks import UsageError, check_model_path, check_output, model_task, task_mismatch
+from ._memory import APP_BASE, MemoryBudget, photo_bytes
 from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
 from ._prepare import preparer_for, warning
 from ._setup import (
@@ -73,6 +75,12 @@ from ._setup import (
 )
 
 TEXT_THRESHOLD = 0.3
+#: copyless-detect's peak resident memory with a built-in detector compiled for a frame:
+#: (bytes, bytes per frame pixel), measured with /usr/bin/time on the first run (which also
+#: compiles the model; later runs need ~25% less): CenterFace 0.33 GB at 512x512, 0.72 at
+#: 1024x1024, 2.3 at 2048x2048, 4.9 at 3072x3072; PP-PicoDet (resized to 800x608 in the
+#: graph) 0.44 GB at 1024x1024, 1.6 at 3072x3072.
+DETECTOR_PEAK = {"face": (250 << 20, 520), "layout": (350 << 20, 140)}
 #: What ``--model`` (or a built-in name given to ``-m``) detects.
 TASKS = ("text", *OBJECT_DETECTORS)
 
@@ -102,8 +110,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         help="face/layout: feed the built-in detector photos of at most this many pixels on "
         "the longer side, scaled down first, aspect kept (defaults: "
-        + ", ".join(f"{task} {zoo.entry(name).preprocessing.limit_side}"
-                    for task, name in OBJECT_DETECTORS.items())
+        + ", ".join(
+            f"{task} {zoo.entry(name).preprocessing.limit_side}"
+            for task, name in OBJECT_DETECTORS.items()
+        )
         + "; 0: the photo's own size, memory grows ~330 bytes per pixel for face). Text is "
         "letterboxed to its 640x640 input whatever the size",
     )
@@ -119,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_output(args.output, IMAGE_FORMATS, "image")
         args.model = _task(args)
+        _check_memory(args)
     except (UsageError, CopylessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -145,13 +156,43 @@ def _task(args: argparse.Namespace) -> str:
     return task
 
 
+def _frame(args: argparse.Namespace, height: int, width: int) -> tuple[tuple[int, int], int]:
+    """The frame a built-in detector is compiled for, and the limit side that sets it."""
+    name = OBJECT_DETECTORS[args.model]
+    limit = zoo.entry(name).preprocessing.limit_side if args.max_side is None else args.max_side
+    return limit_side(height, width, limit or None), int(limit or 0)
+
+
+def _check_memory(args: argparse.Namespace) -> None:
+    """Refuse (UsageError, one line) a run whose estimated peak is more than the memory the
+    app may use (see :mod:`._memory`); nothing for an image that cannot be read (the run
+    reports it as before)."""
+    try:
+        height, width = image_size(args.image)
+    except (OSError, ValueError):
+        return
+    photo = photo_bytes(args.image, height, width)
+    budget = MemoryBudget.of(args.max_memory)
+    if args.model == "text" or args.model_dir is not None:
+        budget.check(APP_BASE + photo, f"the {width}x{height} photo", "use a smaller image")
+        return
+    (frame_h, frame_w), limit = _frame(args, height, width)
+    base, per_pixel = DETECTOR_PEAK[args.model]
+    estimate = base + per_pixel * frame_h * frame_w + photo
+    # the longest side whose frame fits: pixels scale with the side squared
+    room = max(0, budget.limit - base - photo) / per_pixel
+    side = int(math.sqrt(room * max(height, width) / min(height, width))) // 32 * 32
+    lower = f"--max-side {side} fits" if side >= 32 else "no --max-side fits"
+    budget.check(estimate, f"the {args.model} detector at {frame_w}x{frame_h} "
+                 f"(--max-side {limit})", lower)  # fmt: skip
+
+
 def _builtin(args: argparse.Namespace) -> Path:
     """The zoo detector compiled for frames of the image's size (read from its header), or
     of the size policy's smaller size when the photo exceeds the model's limit side."""
     name = OBJECT_DETECTORS[args.model]
     height, width = image_size(args.image)
-    limit = zoo.entry(name).preprocessing.limit_side if args.max_side is None else args.max_side
-    frame = limit_side(height, width, limit or None)
+    frame, limit = _frame(args, height, width)
     if frame != (height, width):
         print(f"note: the {width}x{height} photo is fed to the detector at {frame[1]}x"
               f"{frame[0]} (--max-side {limit}; --max-side 0 keeps its size); boxes are in "

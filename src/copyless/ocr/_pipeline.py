@@ -34,7 +34,7 @@ from ..model import load_model
 from ..pipeline import ItemTensors, Pipeline, Result
 from ..runner import RunnerFactory
 from ..types import CopylessError, JobError, RunnerType
-from ..vision import line_crops
+from ..vision import ReadLimit, line_crops
 from ._models import PIXEL_MEAN, PIXEL_STD, OcrModels, compiled
 from ._orientation import LineTurns, orient_lines
 from ._results import OcrLine, OcrResult, PageTimes
@@ -87,6 +87,8 @@ class OcrPipeline:
     run the angle classifier and read each line the way up it says, pages turned 90, 180 or
     270 degrees included (:mod:`._orientation`); ``angle=False`` reads every line as it
     stands (taller-than-wide ones turned 90 degrees), a little faster.
+    ``read_limit``: a page whose decoding would take more memory is an error result
+    (read from its header first; :class:`~copyless.vision.ReadLimit`).
     ``runner_type``/``options``: the runners' engine and options (e.g.
     ``RunnerType.OPENVINO``). Models are compiled on first use per shape and cached (see
     :mod:`._models`); runners and their pipelines are opened lazily and kept until
@@ -104,8 +106,10 @@ class OcrPipeline:
         angle: bool = True,
         runner_type: RunnerType = RunnerType.ONNXRUNTIME,
         options: Mapping[str, Any] | None = None,
+        read_limit: ReadLimit | None = None,
     ) -> None:
         self.models = OcrModels.load(generation)
+        self._read_limit = read_limit
         self.angle = bool(angle)
         self._runner_type = runner_type
         # one job per runner: a job then gets every core's thread, not a share of them;
@@ -177,7 +181,8 @@ class OcrPipeline:
         raises (compiling, loading)."""
         if self._closed:
             raise OcrError("the OCR pipeline is closed")
-        pages = (page_of(index, image) for index, image in enumerate(images))
+        limit = self._read_limit
+        pages = (page_of(index, image, limit) for index, image in enumerate(images))
         for size, group in _SameSize(pages, self._stopping.is_set):
             if size is None:  # unreadable pages before the first readable one
                 for page in group:

@@ -32,6 +32,7 @@ from ..pipeline import ItemTensors
 from ..types import CopylessError
 from ..vision import (
     AnyImage,
+    ReadLimit,
     decode,
     image_size,
     order_lines,
@@ -65,16 +66,20 @@ class PageItem:
     decode: float = 0.0
 
 
-def page_of(index: int, image: Image) -> PageItem:
+def page_of(index: int, image: Image, limit: ReadLimit | None = None) -> PageItem:
     """The page's plan from its file's header (nothing decoded yet: :func:`place` decodes
     it on a pipeline slot), or, for bytes, a PIL image or an array, from the pixels
-    :func:`~copyless.vision.decode` gives (decoded here). A page that cannot be read
-    carries the reason and fails in :func:`place`."""
+    :func:`~copyless.vision.decode` gives (decoded here). A page that cannot be read, or
+    whose decoding would take more memory than ``limit`` allows, carries the reason and
+    fails in :func:`place`."""
     try:
         if isinstance(image, (str, os.PathLike)):
-            return PageItem(index, image, page_plan(*image_size(image)))
+            height, width = image_size(image)
+            if limit is not None:
+                limit.check(os.fspath(image), height, width, os.stat(image).st_size)
+            return PageItem(index, image, page_plan(height, width))
         t0 = time.perf_counter()
-        pixels = decode(image)
+        pixels = decode(image, limit=limit)
         seconds = time.perf_counter() - t0
         return PageItem(index, image, page_plan(*pixels.shape[:2]), pixels=pixels, decode=seconds)
     except (OSError, ValueError, TypeError, CopylessError) as exc:

@@ -34,7 +34,7 @@ from ..types import (
     TensorType,
     UnsupportedError,
 )
-from ..vision import DECODE_HEADROOM, ColourFormat, classify_preprocess, decode
+from ..vision import DECODE_HEADROOM, ColourFormat, ReadLimit, classify_preprocess, decode
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +46,13 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 @dataclass(frozen=True, slots=True)
 class FrameSpec:
-    """Square RGBx frames of ``size`` pixels, cut from images resized to ``resize_short``."""
+    """Square RGBx frames of ``size`` pixels, cut from images resized to ``resize_short``;
+    an image whose decoding needs more than ``max_image_bytes`` (None: no bound) is an
+    error row, read from its header before any pixel is decoded."""
 
     size: int = 224
     resize_short: int = 256
+    max_image_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.size <= self.resize_short:
@@ -58,7 +61,7 @@ class FrameSpec:
             )
 
     @classmethod
-    def for_model(cls, model: CompiledModel) -> FrameSpec:
+    def for_model(cls, model: CompiledModel, max_image_bytes: int | None = None) -> FrameSpec:
         """The frames ``model`` takes: its input must be square RGBx (``input_format="rgbx"``).
 
         Raises :class:`~copyless.UnsupportedError` naming the input otherwise.
@@ -77,7 +80,7 @@ class FrameSpec:
                 "RGBx input (compile with `copyless-compile --input-format rgbx`)"
             )
         size = hw.shape[1]
-        return cls(size, round(size * RESIZE_RATIO))
+        return cls(size, round(size * RESIZE_RATIO), max_image_bytes)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -122,7 +125,10 @@ def decode_into(path: object, destination: Any, spec: FrameSpec, index: int) -> 
     try:
         source = _read_uri(path) if _SCHEME.match(path) else path
         side = spec.resize_short * DECODE_HEADROOM  # DCT reduction keeps 2x: PIL's answers
-        image = decode(source, min_size=(side, side))
+        limit = None
+        if spec.max_image_bytes is not None:
+            limit = ReadLimit(spec.max_image_bytes, "the job gives one image")
+        image = decode(source, min_size=(side, side), limit=limit)
         classify_preprocess(
             image,
             destination,

@@ -63,8 +63,10 @@ class JobSettings:
     returning the ``top_k`` classes of each image. ``cpus_per_actor`` is what each actor
     reserves from Ray, ``decode_cpus`` what each decode task does (see
     :func:`~copyless.ray.plan_resources` and :meth:`planned`); with ``device="cuda"``, GPUs
-    are shared out by :func:`gpus_per_actor`. ``stall_s``: the watchdog's time without a
-    result batch before it asks the cluster what it waits for (see :func:`run`).
+    are shared out by :func:`gpus_per_actor`. ``max_image_bytes``: the memory one decoded
+    image may take (a larger one is an error row; None: no bound). ``stall_s``: the
+    watchdog's time without a result batch before it asks the cluster what it waits for
+    (see :func:`run`).
     """
 
     actors: int = 1
@@ -77,6 +79,7 @@ class JobSettings:
     decode_cpus: float = DECODE_CPUS
     stall_s: float = STALL_S
     decode: str = "actor"
+    max_image_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("actors", "batch_size", "top_k", "in_flight"):
@@ -145,11 +148,11 @@ class ClassificationJob:
             raise OptionError("a classification job needs at least one path")
         else:
             ds = ray.data.from_arrow(_path_blocks(self.paths, settings.batch_size))
-        decode: dict[str, Any] = {"decode": "path"}
+        decode: dict[str, Any] = {"decode": "path", "max_image_bytes": settings.max_image_bytes}
         if settings.decode == "tasks":
             ds = ds.map_batches(
                 decode_frames,
-                fn_kwargs={"spec": FrameSpec.for_model(self.model)},
+                fn_kwargs={"spec": FrameSpec.for_model(self.model, settings.max_image_bytes)},
                 batch_size=settings.batch_size,
                 batch_format="numpy",
                 num_cpus=settings.decode_cpus,

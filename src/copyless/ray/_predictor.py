@@ -93,7 +93,9 @@ class Predictor:
 
     ``decode``: the column of image paths to decode in the actor (see the module docstring;
     rows whose image cannot be read get an ``error`` message, "" otherwise); None (the
-    default): take frames from ``column``. ``top_k``: None returns the model's outputs as
+    default): take frames from ``column``; ``max_image_bytes`` bounds the memory one
+    decoded image may take (a larger one is an error row; see :class:`FrameSpec`).
+    ``top_k``: None returns the model's outputs as
     columns named after them; an int treats the first output as class logits and returns
     ``class_id``, ``score`` (top-1 probability), ``top_class_ids`` and ``top_scores``
     (``[n, top_k]``). Rows with an ``error`` (an image that could not be read or decoded)
@@ -115,6 +117,7 @@ class Predictor:
         options: Mapping[str, Any] | None = None,
         in_flight: int = 2,
         decode: str | None = None,
+        max_image_bytes: int | None = None,
     ) -> None:
         if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 1:
             raise OptionError(f"in_flight must be an int >= 1, got {in_flight!r}")
@@ -134,7 +137,9 @@ class Predictor:
             self._outputs = runner.get_tensors_info(TensorDirection.OUTPUT, _HW)
             self._frame = _frame_info(self._input)
             self._out_frames = [_frame_info(info) for info in self._outputs]
-            spec = FrameSpec.for_model(runner.model) if decode is not None else None
+            spec = None
+            if decode is not None:
+                spec = FrameSpec.for_model(runner.model, max_image_bytes)
             self._rows = _Rows(spec, top_k, runner.get_quant_parameters(self._outputs[0].name),
                                FrameCounts(runner.get_batch_size()))  # fmt: skip
             self._stream = PredictionStream(

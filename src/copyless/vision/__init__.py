@@ -20,7 +20,15 @@ dashboard or a web page).
 
 from __future__ import annotations
 
-from ._decode import DECODE_HEADROOM, AnyImage, ImageSource, decode, image_size
+from ._decode import (
+    DECODE_HEADROOM,
+    AnyImage,
+    ImageSource,
+    ImageTooLargeError,
+    ReadLimit,
+    decode,
+    image_size,
+)
 from ._detections import Detection, Placement, detections, draw_detections, to_image
 from ._extra import need
 from ._formats import ColourFormat, Destination, colour_format_for
@@ -47,9 +55,11 @@ __all__ = [
     "DeviceImage",
     "ImageFiles",
     "ImageSource",
+    "ImageTooLargeError",
     "Letterbox",
     "LineCrops",
     "Placement",
+    "ReadLimit",
     "StreamFrame",
     "StreamInfo",
     "StreamSet",

@@ -34,6 +34,7 @@ import os
 import stat
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -62,14 +63,49 @@ ImageSource = str | os.PathLike[str] | bytes | bytearray | memoryview
 AnyImage = ImageSource | npt.NDArray[Any] | Any  # Any: a PIL.Image.Image (an optional extra)
 
 
-def decode(source: AnyImage, *, min_size: tuple[int, int] | None = None) -> npt.NDArray[np.uint8]:
+@dataclass(frozen=True, slots=True)
+class ReadLimit:
+    """The memory one decoded image may take: ``max_bytes``, counted as ``copies`` arrays of
+    3 bytes a pixel plus the encoded bytes; ``source`` says what sets it (for the error)."""
+
+    max_bytes: int
+    source: str
+    copies: int = 3
+
+    def need(self, height: int, width: int, encoded: int = 0) -> int:
+        """Bytes a ``width`` x ``height`` image of ``encoded`` bytes takes to read."""
+        return encoded + self.copies * 3 * height * width
+
+    def check(self, name: str, height: int, width: int, encoded: int = 0) -> None:
+        """:class:`ImageTooLargeError` when the image needs more than ``max_bytes``."""
+        need = self.need(height, width, encoded)
+        if need > self.max_bytes:
+            raise ImageTooLargeError(
+                f"{name}: not decoded: a {width}x{height} image needs about "
+                f"{need / (1 << 20):.0f} MiB of memory to read, more than the "
+                f"{self.max_bytes / (1 << 20):.0f} MiB {self.source}"
+            )
+
+
+class ImageTooLargeError(ValueError):
+    """An image whose decoding would take more memory than its :class:`ReadLimit`."""
+
+
+def decode(
+    source: AnyImage,
+    *,
+    min_size: tuple[int, int] | None = None,
+    limit: ReadLimit | None = None,
+) -> npt.NDArray[np.uint8]:
     """A C-contiguous ``(H, W, 3)`` uint8 RGB array of ``source``, upright: an image file,
     encoded bytes, a Pillow image or a numpy array (see the module docstring).
 
     ``min_size`` is ``(min_height, min_width)`` of the upright picture: the caller needs
     no more than that, so a JPEG may be decoded downscaled (never below ``min_size``, never
-    above full size). Raises ``FileNotFoundError`` for a missing file and ``ValueError``
-    with the path (or ``<bytes>``) for data that is no decodable image.
+    above full size). ``limit``: refuse (:class:`ImageTooLargeError`, a ``ValueError``)
+    an image whose header says it needs more memory, before decoding it. Raises
+    ``FileNotFoundError`` for a missing file and ``ValueError`` with the path (or
+    ``<bytes>``) for data that is no decodable image.
     """
     min_h, min_w = _min_size(min_size)
     if isinstance(source, np.ndarray):
@@ -77,6 +113,9 @@ def decode(source: AnyImage, *, min_size: tuple[int, int] | None = None) -> npt.
     if _is_pil_image(source):
         return _from_pil(source, "<PIL image>")
     data, name = read_source(source)
+    if limit is not None:
+        height, width = _size_of(io.BytesIO(data), name)
+        limit.check(name, height, width, len(data))
     if data[:3] == _JPEG_MAGIC:
         turn = jpeg_orientation(data)
         want_h, want_w = upright_size(min_h, min_w, turn)  # the stored picture's sides
