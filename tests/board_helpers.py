@@ -21,6 +21,8 @@ class Figures:
     fps: float
     latency_p50: float
     latency_p99: float
+    error: str | None = None
+    finished: bool = False
 
 
 @dataclass

@@ -143,7 +143,7 @@ def test_a_live_source_drops_what_the_model_cannot_keep_up_with(
 ) -> None:
     total = 24
     stream = make_clip(tmp_path / "live.ts", *SIZE, total // 2).read_bytes()
-    fifo = tmp_path / "camera"
+    fifo = tmp_path / "camera"  # a FIFO read as a camera: --live (a pipe is read to its end)
     os.mkfifo(fifo)
 
     def feed() -> None:  # the camera: everything at once, faster than any model
@@ -153,7 +153,7 @@ def test_a_live_source_drops_what_the_model_cannot_keep_up_with(
     writer = threading.Thread(target=feed)
     writer.start()
     try:
-        status = video.main(["-i", str(fifo), "--queue", "1", "--slots", "1"])
+        status = video.main(["-i", str(fifo), "--live", "--queue", "1", "--slots", "1"])
     finally:
         writer.join(timeout=30)
     text = capsys.readouterr().out

@@ -148,7 +148,8 @@ def test_a_live_stream_drops_alone_and_memory_stays_bounded(
     writer = threading.Thread(target=feed)
     writer.start()
     try:
-        with StreamSet([fifo, clips[0]], queue=2) as streams:
+        # a FIFO standing for a camera: live by choice (a pipe is read to its end otherwise)
+        with StreamSet([fifo, clips[0]], queue=2, live=[True, None]) as streams:
             assert [s.info.live for s in streams.sources] == [True, False]
             streams.start()
             taken: dict[int, list[int]] = {0: [], 1: []}

@@ -101,9 +101,12 @@ def test_a_truncated_file_yields_what_it_has_then_says_so(
 
 
 def test_live_sources_are_recognised(tmp_path: Path) -> None:
+    """Cameras and network streams are live; files and pipes (a FIFO, ``-``, /dev/stdin)
+    are read to their end (issue 40: a pipe taken for a camera dropped 46 of 60 frames)."""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    assert is_live(fifo) and is_live("rtsp://camera.local/stream") and is_live("/dev/video0")
+    assert is_live("rtsp://camera.local/stream") and is_live("/dev/video0")
+    assert not is_live(fifo) and not is_live("-") and not is_live("/dev/stdin")
     assert not is_live(tmp_path / "clip.mp4") and not is_live("file://clip.mp4")
 
 

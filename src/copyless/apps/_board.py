@@ -71,6 +71,24 @@ class Figures(Protocol):
     def latency_p50(self) -> float: ...
     @property
     def latency_p99(self) -> float: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def finished(self) -> bool: ...
+
+
+def stream_state(figures: Figures) -> str:
+    """``"failed"`` (the stream stopped on an error), ``"ended"`` (its input ended and
+    every frame is done) or ``"running"``: what the page, /stats.json and /metrics show."""
+    if figures.error is not None:
+        return "failed"
+    return "ended" if figures.finished else "running"
+
+
+def current_fps(figures: Figures) -> float:
+    """The stream's results per second as shown: its mean rate, running or ended; 0 once
+    it failed (a failed stream no longer shows the rate it had before it failed)."""
+    return 0.0 if stream_state(figures) == "failed" else figures.fps
 
 
 @dataclass

@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..types import CopylessError, UnsupportedError
-from ._board import FrameBoard
+from ._board import FrameBoard, current_fps, stream_state
 
 logger = logging.getLogger(__name__)
 
@@ -192,14 +192,17 @@ def _stats(board: FrameBoard) -> dict[str, Any]:
             {
                 "index": f.index,
                 "source": f.source,
+                "state": stream_state(f),
+                "error": f.error,
                 "frames": f.frames,
                 "dropped": f.dropped,
-                "fps": round(f.fps, 2),
+                "fps": round(current_fps(f), 2),
+                "mean_fps": round(f.fps, 2),
                 "p50_ms": round(f.latency_p50 * 1000.0, 2),
                 "p99_ms": round(f.latency_p99 * 1000.0, 2),
             }
             for f in board.figures()
-        ]
+        ],
     }
 
 
@@ -227,14 +230,22 @@ class _Metrics:
         latency = core.GaugeMetricFamily("copyless_video_latency_seconds",
                                          "Decode-to-result latency, by quantile",
                                          labels=[*labels, "quantile"])  # fmt: skip
+        up = core.GaugeMetricFamily("copyless_video_up", "1 while the stream runs",
+                                    labels=labels)  # fmt: skip
+        failed = core.GaugeMetricFamily("copyless_video_failed",
+                                        "1 when the stream stopped on an error",
+                                        labels=labels)  # fmt: skip
         for f in self.board.figures():
             names = [str(f.index), f.source]
             frames.add_metric(names, f.frames)
             dropped.add_metric(names, f.dropped)
-            fps.add_metric(names, f.fps)
+            fps.add_metric(names, current_fps(f))
             latency.add_metric([*names, "0.5"], f.latency_p50)
             latency.add_metric([*names, "0.99"], f.latency_p99)
-        return iter((frames, dropped, fps, latency))
+            state = stream_state(f)
+            up.add_metric(names, 1.0 if state == "running" else 0.0)
+            failed.add_metric(names, 1.0 if state == "failed" else 0.0)
+        return iter((frames, dropped, fps, latency, up, failed))
 
     def render(self) -> tuple[bytes, str]:
         body: bytes = self._exposition.generate_latest(self.registry)
@@ -278,6 +289,7 @@ figcaption { font-weight: bold; overflow: hidden; white-space: nowrap; }
 img { width: 100%; height: calc((100vh - 16px) / {rows} - 56px); min-height: 120px;
       display: block; object-fit: contain; background: #000; }
 .stats { margin: 4px 0 0; font-family: monospace; }
+.failed { color: #f66; font-weight: bold; }
 </style></head>
 <body><main>
 {tiles}
@@ -287,9 +299,18 @@ async function refresh() {
   try {
     const reply = await fetch("/stats.json", {cache: "no-store"});
     for (const s of (await reply.json()).streams) {
-      document.getElementById("stats" + s.index).textContent =
-        `${s.fps.toFixed(1)} FPS  p50 ${s.p50_ms.toFixed(1)} ms  p99 ${s.p99_ms.toFixed(1)} ms` +
-        `  frames ${s.frames}  dropped ${s.dropped}`;
+      const line = document.getElementById("stats" + s.index);
+      const counts = `frames ${s.frames}  dropped ${s.dropped}`;
+      if (s.state === "failed") {
+        line.textContent = `FAILED after ${counts}: ${s.error}`;
+        line.className = "stats failed";
+      } else if (s.state === "ended") {
+        line.textContent = `ended: ${s.mean_fps.toFixed(1)} FPS on average  ` +
+          `p50 ${s.p50_ms.toFixed(1)} ms  p99 ${s.p99_ms.toFixed(1)} ms  ${counts}`;
+      } else {
+        line.textContent = `${s.fps.toFixed(1)} FPS  p50 ${s.p50_ms.toFixed(1)} ms  ` +
+          `p99 ${s.p99_ms.toFixed(1)} ms  ${counts}`;
+      }
     }
   } catch (e) { /* the server is gone: keep the last figures */ }
 }

@@ -8,7 +8,8 @@ so the numbers are those of the moment, labelled ``stream`` (the input's index) 
 
 * ``copyless_video_frames_total``: frames with a result; ``copyless_video_decoded_total``;
   ``copyless_video_dropped_total``: frames a live source dropped (the model fell behind).
-* ``copyless_video_fps``: results per second since the stream's first frame.
+* ``copyless_video_fps``: results per second since the stream's first frame; 0 once it
+  failed (a failed stream does not show its old rate).
 * ``copyless_video_latency_seconds{quantile="0.5"|"0.99"}``: decode to result, over the
   stream's latest results (:data:`copyless.vision._streams.LATENCY_WINDOW`).
 * ``copyless_video_up``: 1 while the stream decodes or has frames queued, 0 once it ended;
@@ -76,7 +77,7 @@ class _Collector:
             frames.add_metric(key, s.frames)
             decoded.add_metric(key, s.decoded)
             dropped.add_metric(key, s.dropped)
-            fps.add_metric(key, s.fps)
+            fps.add_metric(key, s.fps if s.error is None else 0.0)
             latency.add_metric([*key, "0.5"], s.latency_p50)
             latency.add_metric([*key, "0.99"], s.latency_p99)
             up.add_metric(key, 0.0 if s.finished else 1.0)

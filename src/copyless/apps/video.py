@@ -8,8 +8,9 @@ one model.
 1. One decoder thread per input (:class:`copyless.vision.StreamSet`) yields I420/NV12 planes
    over the decoder's frame memory into a bounded queue per stream (built-in models are
    compiled for the decoder's line sizes: no copy even for padded lines; a model compiled for
-   compact planes gets them compacted, counted as ``copied``). A file waits for room; a live
-   source (camera, URL, pipe; ``--live``) drops its oldest queued frame, counted per stream.
+   compact planes gets them compacted, counted as ``copied``). A file or a pipe (``-i -``,
+   a FIFO) waits for room; a live source (camera, network stream; ``--live`` makes every
+   input live) drops its oldest queued frame, counted per stream.
 2. Each stream is one source of a :class:`copyless.Pipeline` (``map_sources``): streams taken
    round robin, batched across (``--batch`` frames, waiting at most ``--batch-wait`` ms for
    a fuller batch), ``--slots`` jobs in flight. ``prepare`` hands over the frame's planes as
@@ -110,7 +111,8 @@ PROG = "copyless-video"
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument("-i", "--input", required=True, action="append", help="video file, URL, "
-                   "FIFO or /dev/videoN; repeat for more streams on the same model")  # fmt: skip
+                   "FIFO, - (standard input) or /dev/videoN; repeat for more streams on the "
+                   "same model")  # fmt: skip
     p.add_argument("-m", "--model", help="compiled model taking i420/nv12 planes of the clip's "
                    "size, or a built-in model compiled for the clip: efficientnet-lite0 "
                    "(default, classifier), ppocr-det (text boxes), face (CenterFace) or "
@@ -130,7 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", type=int, default=4, help="decoded frames queued per stream "
                    "(default 4, at least the batch)")  # fmt: skip
     p.add_argument("--live", action="store_true", help="drop frames the model cannot keep up "
-                   "with (default: only for cameras, URLs and pipes)")  # fmt: skip
+                   "with, whatever the input (default: only cameras and network streams; files, "
+                   "pipes and -i - are read to their end)")  # fmt: skip
     p.add_argument("--threads", type=int, default=0, help="decoder threads (0: FFmpeg's choice)")
     p.add_argument("--metrics-port", metavar="[HOST:]PORT", help="serve per-stream metrics "
                    "in Prometheus' text format at http://HOST:PORT/metrics (HOST default "

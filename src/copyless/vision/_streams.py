@@ -10,9 +10,10 @@ DeepStream's stream muxer do: take what is ready (round robin over the streams, 
 stream's frames in order), up to ``max_batch`` frames; when fewer are ready, wait at most
 ``max_wait`` seconds from the first frame of the batch for more, then go with what there is.
 
-Flow control, per stream: a file waits for room in its queue (nothing is lost); a live
-source (camera, URL, pipe) drops its oldest queued frame instead, counted in that stream's
-``dropped``, so a slow consumer never stalls a camera and one camera never stalls another.
+Flow control, per stream: a file or a pipe waits for room in its queue (nothing is lost);
+a live source (camera, network stream) drops its oldest queued frame instead, counted in
+that stream's ``dropped``, so a slow consumer never stalls a camera and one camera never
+stalls another.
 Memory is bounded by ``queue`` frames per stream (each frame holds its decoder frame).
 A stream that fails (corrupt data, a size change, a cut, a disconnect) ends with its error
 in :attr:`StreamStats.error`; the other streams go on.
@@ -129,8 +130,9 @@ class StreamSet:
     """Video sources decoded side by side, assembled into batches for one model.
 
     ``sources``: paths or URLs (stream ``i`` is ``sources[i]``); ``queue``: frames queued per
-    stream; ``threads``, ``live``, ``planes``: as :class:`VideoSource`; ``max_frames``: stop
-    each stream after that many frames. Raises :class:`VideoError` when a source does not
+    stream; ``threads``, ``live``, ``planes``: as :class:`VideoSource` (``live`` may also be
+    a sequence: one value per source); ``max_frames``: stop each stream after that many
+    frames. Raises :class:`VideoError` when a source does not
     open (the ones opened are closed). Call :meth:`start` once the sources are set up
     (``use_planes``, ``padded``), then iterate :meth:`frames` of each stream (or
     :meth:`batches`); close it (or ``with``).
@@ -142,17 +144,20 @@ class StreamSet:
         *,
         queue: int = 4,
         threads: int = 0,
-        live: bool | None = None,
+        live: bool | Sequence[bool | None] | None = None,
         max_frames: int | None = None,
     ) -> None:
         if not sources:
             raise VideoError("no video source given")
         if queue < 1:
             raise VideoError(f"queue must be >= 1, got {queue}")
+        lives = list(live) if isinstance(live, Sequence) else [live] * len(sources)
+        if len(lives) != len(sources):
+            raise VideoError(f"live: {len(lives)} values for {len(sources)} sources")
         opened: list[VideoSource] = []
         try:
-            for source in sources:
-                opened.append(VideoSource(source, threads=threads, live=live))
+            for source, source_live in zip(sources, lives, strict=True):
+                opened.append(VideoSource(source, threads=threads, live=source_live))
         except VideoError:
             for done in opened:
                 done.close()

@@ -1,9 +1,9 @@
 """Video decoding (the ``copyless[video]`` extra, PyAV): decoded frames as the YUV planes a
 model compiled with ``input_format="i420" | "nv12"`` takes, without colour conversion.
 
-:class:`VideoSource` opens a file, a URL (RTSP, HTTP, UDP...), a FIFO or a camera
-(``/dev/video*``) and yields :class:`VideoFrame` objects whose ``planes`` are numpy arrays
-over the decoder's own frame memory:
+:class:`VideoSource` opens a file, a URL (RTSP, HTTP, UDP...), a FIFO, standard input
+(``-``) or a camera (``/dev/video*``) and yields :class:`VideoFrame` objects whose
+``planes`` are numpy arrays over the decoder's own frame memory:
 
 * Copies: none when a plane's line size equals its row (the common case: 640-pixel-wide
   frames have 640-byte luma lines), and none ever with ``VideoSource.padded`` set, for
@@ -71,7 +71,7 @@ class StreamInfo:
     codec: str
     frames: int  # declared frame count, 0 when unknown
     rate: float  # frames per second, 0.0 when unknown
-    live: bool  # a camera, URL or pipe: frames come at the source's pace
+    live: bool  # a camera or a network stream: frames come at the source's pace
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,18 +86,27 @@ class VideoFrame:
 
 
 def is_live(source: str | Path) -> bool:
-    """A camera, a network URL or a pipe: a source that does not wait for its reader."""
+    """A camera (``/dev/video*``) or a network stream (RTSP, UDP, HTTP...): a source that
+    does not wait for its reader. Files and pipes (``-``, a FIFO, ``/dev/stdin``) wait for
+    theirs: they are read to their end, nothing dropped."""
     text = str(source)
     scheme, sep, _ = text.partition("://")
     if sep:
         return scheme.lower() in _LIVE_SCHEMES
-    if text.startswith("/dev/video"):
-        return True
-    try:
-        mode = os.stat(text).st_mode
-    except OSError:
+    if is_stdin(text):
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
+    real = os.path.realpath(text)
+    if not real.startswith("/dev/video"):
+        return False
+    try:
+        return stat.S_ISCHR(os.stat(real).st_mode)
+    except OSError:
+        return True  # a camera that is gone: opening it says so
+
+
+def is_stdin(source: str | Path) -> bool:
+    """``-`` or FFmpeg's ``pipe:`` / ``pipe:0``: the process's standard input."""
+    return str(source) in ("-", "pipe:", "pipe:0")
 
 
 def import_av() -> Any:
@@ -113,10 +122,13 @@ class VideoSource:
     """An open video stream; iterate :meth:`frames`. Close it (or use ``with``) when done.
 
     ``threads``: FFmpeg decoding threads (0: as many as it likes). ``live``: None guesses
-    from ``source`` (:func:`is_live`). ``planes``: ``"i420"`` or ``"nv12"`` to get those
-    planes whatever the decoder produces (libswscale converts the layout, a CPU pass per
-    frame, when they differ); None keeps the decoder's. Raises :class:`VideoError` when the
-    source does not open or has no video track.
+    from ``source`` (:func:`is_live`: cameras and network streams; files and pipes are
+    read to their end); True makes any source live (frames dropped when the reader falls
+    behind: a FIFO standing for a camera, say).
+    ``planes``: ``"i420"`` or ``"nv12"`` to get those planes whatever the decoder
+    produces (libswscale converts the layout, a CPU pass per frame, when they differ); None
+    keeps the decoder's. Raises :class:`VideoError` when the source does not open or has no
+    video track.
     """
 
     def __init__(
@@ -132,13 +144,16 @@ class VideoSource:
         av = import_av()
         self._av = av
         self.source = str(source)
-        if not self.source.partition("://")[1] and not Path(self.source).exists():
+        url = "pipe:0" if is_stdin(self.source) else self.source
+        local = url == self.source and not self.source.partition("://")[1]
+        if local and not Path(self.source).exists():
             raise VideoError(f"no video at {self.source}")
         fmt = "v4l2" if self.source.startswith("/dev/video") else None
         try:
-            self._container = av.open(self.source, format=fmt, timeout=10.0)
+            self._container = av.open(url, format=fmt, timeout=10.0)
         except (av.error.FFmpegError, OSError) as exc:
-            raise VideoError(f"cannot open {self.source}: {exc}") from exc
+            what = "standard input" if url == "pipe:0" else self.source
+            raise VideoError(f"cannot open {what}: {exc}") from exc
         self._finalizer = weakref.finalize(self, self._container.close)
         if not self._container.streams.video:
             self.close()
@@ -146,7 +161,7 @@ class VideoSource:
         self._stream = self._container.streams.video[0]
         self._stream.thread_type = "AUTO"
         self._stream.thread_count = threads
-        self.info = self._probe(is_live(source) if live is None else live, planes)
+        self.info = self._probe(is_live(source) if live is None else bool(live), planes)
         #: Yield planes with their line padding (shapes ``(rows, line_size)``): never a copy;
         #: for models compiled with :meth:`line_sizes`. Default False: compact planes.
         self.padded = False
