@@ -1,6 +1,7 @@
 """The catalogue of bad inputs (catalogue.py, also run by benchmarks/bad_inputs.py): at least
 30 cases over files, options, tensors and call orders, each answered by its expected status
-or a clear copyless error."""
+or a clear copyless error; the console scripts' mistakes (catalogue_apps.py) and inputs as
+users have them (catalogue_inputs.py, issue 40), each in a child process."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import onnx
 import pytest
 from catalogue import CATALOGUE, Case, Kit, run_case
 from catalogue_apps import APPS
+from catalogue_inputs import INPUTS
 
-EVERY = [*CATALOGUE, *APPS]
+EVERY = [*CATALOGUE, *APPS, *INPUTS]
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +26,8 @@ def kit(net: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory):
 
 def test_the_catalogue_covers_every_area() -> None:
     areas = collections.Counter(case.area for case in EVERY)
-    assert len(EVERY) >= 60 and set(areas) == {"file", "option", "tensor", "call", "app"}
-    assert min(areas.values()) >= 5 and areas["app"] >= 30
+    assert len(EVERY) >= 60 and set(areas) == {"file", "option", "tensor", "call", "app", "input"}
+    assert min(areas.values()) >= 5 and areas["app"] >= 30 and areas["input"] >= 25
     scripts = {case.what.split(":")[0] for case in APPS}
     assert {"detect", "zerocopy", "compile", "video", "batch", "core install"} <= scripts
 

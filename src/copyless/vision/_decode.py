@@ -193,7 +193,9 @@ def _decode_pillow(data: bytes, name: str, min_h: int, min_w: int) -> npt.NDArra
             if img.format == "JPEG" and (min_h or min_w):
                 want_h, want_w = upright_size(min_h, min_w, _orientation(img))
                 img.draft("RGB", (max(want_w, 1), max(want_h, 1)))
-            return _from_pil(img, name)
+            img.load()
+            turn = _orientation(img)  # after load: Pillow turns some formats itself (TIFF)
+            pixels = pil_rgb(img)
     except image.UnidentifiedImageError:
         float_tiff = _tifffile(data, name)
         if float_tiff is not None:
@@ -204,6 +206,7 @@ def _decode_pillow(data: bytes, name: str, min_h: int, min_w: int) -> npt.NDArra
         raise ValueError(f"{name}: not decoded ({exc})") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise ValueError(f"{name}: not a decodable image ({exc})") from None
+    return as_rgb(orient(pixels, turn))
 
 
 def _from_pil(img: Any, name: str) -> npt.NDArray[np.uint8]:
