@@ -47,3 +47,23 @@ def test_frames_match_the_fused_preprocessing(photo_folder, tmp_path) -> None:
     assert str(bad) in out["error"][3] and "not a decodable image" in out["error"][3]
     assert out["error"][4] == f"{missing}: No such file or directory"
     assert not out["pixels"][3:].any()
+
+
+def test_an_image_past_the_memory_bound_is_an_error_row(photo_folder, tmp_path) -> None:
+    """Issue 40: ``max_image_bytes`` (copyless-batch sets it from --max-memory and the free
+    memory) refuses an image from its header, before any pixel is decoded; the others in
+    the batch are read as without it."""
+    from PIL import Image
+
+    _, expected = photo_folder
+    small = sorted(expected)[0]
+    big = tmp_path / "big.png"
+    Image.new("RGB", (4000, 3000), (10, 20, 30)).save(big)
+    batch = {"path": np.array([str(big), small], dtype=object)}
+    out = decode_frames(batch, FrameSpec(224, 256, max_image_bytes=50 << 20))
+    assert "big.png: not decoded: a 4000x3000 image needs about" in out["error"][0]
+    assert not out["pixels"][0].any() and out["error"][1] == ""
+    np.testing.assert_array_equal(
+        out["pixels"][1],
+        decode_frames({"path": np.array([small], dtype=object)}, FrameSpec(224, 256))["pixels"][0],
+    )

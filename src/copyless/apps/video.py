@@ -76,6 +76,7 @@ from ..vision import (
 )
 from ._checks import UsageError, check_output
 from ._live import LivePage
+from ._memory import add_memory_argument
 from ._serve import parse_address as serve_address
 from ._setup import EXIT_USAGE, add_runner_argument, engine_line, runner_type, say_precision
 from ._signals import Interruption
@@ -84,6 +85,7 @@ from ._video_inputs import (
     FrameWriter,
     check_frame_inputs,
     check_inputs,
+    check_memory,
     common_info,
     engine_options,
     frame_writer,
@@ -123,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--labels", metavar="FILE", help="class names, one per line, for a model of "
                    "your own (default: the names the model records, or the zoo's)")  # fmt: skip
     add_runner_argument(p)
+    add_memory_argument(p)
     p.add_argument("--batch", type=int, help="frames per run, across the streams (built-in "
                    f"models: default {DEFAULT_BATCH}, the best measured on CPU; a compiled "
                    "model: its batch size)")  # fmt: skip
@@ -220,6 +223,7 @@ def _run(
 ) -> int:
     try:
         info = common_info(streams)
+        check_memory(args, streams, info)
         for source in streams.sources:  # each source's first frame, decoded now: a source
             source.line_sizes()  # that is no video is refused (exit 2) before any model
         model = model_for(args.model, streams, info, args.batch or DEFAULT_BATCH)
@@ -248,7 +252,7 @@ def _run(
                     server.close()
                 for writer in app.writers:
                     writer.close()  # the -o files are finished whatever happened
-    except CopylessError as exc:
+    except (CopylessError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
