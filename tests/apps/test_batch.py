@@ -142,7 +142,7 @@ def test_usage_errors(photo_folder, tmp_path, capsys) -> None:
     assert batch.main([str(tmp_path / "nothing*.jpg"), "-o", out]) == 2
     assert "no file matches" in capsys.readouterr().err
     assert batch.main([str(tmp_path / "missing.jpg"), "-o", out]) == 2
-    assert "no such file or directory" in capsys.readouterr().err
+    assert "no image or folder at" in capsys.readouterr().err  # the apps' one listing rule
     plain = compile_model(conv_net("N", size=32), tmp_path / "plain.rai")  # no RGBx input
     assert batch.main([str(folder), "-o", out, "-m", str(plain)]) == 2
     assert "--input-format rgbx" in capsys.readouterr().err
