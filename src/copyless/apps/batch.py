@@ -255,7 +255,7 @@ def _image_budget(args: argparse.Namespace) -> int:
     fixed = RAY_BASE + actors * ACTOR_BASE
     fits = max(0, (budget.limit - RAY_BASE) // ACTOR_BASE)
     lower = f"--actors {fits} fits" if fits >= 1 else "no --actors fits"
-    budget.check(fixed, f"Ray and {actors} actor(s)", lower)
+    budget.check(fixed, f"Ray with {actors} actor(s)", lower)
     return max(1, (budget.limit - fixed) // (actors * DECODES_PER_ACTOR))
 
 
