@@ -143,9 +143,7 @@ class _Watcher:
         self.message = ""
 
     def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._run, name="copyless-ray-watchdog", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name="copyless-ray-watchdog", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

@@ -82,9 +82,7 @@ _DATA_TYPES = {
     ColourFormat.RGBP_FLOAT: DataType.FLOAT32,
 }
 #: (layout, dtype) -> the format of that view (BGRX shares RGBX's bytes: RGBX is named).
-_BY_VIEW = {
-    (f.memory_layout, f.data_type): f for f in ColourFormat if f is not ColourFormat.BGRX
-}
+_BY_VIEW = {(f.memory_layout, f.data_type): f for f in ColourFormat if f is not ColourFormat.BGRX}
 
 
 def colour_format_for(info: NpuTensorInfo) -> ColourFormat:
@@ -96,8 +94,10 @@ def colour_format_for(info: NpuTensorInfo) -> ColourFormat:
     """
     shape = info.shape
     found = _BY_VIEW.get((info.memory_layout, info.data_type))
-    if found is not None and len(shape) == 4 and shape[1 if found.planar else 3] == (
-        3 if found.planar else 4
+    if (
+        found is not None
+        and len(shape) == 4
+        and shape[1 if found.planar else 3] == (3 if found.planar else 4)
     ):
         return found
     raise LayoutError(
@@ -149,7 +149,6 @@ def image_view(
 
 _COMPATIBLE = {f: (f,) for f in ColourFormat}
 _COMPATIBLE[ColourFormat.BGRX] = (ColourFormat.RGBX,)  # same bytes; the info cannot tell
-
 
 
 def _tensor_array(dst: Destination) -> tuple[npt.NDArray[Any], NpuTensorInfo]:
