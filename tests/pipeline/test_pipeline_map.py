@@ -114,13 +114,18 @@ def test_timings_and_stats(
 ) -> None:
     xs = frames(20)
     runner = make_runner(compiled(1))
-    real = runner.execute
+    real, real_async = runner.execute, runner.execute_async
 
     def slow(inputs: Any, outputs: Any) -> cl.StatusCode:  # a job of at least 5 ms
         time.sleep(0.005)
         return real(inputs, outputs)
 
+    def slow_async(inputs: Any, outputs: Any) -> cl.JobHandle:  # (OpenVINO: streams)
+        time.sleep(0.005)
+        return real_async(inputs, outputs)
+
     runner.execute = slow  # type: ignore[method-assign]
+    runner.execute_async = slow_async  # type: ignore[method-assign]
 
     def finish(item: int, outputs: list[cl.NpuTensor]) -> int:
         if item == 4:

@@ -17,6 +17,10 @@ from copyless.model import CompiledModel, compile_model, compile_to_memory, load
 HW = cl.TensorType.HW
 OK = cl.StatusCode.SUCCESS
 
+# onnxruntime forced where a test reads its cache entries: VAIML's measured choice for a tiny
+# net may be either engine
+ORT = cl.RunnerType.ONNXRUNTIME
+
 
 def _run(runner: cl.Runner, data: np.ndarray) -> np.ndarray:
     x, y = tensors(runner, HW)
@@ -49,13 +53,13 @@ def test_every_partition_and_the_async_engines_are_cached(tmp_path, data) -> Non
     net = conv_net()
     compiled = compile_to_memory(net, cpu_tail=True)
     options = {"cache_path": str(tmp_path), "num_threads": 0, "warm_up": True}
-    with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+    with cl.RunnerFactory.from_compiled(compiled, options, ORT) as runner:
         # two partitions, sync and (when the cores are split) async engines
         stats = runner.get_property("engine_cache")
         engines = runner.get_property("engines_loaded")
         assert stats["hits"] + stats["stored"] == engines
         assert stats["stored"] == 2  # one optimized graph per partition
-    with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+    with cl.RunnerFactory.from_compiled(compiled, options, ORT) as runner:
         assert runner.get_property("engine_cache")["hits"] == engines
         expected = reference(net, {"input": data})[0]
         np.testing.assert_allclose(_run(runner, data), expected, rtol=1e-4, atol=1e-5)
@@ -64,10 +68,11 @@ def test_every_partition_and_the_async_engines_are_cached(tmp_path, data) -> Non
 def test_a_damaged_cache_entry_is_rebuilt(tiny, tmp_path, data, caplog) -> None:
     model, compiled = tiny
     options = {"cache_path": str(tmp_path)}
-    cl.RunnerFactory.from_compiled(compiled, options).close()
+    cl.RunnerFactory.from_compiled(compiled, options, ORT).close()
     (entry,) = tmp_path.glob("*/onnxruntime-*/model.onnx")
     entry.write_bytes(b"not an onnx graph")
-    with caplog.at_level(logging.WARNING), cl.RunnerFactory.from_compiled(compiled, options) as r:
+    runner = cl.RunnerFactory.from_compiled
+    with caplog.at_level(logging.WARNING), runner(compiled, options, ORT) as r:
         assert r.get_property("engine_cache")["stored"] == 1
         np.testing.assert_allclose(
             _run(r, data), reference(model, {"input": data})[0], rtol=1e-4, atol=1e-5
@@ -80,7 +85,7 @@ def test_load_model_cache_path_is_used_not_dropped(net_file: Path, tmp_path) -> 
     cache = tmp_path / "from-load-model"
     model = load_model(net_file, cache_path=cache)
     assert model.cache_path == str(cache) and model == load_model(net_file)
-    with cl.RunnerFactory.from_compiled(model) as runner:
+    with cl.RunnerFactory.from_compiled(model, None, ORT) as runner:
         assert runner.get_property("engine_cache")["stored"] == 1
     assert list(cache.glob("*/onnxruntime-*/model.onnx"))
     with pytest.raises(cl.OptionError, match="cache_path"):
@@ -89,8 +94,10 @@ def test_load_model_cache_path_is_used_not_dropped(net_file: Path, tmp_path) -> 
 
 def test_create_runner_cache_path_option(net_file: Path, tmp_path) -> None:
     options = {"cache_path": str(tmp_path / "c")}
+    # onnxruntime forced: VAIML measures both engines, and which one it keeps (whose cache
+    # counts are read) depends on the machine
     for expected in ({"hits": 0, "stored": 1}, {"hits": 1, "stored": 0}):
-        with cl.RunnerFactory.create_runner(net_file, options) as runner:
+        with cl.RunnerFactory.create_runner(net_file, options, ORT) as runner:
             stats = runner.get_property("engine_cache")
             assert {k: stats[k] for k in expected} == expected
 

@@ -102,10 +102,15 @@ def test_the_async_engine_split_is_an_explicit_option(
 def test_explicit_threads_and_openvino_share_one_engine(
     tiny: tuple[onnx.ModelProto, CompiledModel],
 ) -> None:
+    """Async jobs share the sync engine where nothing better serves them: onnxruntime with
+    explicit threads, OpenVINO compiled for throughput already (its streams serve concurrent
+    requests), or with async_engines="shared"."""
     _, compiled = tiny
     cases = [
         ({"num_threads": 2}, cl.RunnerType.ONNXRUNTIME),
-        ({}, cl.RunnerType.OPENVINO),  # OpenVINO streams serve concurrent requests
+        ({"performance_hint": "THROUGHPUT"}, cl.RunnerType.OPENVINO),
+        ({"async_engines": "shared"}, cl.RunnerType.OPENVINO),
+        ({"max_concurrent_runs": 1}, cl.RunnerType.OPENVINO),
     ]
     for options, runner_type in cases:
         with cl.RunnerFactory.from_compiled(compiled, options, runner_type) as runner:
@@ -113,6 +118,27 @@ def test_explicit_threads_and_openvino_share_one_engine(
             job = runner.execute_async([[x]], [[y]])
             assert runner.wait(job, 10_000) is OK
             assert runner.get_property("engines_loaded") == 1, (options, runner_type)
+            assert not runner.throughput_async
+
+
+def test_openvino_async_jobs_get_throughput_streams(
+    tiny: tuple[onnx.ModelProto, CompiledModel],
+) -> None:
+    """OpenVINO's default latency engine runs one request at a time on every core: with
+    max_concurrent_runs > 1 the async jobs get an engine compiled for throughput (loaded on
+    the first job), and their answers equal execute's."""
+    model, compiled = tiny
+    with cl.RunnerFactory.from_compiled(compiled, {}, cl.RunnerType.OPENVINO) as runner:
+        assert runner.throughput_async
+        x, y = tensors(runner, HW)
+        x.numpy()[...] = np.random.default_rng(5).standard_normal(x.info.shape)
+        job = runner.execute_async([[x]], [[y]])
+        assert runner.wait(job, 10_000) is OK
+        assert runner.get_property("engines_loaded") == 2
+        hints = {e.compiled_model.get_property("PERFORMANCE_HINT") for e in runner._engines.loaded}
+        assert {str(h).rsplit(".", 1)[-1] for h in hints} == {"LATENCY", "THROUGHPUT"}
+        (expected,) = reference(model, {"input": x.numpy().copy()})
+        np.testing.assert_allclose(y.numpy(), expected, rtol=1e-4, atol=1e-4)
 
 
 def _entry(options: object, key: str) -> str:

@@ -49,6 +49,10 @@ class Capabilities:
     ``native_async``: :meth:`EngineContext.start` starts a run without blocking and reports
     its end on an engine thread (OpenVINO's asynchronous requests), so the runner starts
     async jobs from the submitting thread with no worker-thread hop in between.
+    ``throughput_engines``: the backend compiles an engine for concurrent requests when the
+    runner options ask for one (``performance_hint="THROUGHPUT"``: OpenVINO's streams, one
+    core or so each), which serves concurrent async jobs better than the latency engine that
+    ``execute`` runs on; the runner then loads such engines for its async jobs.
     """
 
     memory: tuple[str, ...] = (HOST,)
@@ -58,6 +62,7 @@ class Capabilities:
     threads_per_engine: bool = False
     cuda_graphs: bool = False
     native_async: bool = False
+    throughput_engines: bool = False
 
     def accepts(self, device: str) -> bool:
         """Whether a context binds memory on ``device`` (``"cpu"``, ``"cuda:0"``...)."""

@@ -71,8 +71,8 @@ _RUN = raw_infer()
 #: from a job worker, never the submitting thread: measured on Lite0 (``copyless-bench
 #: first_submit``, 2 cores under load 30), ``start_async`` did part of the run on the thread
 #: that called it (first submit 34.7 ms cold / 5.7 ms after warm_up, second 171 ms cold).
-CAPABILITIES = Capabilities(raw_call=True)
-NATIVE_ASYNC = Capabilities(raw_call=True, native_async=True)
+CAPABILITIES = Capabilities(raw_call=True, throughput_engines=True)
+NATIVE_ASYNC = Capabilities(raw_call=True, native_async=True, throughput_engines=True)
 
 
 class OvContext:

@@ -83,9 +83,10 @@ class Run:
         self._clock, self._counts = clock, counts
         self._inputs = runner.get_num_input_tensors()
         # A job on this worker's thread (``execute``: the engine releases the GIL; no hop to
-        # a job worker and back, and repeated slots replay in C) unless the engine runs
-        # async requests of its own, which execute_async starts without blocking.
-        self._sync = not runner.native_async
+        # a job worker and back, and repeated slots replay in C) unless the runner's async
+        # jobs run on engines made for concurrent requests (OpenVINO's throughput streams)
+        # or on the engine's own async requests: execute_async reaches those.
+        self._sync = not (runner.native_async or runner.throughput_async)
         self._cond = threading.Condition()
         self._take_lock = threading.Lock()
         self._stop = threading.Event()

@@ -135,7 +135,10 @@ class DeviceSession:
 
     @property
     def device(self) -> str:
-        return str(self.runner.get_property("device"))
+        """The device asked for (``"cpu"``, ``"cuda"``, ``"tensorrt"``): the runner's
+        ``device`` option, whichever engine ``RunnerType.VAIML`` chose (OpenVINO names its
+        CPU ``"CPU"``: that is the runner's ``get_property("device")``)."""
+        return str(self.runner.options.device)
 
     @property
     def stream(self) -> int | None:

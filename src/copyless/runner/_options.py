@@ -72,6 +72,18 @@ class RunnerOptions:
             return False
         return self.async_engines == "own" or self.async_engine_threads() != self.engine_threads()
 
+    def throughput_async_engines(self, throughput_engines: bool) -> bool:
+        """Whether async jobs get engines compiled for concurrent requests, on a backend that
+        declares (or not) ``Capabilities.throughput_engines``: when ``execute``'s engines are
+        compiled for latency and more than one job may run at once."""
+        return (
+            throughput_engines
+            and self.async_engines != "shared"
+            and self.performance_hint == "LATENCY"
+            and self.max_concurrent_runs > 1
+            and self.device in ("cpu", "CPU")
+        )
+
     def engine_threads(self) -> int:
         """Engine threads of a synchronous run: explicit, or every core."""
         if self.num_threads > 0:

@@ -271,9 +271,17 @@ class Runner(ModelQueries):
     def native_async(self) -> bool:
         """Whether async jobs run on the engine's own async requests (the ``native_async``
         option on an engine that has them: OpenVINO), not on a job worker blocking in the
-        engine. :class:`copyless.Pipeline` submits with ``execute_async`` then, and with
-        ``execute`` on its own worker threads otherwise (one hop fewer per job)."""
+        engine. :class:`copyless.Pipeline` submits with ``execute_async`` then (and on a
+        :attr:`throughput_async` runner), and with ``execute`` on its own worker threads
+        otherwise (one hop fewer per job)."""
         return self._execution.native
+
+    @property
+    def throughput_async(self) -> bool:
+        """Whether async jobs run on engines compiled for concurrent requests, apart from the
+        latency engines ``execute`` runs on (OpenVINO's throughput streams, loaded by
+        :meth:`warm_up` or the first job; ``async_engines="shared"`` turns it off)."""
+        return self._engines.own_async_engines and not self._backend.capabilities.threads_per_engine
 
     @property
     def engine(self) -> RunnerType:
