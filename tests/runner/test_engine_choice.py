@@ -341,3 +341,26 @@ def test_a_cached_choice_the_first_runs_contradict_is_measured_again(
     assert not again.cached and again.engine is OV
     assert "the first runs disagree with the cached engine choice" in caplog.text
     assert json.loads(_only_file(cache_dir).read_text())["engine"] == "openvino"
+
+
+def test_first_runs_slowed_by_others_leave_the_cached_choice(
+    compiled, cache_dir, quiet, monkeypatch, caplog
+) -> None:
+    """A runner starting on a loaded machine (a Ray actor beside its decode tasks) does not
+    re-measure: slow first runs while others hold the CPUs time the load, not the engines."""
+    import copyless.runner._choice as choice_module
+
+    _, first = _choose(compiled, lambda n: 2.0, lambda n: 5.0)  # onnxruntime 2 ms, cached
+    assert first.engine is ORT
+
+    class Busy:
+        def others_share(self) -> float:
+            return 0.7
+
+    monkeypatch.setattr(choice_module, "CpuLoad", Busy)
+    caplog.set_level(logging.INFO, logger="copyless.runner")
+    _, kept = _choose(compiled, lambda n: 8.0, lambda n: 5.0)  # slow now, machine busy
+    assert kept.cached and kept.engine is ORT
+    assert "the cached engine choice stands" in caplog.text
+    assert "disagree" not in caplog.text
+    assert json.loads(_only_file(cache_dir).read_text())["engine"] == "onnxruntime"
