@@ -33,6 +33,10 @@ side by side; ``--before SRC`` times another source tree's copyless-video (an ea
 commit's worktree, C extensions built in place) in the same rounds: both print the median
 ratio of the paired rounds.
 
+After the rounds (``--no-limits`` to skip), each stage alone on the same frames: the decode,
+the preprocess (``vision.classify_frame``) and the engine at the app's ``--slots`` jobs in
+flight; the slowest is the limit, and copyless-video's pace is given against it.
+
 Run: ``copyless-bench video [--frames 300] [--size 480x640] [--rounds 5] [--streams N]
 [--batch B] [--batch-wait MS] [--runner openvino] [--slots N] [--tuned] [--before SRC]
 [--quick]``
@@ -51,8 +55,63 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SCENES = ("chelsea", "coffee")
+
+
+def _limits(clip: str, streams: int, runner: str, slots: int) -> dict[str, float]:
+    """Frames/s of each stage alone on the same frames (``streams`` x the clip): the decode
+    (PyAV, FFmpeg's threads, every stream in turn), the preprocess (``vision.classify_frame``
+    of each decoded frame into one RGBx tensor) and the engine alone at the app's concurrency
+    (a Pipeline over blank tensors whose prepare and finish do nothing: copyless-video's
+    model, runner and ``--slots``, its jobs overlapped as the app's are)."""
+    import av
+
+    import copyless as cl
+    from copyless import vision
+    from copyless.apps._models import CLASSIFIER, builtin_model
+    from copyless.apps._setup import runner_type
+    from copyless.apps._video_inputs import engine_options
+
+    alone: dict[str, float] = {}
+    frames = []
+    began = time.perf_counter()
+    for _ in range(streams):
+        with av.open(clip) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            frames.extend(container.decode(stream))
+    alone["decode"] = len(frames) / (time.perf_counter() - began)
+    app = argparse.Namespace(runner=runner, device="cpu", slots=slots)  # the app's options
+    path = builtin_model(CLASSIFIER, progress=False)
+    with cl.RunnerFactory.create_runner(path, engine_options(app), runner_type(app)) as model:
+        info = model.get_tensors_info(cl.TensorDirection.INPUT, cl.TensorType.HW)[0]
+        tensor = model.allocate_npu_tensor(info)
+        planes = [_plane_views(frame) for frame in frames]  # PyAV's planes, no copy
+        began = time.perf_counter()
+        for each in planes:
+            vision.classify_frame(each, tensor)
+        alone["preprocess"] = len(frames) / (time.perf_counter() - began)
+        pipeline = cl.Pipeline(model, lambda item, inputs: None, lambda item, outputs: None,
+                               slots=slots)  # fmt: skip
+        with pipeline:
+            for _ in pipeline.map(range(20)):  # the engines started, as the app's warm-up
+                pass
+            began = time.perf_counter()
+            done = sum(1 for result in pipeline.map(range(len(frames))) if result.ok)
+            alone[f"engine ({slots} jobs in flight)"] = done / (time.perf_counter() - began)
+    return alone
+
+
+def _plane_views(frame: Any) -> list[Any]:
+    """A yuv420p frame's three planes as uint8 arrays over PyAV's memory (padded lines cut)."""
+    import numpy as np
+
+    h, w = frame.height, frame.width
+    sizes = [(h, w), ((h + 1) // 2, (w + 1) // 2), ((h + 1) // 2, (w + 1) // 2)]
+    return [np.frombuffer(p, np.uint8).reshape(-1, p.line_size)[:rows, :cols]
+            for p, (rows, cols) in zip(frame.planes, sizes, strict=True)]  # fmt: skip
 
 
 def plain(model: str, labels_json: str, *clips: str, tuned: bool = False) -> None:
@@ -190,6 +249,9 @@ def main() -> None:
                         choices=["onnxruntime", "openvino", "vaiml"])
     parser.add_argument("--slots", type=int, default=2, help="copyless-video --slots")
     parser.add_argument("--quick", action="store_true", help="100 frames, 3 rounds")
+    parser.add_argument("--limits", action=argparse.BooleanOptionalAction, default=True,
+                        help="after the rounds, time each stage alone on the same frames "
+                        "(decode, preprocess, the engine at --slots jobs): the limit")
     parser.add_argument("--tuned", action="store_true", help="with --streams N: also N plain "
                         "processes tuned by hand (one onnxruntime thread each, no spinning)")
     parser.add_argument("--before", metavar="SRC", help="also time the copyless-video of "
@@ -278,6 +340,14 @@ def main() -> None:
         p99 = statistics.median(lat[s][1] for lat in latencies)
         print(f"stream {s}: latency p50 {p50:.1f} ms, p99 {p99:.1f} ms (medians of the rounds)")
     ours, theirs = statistics.median(ours_fps), statistics.median(plain_fps)
+    if args.limits:
+        with tempfile.TemporaryDirectory() as tmp:
+            clip = str(make_clip(Path(tmp) / "clip.mp4", height, width, per_scene, SCENES))
+            alone = _limits(clip, n, args.runner, args.slots)
+        slowest = min(alone, key=lambda k: alone[k])
+        print("each stage alone, frames/s: " + ", ".join(f"{k} {v:.1f}" for k, v in alone.items())
+              + f"; limit: {slowest}; copyless-video runs at {ours / alone[slowest]:.2f}x the "
+              "limit's pace")  # fmt: skip
     print(f"load after: {os.getloadavg()[0]:.2f}")
     print(f"video: copyless {ours:.1f} frames/s, plain {theirs:.1f} frames/s, "
           f"ratio {statistics.median(ratios):.2f}x (median of the paired rounds)")  # fmt: skip
