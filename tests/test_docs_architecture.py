@@ -150,8 +150,10 @@ def _ticked_problems(ticked: str, index: Index) -> list[str]:
             return [f"member {name}.{member}"]
         return []
     pair = PRIVATE_PAIR.match(ticked)
-    if pair and pair.group(2) not in ("py", "c") and (pair.group(1).startswith("_") or pair.group(2).startswith("_")):
-        module, name = pair.groups()
+    if pair is None or pair.group(2) in ("py", "c"):  # a file name: PATH checks it
+        return []
+    module, name = pair.groups()
+    if module.startswith("_") or name.startswith("_"):
         if module.startswith("_"):  # `_slots.JobSlot`: a name defined in that module
             files = index.files.get(f"{module}.py", [])
             if not any(name in index.defined_in[f] for f in files):
