@@ -143,3 +143,31 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     reference = (tmp_path / "reference" / "runner" / "index.html").read_text(encoding="utf-8")
     for name in ("copyless.Runner.execute_async", "copyless.Runner.get_tensors_info"):
         assert f'id="{name}"' in reference, name
+
+
+def test_the_video_benchmark_writes_a_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``benchmarks/video.py --json FILE`` writes a record the site renders (the benchmark
+    itself is not run here: its writer is given a run's figures)."""
+    spec = importlib.util.spec_from_file_location("video_bench", ROOT / "benchmarks" / "video.py")
+    assert spec is not None and spec.loader is not None
+    video = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(video)
+    monkeypatch.setattr(sys, "argv", ["video.py", "--help"])
+    with pytest.raises(SystemExit):
+        video.main()
+    assert "--json FILE" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["video.py", "--frames", "1500", "--json", "run.json"])
+    out = tmp_path / "run.json"
+    video._write_record(out, "1500 frames x 1 stream(s)", 135.5, 88.5, [1.46, 1.56, 1.75], "0.1")
+    records = _hook().load_records(tmp_path)
+    record = records["run"]
+    assert record["command"] == "copyless-bench video --frames 1500 --json run.json"
+    row = {"clip": "1500 frames x 1 stream(s)", "copyless frames/s": 135.5,
+           "plain frames/s": 88.5, "ratio": 1.56, "rounds": "1.46-1.75x"}  # fmt: skip
+    assert record["rows"] == [row]
+    assert record["machine"]["cpu"] and record["machine"]["cores"]
+    assert "| 1500 frames x 1 stream(s) | 135.5 | 88.5 | 1.56 | 1.46-1.75x |" in _hook().render(
+        record
+    )
