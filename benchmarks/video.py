@@ -257,6 +257,9 @@ def main() -> None:
     parser.add_argument("--before", metavar="SRC", help="also time the copyless-video of "
                         "another source tree (its src/ folder, C extensions built in place) "
                         "in the same rounds, e.g. a worktree of an earlier commit")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures "
+                        "as a benchmark record (docs/benchmarks/data's format: command, date, "
+                        "machine, load, rows)")  # fmt: skip
     parser.add_argument("--plain", nargs="+", metavar="PATH", help=argparse.SUPPRESS)
     parser.add_argument("--plain-tuned", nargs="+", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -276,6 +279,7 @@ def main() -> None:
     height, width = (int(v) for v in args.size.lower().split("x"))
     per_scene = args.frames // len(SCENES)
     n = args.streams
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         clip = str(make_clip(Path(tmp) / "clip.mp4", height, width, per_scene, SCENES))
         frames = per_scene * len(SCENES)
@@ -351,6 +355,32 @@ def main() -> None:
     print(f"load after: {os.getloadavg()[0]:.2f}")
     print(f"video: copyless {ours:.1f} frames/s, plain {theirs:.1f} frames/s, "
           f"ratio {statistics.median(ratios):.2f}x (median of the paired rounds)")  # fmt: skip
+    if args.json:
+        _write_record(args.json, f"{frames} frames x {n} stream(s)", ours, theirs, ratios,
+                      f"{load_before:.2f} -> {os.getloadavg()[0]:.2f}")  # fmt: skip
+
+
+def _write_record(path: Path, clip: str, ours: float, theirs: float, ratios: list[float],
+                  load: str) -> None:  # fmt: skip
+    """The run as one record of docs/benchmarks/data (see docs/hooks/benchmarks.py)."""
+    from copyless.apps.bench.report import machine
+
+    facts = machine()
+    record = {
+        "title": "Video: copyless-video against the PyAV + PIL + onnxruntime loop",
+        "benchmark": "video",
+        "command": " ".join(["copyless-bench video", *sys.argv[1:]]),
+        "date": facts["date"][:10],
+        "machine": facts,
+        "load": load,
+        "source": "benchmarks/video.py --json",
+        "rows": [{"clip": clip, "copyless frames/s": round(ours, 1),
+                  "plain frames/s": round(theirs, 1),
+                  "ratio": round(statistics.median(ratios), 2),
+                  "rounds": f"{min(ratios):.2f}-{max(ratios):.2f}x"}],
+    }  # fmt: skip
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
