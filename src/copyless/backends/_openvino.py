@@ -13,10 +13,14 @@ Runner options read here (see runner/_options.py):
 * ``num_threads`` (``options.engine_threads()``): ``INFERENCE_NUM_THREADS`` on the CPU plugin.
 
 * ``inference_precision``: ``"model"`` (default) runs float graphs in f32, the precision
-  their HW view declares. Left to itself, OpenVINO runs them in bf16 on CPUs with AMX or
-  AVX512-BF16 (faster, but results then differ from ONNX Runtime's around 1e-2, enough to
-  reorder close top-5 scores): that is ``"engine"``. ``"f32"``/``"bf16"``/``"f16"`` force
-  one. QDQ (INT8) graphs run on OpenVINO's int8 kernels whatever this says (see
+  their HW view declares (the runner turns it into ``"bf16"`` for a model compiled with
+  ``precision="bf16"``, whose record states the price). Left to itself, OpenVINO runs them in
+  bf16 on CPUs with AMX or AVX512-BF16 (faster, but results then differ from ONNX Runtime's
+  around 1e-2, enough to reorder close top-5 scores): that is ``"engine"``.
+  ``"f32"``/``"bf16"``/``"f16"`` force one; the backend declares ``"bf16"`` in
+  ``Capabilities.precisions`` only where the CPU plugin lists BF16 in its
+  ``OPTIMIZATION_CAPABILITIES`` (AVX512_BF16 or AMX), and the runner refuses it elsewhere.
+  QDQ (INT8) graphs run on OpenVINO's int8 kernels whatever this says (see
   :meth:`OvEngine.runtime_precisions`).
 
 Zero-copy: a context wraps the caller's memory in an ``openvino.Tensor`` that shares it (no
@@ -35,6 +39,7 @@ user to ``pip install copyless[openvino]``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -42,7 +47,7 @@ from typing import Any, Protocol
 
 import onnx
 
-from ..model import Partition
+from ..model import Partition, bf16_refusal
 from ..types import DataType, ModelLoadError, UnsupportedError
 from ._base import Capabilities
 from ._cache import EngineCache
@@ -279,10 +284,11 @@ class OpenVinoBackend:
     name = "openvino"
 
     def __init__(self, options: OpenVinoSettings, cache: EngineCache | None = None) -> None:
-        self.capabilities = NATIVE_ASYNC if options.native_async else CAPABILITIES
         self._cache = cache
         self._core = ov.Core()
         self._device = device_name(options.device, self._core.available_devices)
+        base = NATIVE_ASYNC if options.native_async else CAPABILITIES
+        self.capabilities = _with_precisions(base, self._device, cpu_capabilities(self._core))
         hint = options.performance_hint
         if hint == "AUTO":
             hint = "THROUGHPUT" if options.max_concurrent_runs > 1 else "LATENCY"
@@ -323,6 +329,24 @@ class OpenVinoBackend:
             raise UnsupportedError(
                 f"{partition.name}: OpenVINO cannot compile it for {self._device}: {exc}"
             ) from exc
+
+def cpu_capabilities(core: Any) -> tuple[str, ...]:
+    """The CPU plugin's ``OPTIMIZATION_CAPABILITIES`` (``"FP32"``, ``"BF16"``, ``"INT8"``...)."""
+    return tuple(str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+
+
+def _with_precisions(base: Capabilities, device: str, listed: tuple[str, ...]) -> Capabilities:
+    """``base`` declaring the precisions OpenVINO computes in on ``device``: bf16 (f16) on a
+    CPU only where the plugin lists BF16 (FP16); other devices follow their plugin's rules."""
+    if device.split(".")[0] != "CPU":
+        return dataclasses.replace(base, precisions=("f32", "bf16", "f16"))
+    refusal = bf16_refusal(listed)
+    precisions = ("f32", *(() if refusal else ("bf16",)), *(("f16",) if "FP16" in listed else ()))
+    note = "; ".join(
+        [*([refusal] if refusal else []), *([] if "FP16" in listed else ["no FP16 arithmetic"])]
+    )
+    return dataclasses.replace(base, precisions=precisions, precision_note=note)
+
 
 def _check_graph(partition: Partition) -> None:
     """ModelLoadError for a graph with a malformed node. OpenVINO's ONNX reader trusts its
