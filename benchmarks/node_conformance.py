@@ -18,7 +18,9 @@ rule).
 Each engine's outcome of a case is one of: ``pass``; ``wrong`` (it ran and answered
 otherwise: the one outcome that must not happen); ``refused`` (a clear ``CopylessError``
 at compile or load: the model is not one copyless or that engine runs); ``status`` (execute
-returned an error status); ``crash`` (the worker process died). The rate printed per engine
+returned an error status); ``crash`` (the worker process died). OpenVINO's own API is also
+run on the source model (``Core.compile_model``, f32): a case it passes and the Runner on
+OpenVINO does not is the Runner's fault; the others are OpenVINO's own. The rate printed per engine
 is its ``pass`` count over the cases onnxruntime passes on the source model *whose inputs
 and outputs a copyless model can have* (tensors of ``DataType``'s element types: sequences,
 optionals, strings and float64 are refused by the compiler, as API.md says), with the rate
@@ -125,6 +127,28 @@ def _plain_ort(case: Any) -> tuple[str, str]:
     return ("pass", "") if why is None else ("wrong", why)
 
 
+def _plain_ov(case: Any) -> tuple[str, str]:
+    """OpenVINO's own API on the source model (f32, inputs by position): what OpenVINO itself
+    answers, to tell its failures from the Runner's."""
+    import numpy as np
+    import openvino as ov
+
+    inputs, expected = case.data_sets[0]
+    try:
+        core = ov.Core()
+        compiled = core.compile_model(
+            core.read_model(model=case.model.SerializeToString()), "CPU",
+            {"INFERENCE_PRECISION_HINT": "f32"},
+        )  # fmt: skip
+        request = compiled.create_infer_request()
+        request.infer({i: np.asarray(v) for i, v in enumerate(inputs)})
+        got = [np.array(request.get_output_tensor(i).data) for i in range(len(compiled.outputs))]
+    except Exception as exc:  # noqa: BLE001 - recorded as the case's outcome
+        return "error", _first_line(exc)
+    why = _compare(got, expected, case)
+    return ("pass", "") if why is None else ("wrong", why)
+
+
 def _through_runner(case: Any, compiled: Any, runner_type: Any) -> tuple[str, str]:
     import numpy as np
 
@@ -177,6 +201,8 @@ def _run_case(case: Any, engines: list[str]) -> dict[str, Any]:
 
     row: dict[str, Any] = {"name": case.name, "tensors": _expressible(case)}
     row["plain_ort"] = _plain_ort(case)
+    if "ov" in engines and row["tensors"]:
+        row["plain_ov"] = _plain_ov(case)
     try:
         compiled = compile_to_memory(case.model, input_shapes=_data_shapes(case) or None)
     except cl.CopylessError as exc:
@@ -262,12 +288,23 @@ def _report(rows: list[dict[str, Any]], engines: list[str], failures: bool) -> N
         print(f"  {ENGINES[engine].lower():12s} through the Runner: {ok} / {len(tensors)} = "
               f"{100 * ok / max(1, len(tensors)):.1f}% ({dict(outcomes)}); over every case "
               f"onnxruntime passes {100 * everything / max(1, len(passed_ort)):.1f}%")  # fmt: skip
+    if "ov" in engines:
+        own = collections.Counter(
+            ("ok" if r["plain_ov"][0] == "pass" else "fails") + " / runner " + r["ov"][0]
+            for r in tensors if r["ov"][0] != "pass" and "plain_ov" in r
+        )  # fmt: skip
+        runs = [r for r in tensors if r.get("plain_ov", ("",))[0] == "pass"]
+        ok = sum(1 for r in runs if r["ov"][0] == "pass")
+        print(f"  openvino's own API on the source model passes {len(runs)} of them; the "
+              f"Runner on OpenVINO passes {ok} of those ({100 * ok / max(1, len(runs)):.1f}%)."
+              f" OpenVINO's failures by what its own API does: {dict(own)}")  # fmt: skip
     if failures:
         for engine in engines:
             for r in tensors:
                 outcome, why = r[engine]
                 if outcome != "pass":
-                    print(f"{engine} {outcome:8s} {r['name']:55s} {why[:150]}")
+                    own = r.get("plain_ov", ("-",))[0] if engine == "ov" else ""
+                    print(f"{engine} {outcome:8s} {own:5s} {r['name']:55s} {why[:150]}")
 
 
 def main(argv: list[str] | None = None) -> int:

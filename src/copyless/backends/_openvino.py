@@ -52,7 +52,9 @@ from ..types import DataType, ModelLoadError, UnsupportedError
 from ._base import Capabilities
 from ._cache import EngineCache
 from ._openvino_async import FailureWatch
-from ._openvino_dynamic import DynamicOutputs
+from ._openvino_dynamic import Aliases, DynamicOutputs
+from ._openvino_graph import check_graph, needs_adjusting, reason, stable_topk
+from ._openvino_ports import Ports, find_ports
 
 # openvino comes through the helper module, whose import maps a missing package to
 # UnsupportedError with the install hint (the factory's ModuleNotFoundError would not).
@@ -83,22 +85,17 @@ NATIVE_ASYNC = Capabilities(raw_call=True, native_async=True, throughput_engines
 class OvContext:
     """One ``InferRequest`` (one execution slot) plus the addresses bound to it."""
 
-    __slots__ = ("_bound", "_callback_set", "_claim", "_done", "_dynamic", "_indices",
-                 "_outputs", "_request", "_watch")  # fmt: skip
+    __slots__ = ("_aliases", "_bound", "_callback_set", "_claim", "_done", "_dynamic",
+                 "_indices", "_outputs", "_request", "_watch")  # fmt: skip
 
-    def __init__(
-        self,
-        compiled: Any,
-        inputs: dict[str, int],
-        outputs: dict[str, int],
-        watch: FailureWatch,
-    ) -> None:
+    def __init__(self, compiled: Any, ports: Ports, watch: FailureWatch) -> None:
         self._request = compiled.create_infer_request()
         self._watch = watch
-        self._indices = inputs
-        self._outputs = outputs
+        self._indices = ports.inputs  # a dropped input has no port: binding it is a no-op
+        self._outputs = ports.outputs
+        self._aliases = Aliases(ports.aliases)
         self._bound: dict[str, tuple[int, tuple[int, ...]]] = {}
-        self._dynamic = DynamicOutputs(self._request, outputs)
+        self._dynamic = DynamicOutputs(self._request, ports.outputs)
         self._done: Callable[[BaseException | None], None] | None = None
         self._claim = threading.Lock()  # the callback and the failure watch race to end a run
         self._callback_set = False
@@ -106,12 +103,15 @@ class OvContext:
     def bind_input(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
-        port = self._indices[name]
-        self._bind(self._request.set_input_tensor, port, name, address, data_type, shape)
+        self._aliases.note(name, address, data_type, shape)
+        port = self._indices.get(name)
+        if port is not None:
+            self._bind(self._request.set_input_tensor, port, name, address, data_type, shape)
 
     def bind_output(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
+        self._aliases.note(name, address, data_type, shape)
         port = self._outputs[name]
         self._dynamic.unbind(name)
         self._bind(self._request.set_output_tensor, port, name, address, data_type, shape)
@@ -138,6 +138,7 @@ class OvContext:
         """Bind the caller's memory for a data-dependent output (in place, or copied into:
         :mod:`._openvino_dynamic` says when)."""
         key = (address, (-1, *capacity))  # -1: never equal to a fixed binding's shape
+        self._aliases.note(name, address, data_type, capacity)
         if self._bound.get(name) == key:
             return
         self._dynamic.bind(name, address, data_type, capacity)
@@ -147,6 +148,8 @@ class OvContext:
         _RUN(self._request)
         if self._dynamic:
             self._dynamic.collect()
+        if self._aliases:
+            self._aliases.copy(self._dynamic.shapes)
 
     def start(self, done: Callable[[BaseException | None], None]) -> None:
         """``InferRequest.start_async`` (returns at once; OpenVINO runs the request on its
@@ -180,6 +183,8 @@ class OvContext:
         try:
             if self._dynamic:
                 self._dynamic.collect()
+            if self._aliases:
+                self._aliases.copy(self._dynamic.shapes)
         except Exception as exc:  # noqa: BLE001 - handed to the runner as the run's error
             error = exc
         done(error)
@@ -219,17 +224,30 @@ class OvEngine:
     """One partition compiled by OpenVINO."""
 
     def __init__(
-        self, compiled: Any, partition: Partition, capabilities: Capabilities = CAPABILITIES
+        self,
+        compiled: Any,
+        partition: Partition,
+        capabilities: Capabilities = CAPABILITIES,
+        graph: onnx.ModelProto | None = None,
     ) -> None:
-        self.capabilities = capabilities
+        if graph is None:
+            graph = onnx.load_from_string(bytes(partition.onnx_bytes))
+        self._ports = find_ports(compiled, partition, graph)
+        # an output OpenVINO passes through from an input is copied after each run by the
+        # context: the fast path must call the context's run, not OpenVINO's infer alone
+        self.capabilities = (
+            dataclasses.replace(capabilities, raw_call=False)
+            if self._ports.aliases
+            else capabilities
+        )
         self._compiled = compiled
-        self._inputs = _port_indices(compiled.inputs, partition.inputs, partition.name)
-        self._outputs = _port_indices(compiled.outputs, partition.outputs, partition.name)
+        self._partition_inputs = partition.inputs
+        self._outputs = self._ports.outputs
         self._watch = FailureWatch()  # ends the failed async runs of this engine's contexts
 
     @property
     def input_names(self) -> tuple[str, ...]:
-        return tuple(self._inputs)
+        return tuple(self._partition_inputs)
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -251,7 +269,7 @@ class OvEngine:
         return found
 
     def new_context(self) -> OvContext:
-        return OvContext(self._compiled, self._inputs, self._outputs, self._watch)
+        return OvContext(self._compiled, self._ports, self._watch)
 
     def close(self) -> None:
         # Dropping the last reference frees the compiled model (contexts hold their own).
@@ -304,17 +322,19 @@ class OpenVinoBackend:
         return self._device
 
     def load(self, partition: Partition, num_threads: int) -> OvEngine:
-        _check_graph(partition)
+        graph = check_graph(partition)
         config = dict(self._config)
         if self._device.split(".")[0] == "CPU":
             config["INFERENCE_NUM_THREADS"] = max(1, num_threads)
         compiled = None
-        if self._cache is not None:
+        # OpenVINO's cache compiles the graph file as it is: a graph to adjust is compiled
+        # from the adjusted model, uncached
+        if self._cache is not None and not needs_adjusting(graph):
             compiled = _load_cached(self._core, self._device, self._cache, partition, config)
         if compiled is None:
             compiled = self._load_uncached(partition, config)
         logger.debug("%s compiled for %s with %s", partition.name, self._device, config)
-        return OvEngine(compiled, partition, self.capabilities)
+        return OvEngine(compiled, partition, self.capabilities, graph)
 
     def _load_uncached(self, partition: Partition, config: dict[str, Any]) -> Any:
         try:
@@ -322,12 +342,13 @@ class OpenVinoBackend:
         except Exception as exc:
             # A graph OpenVINO parses but has no conversion for is unsupported, not corrupt.
             error = UnsupportedError if "OpConversionFailure" in str(exc) else ModelLoadError
-            raise error(f"{partition.name}: OpenVINO cannot read it: {exc}") from exc
+            raise error(f"{partition.name}: OpenVINO cannot read it: {reason(exc)}") from exc
+        stable_topk(model)
         try:
             return self._core.compile_model(model, self._device, config)
         except Exception as exc:
             raise UnsupportedError(
-                f"{partition.name}: OpenVINO cannot compile it for {self._device}: {exc}"
+                f"{partition.name}: OpenVINO cannot compile it for {self._device}: {reason(exc)}"
             ) from exc
 
 def cpu_capabilities(core: Any) -> tuple[str, ...]:
@@ -348,38 +369,6 @@ def _with_precisions(base: Capabilities, device: str, listed: tuple[str, ...]) -
     return dataclasses.replace(base, precisions=precisions, precision_note=note)
 
 
-def _check_graph(partition: Partition) -> None:
-    """ModelLoadError for a graph with a malformed node. OpenVINO's ONNX reader trusts its
-    input: a node that breaks its operator's schema (e.g. a Conv without its weight input,
-    which onnxruntime loads and refuses only at run time) or reads a tensor nothing defines
-    crashes the process inside ``read_model``. Each node is checked against its schema
-    (``onnx.checker.check_node``: arity, attributes) and its inputs against the names the
-    graph defines; not the graph-level rules (the compiler's graphs need not be sorted
-    topologically, which both engines accept). Costs a parse of the graph."""
-    try:
-        model = onnx.load_from_string(bytes(partition.onnx_bytes))
-        context = onnx.checker.C.CheckerContext()
-        context.ir_version = model.ir_version
-        context.opset_imports = {o.domain: o.version for o in model.opset_import}
-        graph = model.graph
-        defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-        defined |= {out for node in graph.node for out in node.output}
-        subgraphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-        for node in graph.node:
-            # A node with subgraphs (If, Loop, Scan) is checked by name only: check_node
-            # checks its bodies as whole graphs, where outer-scope names look undefined.
-            if not any(a.type in subgraphs for a in node.attribute):
-                onnx.checker.check_node(node, context)
-            missing = [name for name in node.input if name and name not in defined]
-            if missing:
-                raise ValueError(f"node {node.name or node.op_type!r} reads undefined {missing}")
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ModelLoadError(
-            f"{partition.name}: a malformed graph, not given to OpenVINO: {first}"
-        ) from exc
-
-
 def _load_cached(
     core: Any, device: str, cache: EngineCache, partition: Partition, config: dict[str, Any]
 ) -> Any:
@@ -397,19 +386,6 @@ def _load_cached(
         return None
     cache.note(hit=sum(1 for _ in folder.iterdir()) == before)
     return compiled
-
-
-def _port_indices(ports: Any, names: tuple[str, ...], partition: str) -> dict[str, int]:
-    """Graph tensor name -> OpenVINO port index, in the partition's order."""
-    indices: dict[str, int] = {}
-    for name in names:
-        for index, port in enumerate(ports):
-            if name in port.get_names():
-                indices[name] = index
-                break
-        else:
-            raise ModelLoadError(f"{partition}: OpenVINO's graph has no tensor named {name!r}")
-    return indices
 
 
 def create_backend(options: OpenVinoSettings, cache: EngineCache | None) -> OpenVinoBackend:
