@@ -318,12 +318,11 @@ def _value_shaped(model: onnx.ModelProto) -> set[str]:
     graph = model.graph
     fed = {vi.name for vi in graph_inputs(graph)}  # values known only at run time
     shaped: set[str] = set()
-    for node in graph.node:  # the compiler's graphs are in topological order
+    for node in graph.node:  # a source model's nodes are in topological order
         index = _SHAPE_OPERANDS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         ins = set(node.input)
-        if index is not None and len(node.input) > index and node.input[index] in fed:
-            shaped.update(node.output)
-        elif ins & shaped:
+        by_value = index is not None and len(node.input) > index and node.input[index] in fed
+        if by_value or ins & shaped:
             shaped.update(node.output)
         if ins & fed and node.op_type not in ("Shape", "Size"):
             fed.update(node.output)
