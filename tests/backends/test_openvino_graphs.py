@@ -177,6 +177,10 @@ WRONG = {
         oh.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, mode="CRD"),
         {}, [1, 2, 4, 4], [1, 8, 2, 2], F, 28,
     ),
+    "reduce-max-empty": (
+        oh.make_node("ReduceMax", ["x"], ["y"], keepdims=1),
+        {}, [2, 0, 4], [1, 1, 1], F, 18,
+    ),
     "bitshift-int8": (
         oh.make_node("BitShift", ["x", "s"], ["y"], direction="RIGHT"),
         {"s": np.array([1], np.int8)}, [4], [4], TensorProto.INT8, 28,

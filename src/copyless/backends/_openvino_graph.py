@@ -21,6 +21,8 @@ import onnx
 from ..model import Partition
 from ..types import ModelLoadError, UnsupportedError
 
+_FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+           onnx.TensorProto.DOUBLE}  # fmt: skip
 _SIGNED = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
            onnx.TensorProto.INT64}  # fmt: skip
 
@@ -69,6 +71,14 @@ def _attention(node: onnx.NodeProto, _graph: onnx.GraphProto) -> str | None:
     return None
 
 
+def _reduce_max(node: onnx.NodeProto, graph: onnx.GraphProto) -> str | None:
+    shape = _shape_of(graph, node.input[0])
+    floats = _elem_type(graph, node.input[0]) in _FLOATS
+    if floats and shape is not None and 0 in shape:
+        return "reduces an empty tensor to the lowest finite value, not to -inf"
+    return None
+
+
 def _dynamic_quantize(_node: onnx.NodeProto, _graph: onnx.GraphProto) -> str | None:
     return "rounds some values to the neighbouring integer"
 
@@ -84,6 +94,7 @@ WRONG_ON_OPENVINO: dict[str, Rule] = {
     "Tile": _tile,
     "Attention": _attention,
     "DynamicQuantizeLinear": _dynamic_quantize,
+    "ReduceMax": _reduce_max,
 }
 
 
@@ -171,4 +182,18 @@ def _elem_type(graph: onnx.GraphProto, name: str) -> int | None:
     for init in graph.initializer:
         if init.name == name:
             return int(init.data_type)
+    return None
+
+
+def _shape_of(graph: onnx.GraphProto, name: str) -> list[int] | None:
+    """The declared static shape of ``name`` (an input, a typed value or an initializer)."""
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        if vi.name == name and vi.type.tensor_type.HasField("shape"):
+            dims = vi.type.tensor_type.shape.dim
+            if all(d.HasField("dim_value") for d in dims):
+                return [d.dim_value for d in dims]
+            return None
+    for init in graph.initializer:
+        if init.name == name:
+            return list(init.dims)
     return None
