@@ -94,7 +94,7 @@ def calibration_batches(
     """The calibration images as the model sees them (module docstring), split into the
     images the ranges are fitted on and the held-out ones (every ``hold_out``-th; 1: all of
     them, nothing to fit); OptionError, in one line, for fewer than ``minimum`` images, an
-    unreadable one, or greyscale images for a colour model."""
+    unreadable one, or (when ranges are fitted) greyscale images for a colour model."""
     from PIL import Image, UnidentifiedImageError
 
     if len(info.shape) != 4 or info.shape[1] not in (1, 3):
@@ -126,7 +126,7 @@ def calibration_batches(
         pixels = np.asarray(_fit(rgb if c == 3 else rgb.convert("L"), w, h, resize))
         chw = pixels.reshape(h, w, c).transpose(2, 0, 1).astype(np.float32)
         images.append(((chw[::-1] if bgr and c == 3 else chw) - m) / s)
-    if len(grey) * GREY_SHARE > len(paths):
+    if hold_out > 1 and len(grey) * GREY_SHARE > len(paths):  # ranges are fitted on them
         raise OptionError(
             f"calibration: {len(grey)} of {len(paths)} images are greyscale (first: "
             f"{str(grey[0])!r}); a colour model's ranges need colour images like the ones it "
