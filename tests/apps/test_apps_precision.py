@@ -68,3 +68,20 @@ def test_compile_prints_and_zerocopy_repeats_the_bf16_price(
     err = capsys.readouterr().err
     assert line in err and speed in err
     assert "engine: openvino (bf16 arithmetic runs on OpenVINO only" in err
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_compile_offers_bf16_and_never_takes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    has_bf16: bool,
+) -> None:  # fmt: skip
+    """Where the CPU computes BF16, a plain compile says how to measure it; the model it
+    writes stays fp32 (no precision record: the runner runs it in fp32)."""
+    monkeypatch.setattr(compile_app, "bf16_available", lambda: has_bf16)
+    out = tmp_path / "lite0.rai"
+    argv = [str(zoo.build("efficientnet-lite0", progress=False)), "-o", str(out),
+            "--input-format", "rgbx", "--mean", "127,127,127", "--std", "128,128,128"]  # fmt: skip
+    assert compile_app.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert ("--precision bf16 --calibration DIR measures" in printed) is has_bf16
+    assert precision_of(load_model(out).metadata) is None

@@ -34,13 +34,15 @@ from pathlib import Path
 
 from ..model import (
     INPUT_FORMATS,
+    CompiledModel,
+    bf16_available,
     compile_model,
     load_model,
     parse_shape,
     precision_line,
     read_config,
 )
-from ..types import CopylessError
+from ..types import CopylessError, DataType
 from ._checks import UsageError, check_output, check_output_directory
 
 _HELP_EPILOG = """\
@@ -268,10 +270,23 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     print(f"compiled {args.model} -> {out} in {time.perf_counter() - start:.2f} s")
-    note = precision_line(load_model(out).metadata)
+    compiled = load_model(out)
+    note = precision_line(compiled.metadata)
     if note is not None:
         print(note)
+    elif args.quantize is None and _offers_bf16(compiled):
+        print("note: this CPU computes in BF16 (OpenVINO): --precision bf16 --calibration DIR "
+              "measures its agreement with fp32 and its speed and records them; the model "
+              "runs in fp32 until then")  # fmt: skip
     return 0
+
+
+def _offers_bf16(model: CompiledModel) -> bool:
+    """An image model (one float32 [N, C, H, W] input) on a CPU with BF16 arithmetic."""
+    if len(model.inputs) != 1:
+        return False
+    cpu = model.inputs[0].cpu
+    return cpu.data_type is DataType.FLOAT32 and len(cpu.shape) == 4 and bf16_available()
 
 
 def _check_paths(model: str, output: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._artifact import artifact_key
-from ._bf16 import bf16_refusal
+from ._bf16 import bf16_available, bf16_refusal
 from ._class_names import class_names, read_class_names
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._config import ConfigFile, check_compiled_with, read_config
@@ -55,6 +55,7 @@ __all__ = [
     "ResizePolicy",
     "TensorSpec",
     "artifact_key",
+    "bf16_available",
     "bf16_refusal",
     "check_compiled_with",
     "class_names",

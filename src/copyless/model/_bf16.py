@@ -54,6 +54,14 @@ def cpu_capabilities() -> tuple[str, ...]:
     return tuple(str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
 
 
+def bf16_available() -> bool:
+    """Whether OpenVINO is installed and computes BF16 on this CPU (never raises)."""
+    try:
+        return bf16_refusal(cpu_capabilities()) is None
+    except (UnsupportedError, RuntimeError):
+        return False
+
+
 def bf16_refusal(capabilities: Iterable[str]) -> str | None:
     """Why BF16 is refused on a CPU whose OpenVINO ``capabilities`` lack it (a clause for
     one error line); None when the CPU has BF16 arithmetic."""
