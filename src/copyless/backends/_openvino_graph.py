@@ -72,7 +72,7 @@ def _attention(node: onnx.NodeProto, _graph: onnx.GraphProto) -> str | None:
 
 
 def _reduce_max(node: onnx.NodeProto, graph: onnx.GraphProto) -> str | None:
-    shape = _shape_of(graph, node.input[0])
+    shape = declared_shape(graph, node.input[0])
     floats = _elem_type(graph, node.input[0]) in _FLOATS
     if floats and shape is not None and 0 in shape:
         return "reduces an empty tensor to the lowest finite value, not to -inf"
@@ -185,7 +185,7 @@ def _elem_type(graph: onnx.GraphProto, name: str) -> int | None:
     return None
 
 
-def _shape_of(graph: onnx.GraphProto, name: str) -> list[int] | None:
+def declared_shape(graph: onnx.GraphProto, name: str) -> list[int] | None:
     """The declared static shape of ``name`` (an input, a typed value or an initializer)."""
     for vi in (*graph.input, *graph.value_info, *graph.output):
         if vi.name == name and vi.type.tensor_type.HasField("shape"):

@@ -29,6 +29,7 @@ import onnx
 
 from ..model import Partition
 from ..types import ModelLoadError, UnsupportedError
+from ._openvino_graph import declared_shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +79,11 @@ def _renamed(
     """Inputs OpenVINO renamed (after the output they pass through): the Parameters no input
     names, in graph order, matched by shape."""
     free = [i for i in range(len(compiled.inputs)) if i not in taken]
-    shapes = {vi.name: _onnx_shape(vi) for vi in graph.graph.input}
     found: dict[str, int] = {}
     for name in missing:
         for index in free:
             shape = compiled.inputs[index].get_partial_shape()
-            if shape.is_static and list(shape.to_shape()) == shapes.get(name):
+            if shape.is_static and list(shape.to_shape()) == declared_shape(graph.graph, name):
                 found[name] = index
                 free.remove(index)
                 break
@@ -92,9 +92,8 @@ def _renamed(
 
 def _check_dropped(partition: Partition, graph: onnx.ModelProto, dropped: frozenset[str]) -> None:
     """UnsupportedError for a dropped input that a node reads and that holds data."""
-    shapes = {vi.name: _onnx_shape(vi) for vi in graph.graph.input}
     for name in sorted(dropped):
-        shape = shapes.get(name)
+        shape = declared_shape(graph.graph, name)
         if shape is not None and 0 in shape:
             continue  # no element: nothing for OpenVINO to ignore
         readers = [n for n in graph.graph.node if name in n.input]
@@ -119,10 +118,3 @@ def _output_indices(compiled: Any, partition: Partition) -> dict[str, int]:
                 f"{partition.name}: OpenVINO's graph has no tensor named {name!r}"
             )
     return indices
-
-
-def _onnx_shape(vi: onnx.ValueInfoProto) -> list[int] | None:
-    dims = vi.type.tensor_type.shape.dim
-    if not vi.type.tensor_type.HasField("shape") or not all(d.HasField("dim_value") for d in dims):
-        return None
-    return [d.dim_value for d in dims]
