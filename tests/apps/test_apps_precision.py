@@ -35,3 +35,53 @@ def test_compile_prints_and_zerocopy_repeats_the_int8_price(
     capsys.readouterr()
     assert zerocopy.main(["-i", image, "-m", str(fp32), "-n", "1"]) == 0
     assert "int8 model" not in capsys.readouterr().err
+
+
+def test_compile_prints_and_zerocopy_repeats_the_bf16_price(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--precision bf16: measured on OpenVINO where the CPU has BF16, printed by the compiler
+    and by the app on every run; the app runs it on OpenVINO in bf16. Elsewhere: one line."""
+    from copyless.model import _bf16
+
+    photos = calibration_folder(tmp_path / "photos", count=_bf16.MIN_IMAGES)
+    out = tmp_path / "lite0_bf16.rai"
+    argv = [str(zoo.build("efficientnet-lite0", progress=False)), "-o", str(out),
+            "--input-format", "rgbx", "--mean", "127,127,127", "--std", "128,128,128",
+            "--resize", "crop:0.875", "--colour-order", "rgb",
+            "--precision", "bf16", "--calibration", str(photos)]  # fmt: skip
+    if _bf16.bf16_refusal(_bf16.cpu_capabilities()) is not None:
+        assert compile_app.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "has no BF16 arithmetic" in err
+        return
+    assert compile_app.main(argv) == 0
+    record = precision_of(load_model(out).metadata)
+    assert record is not None and record["precision"] == "bf16"
+    line = (f"bf16 model (OpenVINO): top-1 as fp32 on {record['top1']}% of 20 calibration "
+            f"images")  # fmt: skip
+    speed = f"{record['speed']['ratio']}x fp32's speed"
+    printed = capsys.readouterr().out
+    assert line in printed and speed in printed
+    image = str(zoo.photo_path("chelsea.jpg"))
+    assert zerocopy.main(["-i", image, "-m", str(out), "-n", "1"]) == 0
+    err = capsys.readouterr().err
+    assert line in err and speed in err
+    assert "engine: openvino (bf16 arithmetic runs on OpenVINO only" in err
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_compile_offers_bf16_and_never_takes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    has_bf16: bool,
+) -> None:  # fmt: skip
+    """Where the CPU computes BF16, a plain compile says how to measure it; the model it
+    writes stays fp32 (no precision record: the runner runs it in fp32)."""
+    monkeypatch.setattr(compile_app, "bf16_available", lambda: has_bf16)
+    out = tmp_path / "lite0.rai"
+    argv = [str(zoo.build("efficientnet-lite0", progress=False)), "-o", str(out),
+            "--input-format", "rgbx", "--mean", "127,127,127", "--std", "128,128,128"]  # fmt: skip
+    assert compile_app.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert ("--precision bf16 --calibration DIR measures" in printed) is has_bf16
+    assert precision_of(load_model(out).metadata) is None

@@ -306,3 +306,26 @@ def test_a_manifest_with_minus_one_elsewhere_is_refused(tmp_path) -> None:
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(cl.ModelLoadError, match="-1 dims"):
         load_model(out)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "inputs", "outputs", "shapes"),
+    [
+        (  # onnxruntime's static inference squeezes every 1-dim when axes is an input
+            [node("Squeeze", ["x", "axes"], ["y"])],
+            {"x": (F, [1, 3, 1, 5]), "axes": (I64, [1])}, {"y": (F, None)}, {"y": (-1,)},
+        ),
+        (  # ... and splits in equal parts when the sizes are an input
+            [node("Split", ["x", "sizes"], ["a", "b"])],
+            {"x": (F, [6]), "sizes": (I64, [2])}, {"a": (F, None), "b": (F, None)},
+            {"a": (6,), "b": (6,)},
+        ),
+    ],
+    ids=["squeeze", "split"],
+)  # fmt: skip
+def test_shapes_set_by_an_input_s_values_are_not_guessed(nodes, inputs, outputs, shapes) -> None:
+    """Such an output is data-dependent (a capacity, or -1), never the shape onnxruntime's
+    inference guessed: with that shape the run failed on both engines."""
+    compiled = compile_to_memory(model(nodes, inputs, outputs))
+    for spec in compiled.outputs:
+        assert spec.dynamic and spec.cpu.shape == shapes[spec.name], spec

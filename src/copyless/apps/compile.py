@@ -11,6 +11,8 @@ Examples::
         --input-crop 0.875 --mean 127,127,127 --std 128,128,128
     copyless-compile effnet.onnx -o effnet_int8 --input-format rgbx --mean 127,127,127 \\
         --std 128,128,128 --quantize int8 --calibration photos/
+    copyless-compile effnet.onnx -o effnet_bf16.rai --input-format rgbx --mean 127,127,127 \\
+        --std 128,128,128 --resize crop:0.875 --precision bf16 --calibration photos/
     copyless-compile det.onnx -o det.rai --input-shape x=1x3x640x640 --input-layout HCWNC4 \\
         --input-dtype bf16 --cpu-tail
     copyless-compile "$(copyless-zoo centerface)" -o faces.rai --input-shape input=1x3x544x960 \\
@@ -32,13 +34,15 @@ from pathlib import Path
 
 from ..model import (
     INPUT_FORMATS,
+    CompiledModel,
+    bf16_available,
     compile_model,
     load_model,
     parse_shape,
     precision_line,
     read_config,
 )
-from ..types import CopylessError
+from ..types import CopylessError, DataType
 from ._checks import UsageError, check_output, check_output_directory
 
 _HELP_EPILOG = """\
@@ -85,6 +89,17 @@ inputs stay UINT8 pixels).
 --quantize-ops Conv,ConvTranspose,Gemm,MatMul limits quantization to those op types (the rest
 stays float between Q/DQ pairs): fewer, larger INT8 regions; OpenVINO compiles some such
 graphs that it refuses with onnxruntime's default choice (e.g. the PP-OCRv4 detector).
+
+--precision bf16 --calibration DIR: the model runs in BF16 arithmetic (OpenVINO's; its
+tensors stay float32), never without this flag. Where the CPU has BF16 (AVX512_BF16 or
+AMX), OpenVINO's f32 and bf16 compilations run on every image in DIR (at least 20, prepared
+as the model records): the top-1 agreement (overall and on the images fp32 is sure of) and
+the speed ratio are printed and recorded in the model (metadata "precision"); the apps print
+them whenever they run it. Elsewhere it is refused in one line. onnxruntime has no BF16
+arithmetic: such a model runs on OpenVINO (RunnerType.VAIML or OPENVINO), or in fp32 with
+the runner option inference_precision="f32". --precision fastest measures the same and
+keeps BF16 only when it agrees on at least --min-agreement percent (default 99.5) and runs
+at least 1.05x fp32's speed; otherwise the model stays fp32 and says why.
 
 --postprocess centerface|picodet: decode the detector's heads, run NonMaxSuppression and sort
 by score inside the graph; the outputs become boxes [K,4] (x0,y0,x1,y1 in input-frame pixels:
@@ -140,11 +155,15 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{flag}", action="append", default=[], metavar="[NAME=]VALUE",
                        help=f"HW view {flag.replace('-', ' ')}")  # fmt: skip
     p.add_argument("--quantize", choices=["int8"], help="static INT8 quantization (QDQ)")
-    p.add_argument("--calibration", help="directory of calibration images (with --quantize)")
+    p.add_argument("--calibration", help="directory of calibration images (with --quantize "
+                   "or --precision)")  # fmt: skip
     p.add_argument("--quantize-ops", help="comma-separated op types to quantize (with --quantize)")
-    p.add_argument("--min-agreement", type=float, metavar="PCT", help="with --quantize: refuse "
-                   "a model whose top-1 agrees with fp32 on fewer held-out calibration images "
-                   "(percent)")  # fmt: skip
+    p.add_argument("--min-agreement", type=float, metavar="PCT", help="with --quantize or "
+                   "--precision: refuse a model whose top-1 agrees with fp32 on fewer "
+                   "calibration images (percent)")  # fmt: skip
+    p.add_argument("--precision", choices=["fp32", "bf16", "fastest"],
+                   help="the arithmetic the model runs in (default fp32, the model's own; "
+                   "see below)")  # fmt: skip
     p.add_argument("--cpu-ops", help="comma-separated op types that start the CPU partition")
     p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
     p.add_argument("--cpu-tail", action="store_true", default=None,
@@ -222,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             "quantize_ops": args.quantize_ops,
             "calibration": args.calibration,
             "min_agreement": args.min_agreement,
+            "precision": args.precision,
             "cpu_ops": args.cpu_ops,
             "cpu_partition_after": args.cpu_partition_after,
             "cpu_tail": args.cpu_tail,
@@ -250,10 +270,23 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 1
     print(f"compiled {args.model} -> {out} in {time.perf_counter() - start:.2f} s")
-    note = precision_line(load_model(out).metadata)
+    compiled = load_model(out)
+    note = precision_line(compiled.metadata)
     if note is not None:
         print(note)
+    elif args.quantize is None and _offers_bf16(compiled):
+        print("note: this CPU computes in BF16 (OpenVINO): --precision bf16 --calibration DIR "
+              "measures its agreement with fp32 and its speed and records them; the model "
+              "runs in fp32 until then")  # fmt: skip
     return 0
+
+
+def _offers_bf16(model: CompiledModel) -> bool:
+    """An image model (one float32 [N, C, H, W] input) on a CPU with BF16 arithmetic."""
+    if len(model.inputs) != 1:
+        return False
+    cpu = model.inputs[0].cpu
+    return cpu.data_type is DataType.FLOAT32 and len(cpu.shape) == 4 and bf16_available()
 
 
 def _check_paths(model: str, output: str) -> None:

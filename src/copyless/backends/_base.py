@@ -53,6 +53,11 @@ class Capabilities:
     runner options ask for one (``performance_hint="THROUGHPUT"``: OpenVINO's streams, one
     core or so each), which serves concurrent async jobs better than the latency engine that
     ``execute`` runs on; the runner then loads such engines for its async jobs.
+    ``precisions``: the arithmetic the engines run a float graph in when the runner asks for
+    it (``inference_precision``, or a model compiled with ``precision="bf16"``): ``"f32"``
+    always; ``"bf16"``/``"f16"`` only where the engine computes in them on this machine;
+    ``precision_note`` says, in a clause, why the others are missing. The runner refuses a
+    precision outside ``precisions`` with that note: never a silent emulation or fallback.
     """
 
     memory: tuple[str, ...] = (HOST,)
@@ -63,6 +68,8 @@ class Capabilities:
     cuda_graphs: bool = False
     native_async: bool = False
     throughput_engines: bool = False
+    precisions: tuple[str, ...] = ("f32",)
+    precision_note: str = ""
 
     def accepts(self, device: str) -> bool:
         """Whether a context binds memory on ``device`` (``"cpu"``, ``"cuda:0"``...)."""

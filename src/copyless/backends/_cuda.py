@@ -78,6 +78,8 @@ class CudaBackend:
             stream=True,
             engine_outputs=not graphs,
             cuda_graphs=graphs,
+            precision_note="the CUDA backend runs the graph's own precision (TensorRT's FP16: "
+            "cuda_options trt_fp16; BF16 arithmetic runs on OpenVINO only)",
         )
 
     @property

@@ -43,7 +43,14 @@ _C_DEVICES: dict[tuple[str, int], Any] = {}
 
 #: ONNX Runtime on the CPU: host memory, its C++ run as the fast path's call, and an
 #: intra-op thread pool per session (async jobs get sessions of their own).
-CPU_CAPABILITIES = Capabilities(raw_call=True, threads_per_engine=True)
+#: onnxruntime's CPU provider computes float graphs in fp32: it has BF16 kernels for a few
+#: ops only, so a "bf16" run would be fp32 with casts (slower, and not what was asked).
+CPU_CAPABILITIES = Capabilities(
+    raw_call=True,
+    threads_per_engine=True,
+    precision_note="onnxruntime's CPU provider has no general BF16/FP16 arithmetic "
+    "(BF16 runs on OpenVINO only)",
+)
 
 
 def session_options(num_threads: int, spinning: bool = False) -> ort.SessionOptions:

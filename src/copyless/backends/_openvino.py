@@ -13,10 +13,14 @@ Runner options read here (see runner/_options.py):
 * ``num_threads`` (``options.engine_threads()``): ``INFERENCE_NUM_THREADS`` on the CPU plugin.
 
 * ``inference_precision``: ``"model"`` (default) runs float graphs in f32, the precision
-  their HW view declares. Left to itself, OpenVINO runs them in bf16 on CPUs with AMX or
-  AVX512-BF16 (faster, but results then differ from ONNX Runtime's around 1e-2, enough to
-  reorder close top-5 scores): that is ``"engine"``. ``"f32"``/``"bf16"``/``"f16"`` force
-  one. QDQ (INT8) graphs run on OpenVINO's int8 kernels whatever this says (see
+  their HW view declares (the runner turns it into ``"bf16"`` for a model compiled with
+  ``precision="bf16"``, whose record states the price). Left to itself, OpenVINO runs them in
+  bf16 on CPUs with AMX or AVX512-BF16 (faster, but results then differ from ONNX Runtime's
+  around 1e-2, enough to reorder close top-5 scores): that is ``"engine"``.
+  ``"f32"``/``"bf16"``/``"f16"`` force one; the backend declares ``"bf16"`` in
+  ``Capabilities.precisions`` only where the CPU plugin lists BF16 in its
+  ``OPTIMIZATION_CAPABILITIES`` (AVX512_BF16 or AMX), and the runner refuses it elsewhere.
+  QDQ (INT8) graphs run on OpenVINO's int8 kernels whatever this says (see
   :meth:`OvEngine.runtime_precisions`).
 
 Zero-copy: a context wraps the caller's memory in an ``openvino.Tensor`` that shares it (no
@@ -35,6 +39,7 @@ user to ``pip install copyless[openvino]``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -42,12 +47,14 @@ from typing import Any, Protocol
 
 import onnx
 
-from ..model import Partition
+from ..model import Partition, bf16_refusal
 from ..types import DataType, ModelLoadError, UnsupportedError
 from ._base import Capabilities
 from ._cache import EngineCache
 from ._openvino_async import FailureWatch
-from ._openvino_dynamic import DynamicOutputs
+from ._openvino_dynamic import Aliases, DynamicOutputs
+from ._openvino_graph import check_graph, needs_adjusting, reason, stable_topk
+from ._openvino_ports import Ports, find_ports
 
 # openvino comes through the helper module, whose import maps a missing package to
 # UnsupportedError with the install hint (the factory's ModuleNotFoundError would not).
@@ -78,22 +85,17 @@ NATIVE_ASYNC = Capabilities(raw_call=True, native_async=True, throughput_engines
 class OvContext:
     """One ``InferRequest`` (one execution slot) plus the addresses bound to it."""
 
-    __slots__ = ("_bound", "_callback_set", "_claim", "_done", "_dynamic", "_indices",
-                 "_outputs", "_request", "_watch")  # fmt: skip
+    __slots__ = ("_aliases", "_bound", "_callback_set", "_claim", "_done", "_dynamic",
+                 "_indices", "_outputs", "_request", "_watch")  # fmt: skip
 
-    def __init__(
-        self,
-        compiled: Any,
-        inputs: dict[str, int],
-        outputs: dict[str, int],
-        watch: FailureWatch,
-    ) -> None:
+    def __init__(self, compiled: Any, ports: Ports, watch: FailureWatch) -> None:
         self._request = compiled.create_infer_request()
         self._watch = watch
-        self._indices = inputs
-        self._outputs = outputs
+        self._indices = ports.inputs  # a dropped input has no port: binding it is a no-op
+        self._outputs = ports.outputs
+        self._aliases = Aliases(ports.aliases)
         self._bound: dict[str, tuple[int, tuple[int, ...]]] = {}
-        self._dynamic = DynamicOutputs(self._request, outputs)
+        self._dynamic = DynamicOutputs(self._request, ports.outputs)
         self._done: Callable[[BaseException | None], None] | None = None
         self._claim = threading.Lock()  # the callback and the failure watch race to end a run
         self._callback_set = False
@@ -101,12 +103,15 @@ class OvContext:
     def bind_input(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
-        port = self._indices[name]
-        self._bind(self._request.set_input_tensor, port, name, address, data_type, shape)
+        self._aliases.note(name, address, data_type, shape)
+        port = self._indices.get(name)
+        if port is not None:
+            self._bind(self._request.set_input_tensor, port, name, address, data_type, shape)
 
     def bind_output(
         self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]
     ) -> None:
+        self._aliases.note(name, address, data_type, shape)
         port = self._outputs[name]
         self._dynamic.unbind(name)
         self._bind(self._request.set_output_tensor, port, name, address, data_type, shape)
@@ -133,6 +138,7 @@ class OvContext:
         """Bind the caller's memory for a data-dependent output (in place, or copied into:
         :mod:`._openvino_dynamic` says when)."""
         key = (address, (-1, *capacity))  # -1: never equal to a fixed binding's shape
+        self._aliases.note(name, address, data_type, capacity)
         if self._bound.get(name) == key:
             return
         self._dynamic.bind(name, address, data_type, capacity)
@@ -142,6 +148,8 @@ class OvContext:
         _RUN(self._request)
         if self._dynamic:
             self._dynamic.collect()
+        if self._aliases:
+            self._aliases.copy(self._dynamic.shapes)
 
     def start(self, done: Callable[[BaseException | None], None]) -> None:
         """``InferRequest.start_async`` (returns at once; OpenVINO runs the request on its
@@ -175,6 +183,8 @@ class OvContext:
         try:
             if self._dynamic:
                 self._dynamic.collect()
+            if self._aliases:
+                self._aliases.copy(self._dynamic.shapes)
         except Exception as exc:  # noqa: BLE001 - handed to the runner as the run's error
             error = exc
         done(error)
@@ -214,17 +224,30 @@ class OvEngine:
     """One partition compiled by OpenVINO."""
 
     def __init__(
-        self, compiled: Any, partition: Partition, capabilities: Capabilities = CAPABILITIES
+        self,
+        compiled: Any,
+        partition: Partition,
+        capabilities: Capabilities = CAPABILITIES,
+        graph: onnx.ModelProto | None = None,
     ) -> None:
-        self.capabilities = capabilities
+        if graph is None:
+            graph = onnx.load_from_string(bytes(partition.onnx_bytes))
+        self._ports = find_ports(compiled, partition, graph)
+        # an output OpenVINO passes through from an input is copied after each run by the
+        # context: the fast path must call the context's run, not OpenVINO's infer alone
+        self.capabilities = (
+            dataclasses.replace(capabilities, raw_call=False)
+            if self._ports.aliases
+            else capabilities
+        )
         self._compiled = compiled
-        self._inputs = _port_indices(compiled.inputs, partition.inputs, partition.name)
-        self._outputs = _port_indices(compiled.outputs, partition.outputs, partition.name)
+        self._partition_inputs = partition.inputs
+        self._outputs = self._ports.outputs
         self._watch = FailureWatch()  # ends the failed async runs of this engine's contexts
 
     @property
     def input_names(self) -> tuple[str, ...]:
-        return tuple(self._inputs)
+        return tuple(self._partition_inputs)
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -246,7 +269,7 @@ class OvEngine:
         return found
 
     def new_context(self) -> OvContext:
-        return OvContext(self._compiled, self._inputs, self._outputs, self._watch)
+        return OvContext(self._compiled, self._ports, self._watch)
 
     def close(self) -> None:
         # Dropping the last reference frees the compiled model (contexts hold their own).
@@ -279,10 +302,11 @@ class OpenVinoBackend:
     name = "openvino"
 
     def __init__(self, options: OpenVinoSettings, cache: EngineCache | None = None) -> None:
-        self.capabilities = NATIVE_ASYNC if options.native_async else CAPABILITIES
         self._cache = cache
         self._core = ov.Core()
         self._device = device_name(options.device, self._core.available_devices)
+        base = NATIVE_ASYNC if options.native_async else CAPABILITIES
+        self.capabilities = _with_precisions(base, self._device, cpu_capabilities(self._core))
         hint = options.performance_hint
         if hint == "AUTO":
             hint = "THROUGHPUT" if options.max_concurrent_runs > 1 else "LATENCY"
@@ -298,17 +322,19 @@ class OpenVinoBackend:
         return self._device
 
     def load(self, partition: Partition, num_threads: int) -> OvEngine:
-        _check_graph(partition)
+        graph = check_graph(partition)
         config = dict(self._config)
         if self._device.split(".")[0] == "CPU":
             config["INFERENCE_NUM_THREADS"] = max(1, num_threads)
         compiled = None
-        if self._cache is not None:
+        # OpenVINO's cache compiles the graph file as it is: a graph to adjust is compiled
+        # from the adjusted model, uncached
+        if self._cache is not None and not needs_adjusting(graph):
             compiled = _load_cached(self._core, self._device, self._cache, partition, config)
         if compiled is None:
             compiled = self._load_uncached(partition, config)
         logger.debug("%s compiled for %s with %s", partition.name, self._device, config)
-        return OvEngine(compiled, partition, self.capabilities)
+        return OvEngine(compiled, partition, self.capabilities, graph)
 
     def _load_uncached(self, partition: Partition, config: dict[str, Any]) -> Any:
         try:
@@ -316,44 +342,31 @@ class OpenVinoBackend:
         except Exception as exc:
             # A graph OpenVINO parses but has no conversion for is unsupported, not corrupt.
             error = UnsupportedError if "OpConversionFailure" in str(exc) else ModelLoadError
-            raise error(f"{partition.name}: OpenVINO cannot read it: {exc}") from exc
+            raise error(f"{partition.name}: OpenVINO cannot read it: {reason(exc)}") from exc
+        stable_topk(model)
         try:
             return self._core.compile_model(model, self._device, config)
         except Exception as exc:
             raise UnsupportedError(
-                f"{partition.name}: OpenVINO cannot compile it for {self._device}: {exc}"
+                f"{partition.name}: OpenVINO cannot compile it for {self._device}: {reason(exc)}"
             ) from exc
 
-def _check_graph(partition: Partition) -> None:
-    """ModelLoadError for a graph with a malformed node. OpenVINO's ONNX reader trusts its
-    input: a node that breaks its operator's schema (e.g. a Conv without its weight input,
-    which onnxruntime loads and refuses only at run time) or reads a tensor nothing defines
-    crashes the process inside ``read_model``. Each node is checked against its schema
-    (``onnx.checker.check_node``: arity, attributes) and its inputs against the names the
-    graph defines; not the graph-level rules (the compiler's graphs need not be sorted
-    topologically, which both engines accept). Costs a parse of the graph."""
-    try:
-        model = onnx.load_from_string(bytes(partition.onnx_bytes))
-        context = onnx.checker.C.CheckerContext()
-        context.ir_version = model.ir_version
-        context.opset_imports = {o.domain: o.version for o in model.opset_import}
-        graph = model.graph
-        defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-        defined |= {out for node in graph.node for out in node.output}
-        subgraphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-        for node in graph.node:
-            # A node with subgraphs (If, Loop, Scan) is checked by name only: check_node
-            # checks its bodies as whole graphs, where outer-scope names look undefined.
-            if not any(a.type in subgraphs for a in node.attribute):
-                onnx.checker.check_node(node, context)
-            missing = [name for name in node.input if name and name not in defined]
-            if missing:
-                raise ValueError(f"node {node.name or node.op_type!r} reads undefined {missing}")
-    except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ModelLoadError(
-            f"{partition.name}: a malformed graph, not given to OpenVINO: {first}"
-        ) from exc
+def cpu_capabilities(core: Any) -> tuple[str, ...]:
+    """The CPU plugin's ``OPTIMIZATION_CAPABILITIES`` (``"FP32"``, ``"BF16"``, ``"INT8"``...)."""
+    return tuple(str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+
+
+def _with_precisions(base: Capabilities, device: str, listed: tuple[str, ...]) -> Capabilities:
+    """``base`` declaring the precisions OpenVINO computes in on ``device``: bf16 (f16) on a
+    CPU only where the plugin lists BF16 (FP16); other devices follow their plugin's rules."""
+    if device.split(".")[0] != "CPU":
+        return dataclasses.replace(base, precisions=("f32", "bf16", "f16"))
+    refusal = bf16_refusal(listed)
+    precisions = ("f32", *(() if refusal else ("bf16",)), *(("f16",) if "FP16" in listed else ()))
+    note = "; ".join(
+        [*([refusal] if refusal else []), *([] if "FP16" in listed else ["no FP16 arithmetic"])]
+    )
+    return dataclasses.replace(base, precisions=precisions, precision_note=note)
 
 
 def _load_cached(
@@ -373,19 +386,6 @@ def _load_cached(
         return None
     cache.note(hit=sum(1 for _ in folder.iterdir()) == before)
     return compiled
-
-
-def _port_indices(ports: Any, names: tuple[str, ...], partition: str) -> dict[str, int]:
-    """Graph tensor name -> OpenVINO port index, in the partition's order."""
-    indices: dict[str, int] = {}
-    for name in names:
-        for index, port in enumerate(ports):
-            if name in port.get_names():
-                indices[name] = index
-                break
-        else:
-            raise ModelLoadError(f"{partition}: OpenVINO's graph has no tensor named {name!r}")
-    return indices
 
 
 def create_backend(options: OpenVinoSettings, cache: EngineCache | None) -> OpenVinoBackend:

@@ -97,3 +97,37 @@ def fitting_shape(capacity: tuple[int, ...], partial: Any) -> tuple[int, ...] | 
             return None
         dims.append(upper)
     return tuple(dims) if math.prod(dims) <= math.prod(capacity) else None
+
+
+class Aliases:
+    """Outputs OpenVINO passes through from an input (see :mod:`._openvino_ports`): it writes
+    nothing into the caller's output memory, so each run ends by copying the input there."""
+
+    __slots__ = ("_bound", "_pairs")
+
+    def __init__(self, pairs: dict[str, str]) -> None:
+        self._pairs = pairs  # output name -> input name
+        self._bound: dict[str, tuple[int, int, tuple[int, ...]]] = {}  # address, nbytes, shape
+
+    def __bool__(self) -> bool:
+        return bool(self._pairs)
+
+    def note(self, name: str, address: int, data_type: DataType, shape: tuple[int, ...]) -> None:
+        """Where ``name`` (an input or output) is bound now."""
+        if self._pairs:
+            self._bound[name] = (address, math.prod(shape) * data_type.itemsize, shape)
+
+    def copy(self, shapes: dict[str, tuple[int, ...]]) -> None:
+        """After a run: each aliased input into its output (a data-dependent output gets the
+        input's shape as the one produced, when it fits)."""
+        for output, source in self._pairs.items():
+            if output not in self._bound or source not in self._bound:
+                continue
+            to, room, _ = self._bound[output]
+            start, nbytes, shape = self._bound[source]
+            if nbytes > room:
+                raise RuntimeError(f"output {output!r} needs {nbytes} bytes, has {room}")
+            if to != start and nbytes:
+                ctypes.memmove(to, start, nbytes)
+            if output in shapes:
+                shapes[output] = shape

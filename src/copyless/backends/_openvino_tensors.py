@@ -63,8 +63,13 @@ def host_tensor(address: int, data_type: DataType, shape: tuple[int, ...]) -> An
 
 
 def owned_tensor(port: Any) -> Any:
-    """An empty OpenVINO-owned tensor for ``port``, which OpenVINO may resize at each run."""
-    rank = port.get_partial_shape().rank
+    """An OpenVINO-owned tensor for ``port``: empty, for OpenVINO to resize at each run, or
+    of the port's shape where OpenVINO fixed it (its CPU plugin refuses any other size for
+    a static port: an output the compiler could not bound that OpenVINO could)."""
+    partial = port.get_partial_shape()
+    if partial.is_static:
+        return ov.Tensor(port.element_type, partial.to_shape())
+    rank = partial.rank
     dims = int(rank.get_length()) if rank.is_static else 1
     return ov.Tensor(port.element_type, [0] * dims)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._artifact import artifact_key
+from ._bf16 import bf16_available, bf16_refusal
 from ._class_names import class_names, read_class_names
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._config import ConfigFile, check_compiled_with, read_config
@@ -23,7 +24,7 @@ from ._graph import ELEM_OF, graph_inputs
 from ._input_formats import INPUT_FORMATS
 from ._loader import load_model
 from ._options import CompileOptions, parse_shape
-from ._precision import precision_line, precision_of
+from ._precision import precision_line, precision_of, run_precision
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ __all__ = [
     "ResizePolicy",
     "TensorSpec",
     "artifact_key",
+    "bf16_available",
+    "bf16_refusal",
     "check_compiled_with",
     "class_names",
     "compile_model",
@@ -66,5 +69,6 @@ __all__ = [
     "preprocessing_of",
     "read_class_names",
     "read_config",
+    "run_precision",
     "write_atomically",
 ]

@@ -168,10 +168,13 @@ def _split(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     if x.dims is None:
         return [None] * n
     axis = _axis(attr(node, "axis", 0), len(x.dims))
-    sizes = attr(node, "split") or (ints(ins[1]) if len(ins) > 1 and ins[1] is not None else None)
+    given = len(node.input) > 1 and bool(node.input[1])  # sizes from a tensor
+    sizes = attr(node, "split") or (ints(ins[1]) if given and ins[1] is not None else None)
     whole = x.dims[axis]
     if sizes is not None:
         parts = [exact(s) for s in sizes]
+    elif given:  # sizes known at run time only: each part holds at most the whole
+        parts = [(0, whole[1])] * n
     elif is_exact(whole) and (whole[0] or 0) % n == 0:
         parts = [exact((whole[0] or 0) // n)] * n
     else:

@@ -258,7 +258,10 @@ def _squeeze(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x = tensor(ins[0])
     if x.dims is None:
         return [None]
-    axes = attr(node, "axes") or (ints(ins[1]) if len(ins) > 1 and ins[1] is not None else None)
+    given = len(node.input) > 1 and bool(node.input[1])
+    axes = attr(node, "axes") or (ints(ins[1]) if given and ins[1] is not None else None)
+    if axes is None and given:
+        return [None]  # axes known at run time only: so is the rank
     if axes is None:
         if not all(is_exact(d) for d in x.dims):
             return [None]  # which dims are 1 is known only at run time

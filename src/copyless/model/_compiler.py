@@ -91,6 +91,8 @@ from ..types import (
 from ._archive import write_archive
 from ._artifact import COMPILER_VERSION
 from ._artifact import artifact_key as artifact_key  # where callers found it
+from ._bf16 import FASTER, FASTEST_AGREEMENT, measure_bf16
+from ._bf16 import MIN_IMAGES as BF16_MIN_IMAGES
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._directory import write_directory
 from ._folding import Fold, check_opset, fold_input, fold_output
@@ -100,7 +102,7 @@ from ._options import CompileOptions, parse_options
 from ._partition import Part, find_cut, forward_boundaries, split
 from ._pixels import normalization, pixel_geometry
 from ._precision import KEY as PRECISION_KEY
-from ._precision import check_agreement, measure, precision_line
+from ._precision import check_agreement, measure, onnxruntime_run, precision_line
 from ._preprocessing import KEY as PREPROCESSING_KEY
 from ._preprocessing import ResizePolicy
 from ._preprocessing import record as record_preprocessing
@@ -156,6 +158,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     _check_names(opts, fixed.infos, cpu_outputs)
     float_nodes = folded.nodes if folded else ()
     quantized = _quantize(model, opts, fixed.infos, float_nodes) if opts.quantize else None
+    reduced = _bf16(model, opts, fixed.infos) if opts.precision else {}
     work = quantized.model if quantized else model
     yuv = is_yuv(opts)
     in_folds = (
@@ -211,6 +214,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
                 if quantized and quantized.precision
                 else {}
             ),
+            **({PRECISION_KEY: json.dumps(reduced)} if reduced else {}),
         },
     )
 
@@ -303,7 +307,8 @@ def _quantize(
     calibration = calibration_batches(opts.calibration, info, opts.mean, opts.std, policy,
                                       opts.colour_order == "BGR")  # fmt: skip
     quantized = quantize_int8(model, info.name, calibration.fit, opts.quantize_ops, float_nodes)
-    record = measure(model, quantized.model, info.name, calibration.check,
+    record = measure(onnxruntime_run(model, info.name),
+                     onnxruntime_run(quantized.model, info.name), calibration.check,
                      calibration.check_images, images_from="held-out calibration")  # fmt: skip
     if record:
         record["weights"] = f"int8 per channel, symmetric, {weight_bits()}-bit"
@@ -311,6 +316,47 @@ def _quantize(
         _log.info("%s", precision_line({PRECISION_KEY: json.dumps(record)}))
     check_agreement(record, opts.min_agreement)
     return dataclasses.replace(quantized, precision=record)
+
+
+def _bf16(model: onnx.ModelProto, opts: CompileOptions,
+          inputs: tuple[NpuTensorInfo, ...]) -> dict[str, Any]:  # fmt: skip
+    """precision='bf16' / 'fastest': OpenVINO's BF16 measured against fp32 on the calibration
+    images (:mod:`._bf16`); the record to keep (fp32's, saying why, when 'fastest' declines)."""
+    info = inputs[0]
+    if len(inputs) != 1 or info.data_type is not DataType.FLOAT32:
+        raise UnsupportedError(
+            f"precision={opts.precision!r} is measured on images: it needs a model with one "
+            f"float32 image input; this one has {[i.describe() for i in inputs]}"
+        )
+    policy = opts.resize
+    if policy is None and opts.input_crop is not None:
+        policy = ResizePolicy("crop", crop_fraction=opts.input_crop)
+    images = calibration_batches(opts.calibration, info, opts.mean, opts.std, policy,
+                                 opts.colour_order == "BGR", hold_out=1,
+                                 minimum=BF16_MIN_IMAGES)  # fmt: skip
+    record = measure_bf16(model, info.name, images.check, images.check_images)
+    if not record:
+        raise UnsupportedError(f"precision={opts.precision!r}: bf16 could not be measured "
+                               "against fp32 on this model (see the warning above)")  # fmt: skip
+    _log.info("%s", precision_line({PRECISION_KEY: json.dumps(record)}))
+    if opts.precision == "bf16":
+        check_agreement(record, opts.min_agreement)
+        return record
+    return _fastest(record, FASTEST_AGREEMENT if opts.min_agreement is None else opts.min_agreement)
+
+
+def _fastest(record: dict[str, Any], minimum: float) -> dict[str, Any]:
+    """precision='fastest': the bf16 record when it agrees and is faster, else fp32's."""
+    ratio = record["speed"]["ratio"]
+    top1 = record.get("top1")
+    if top1 is not None and top1 >= minimum and ratio >= FASTER:
+        return record
+    agrees = "no top-1 figure" if top1 is None else f"top-1 as fp32 on {top1}%"
+    why = (
+        f"bf16 declined ({agrees} of {record['images']} calibration images, needed "
+        f"{minimum:g}%; {ratio}x fp32's speed, needed {FASTER}x)"
+    )
+    return {"precision": "fp32", "why": why, "declined": record}
 
 
 def _hw_view(cpu: NpuTensorInfo, layout: MemoryLayout | None, dtype: DataType) -> NpuTensorInfo:

@@ -54,6 +54,7 @@ _KNOWN = frozenset(
         "quantize_ops",
         "calibration",
         "min_agreement",
+        "precision",
         "cpu_ops",
         "cpu_partition_after",
         "cpu_tail",
@@ -92,7 +93,10 @@ class CompileOptions:
     quantize: str | None = None  # None or "int8"
     quantize_ops: tuple[str, ...] = ()  # op types to quantize; () = the quantizer's default
     calibration: tuple[Path, ...] = ()
-    min_agreement: float | None = None  # INT8: refuse below this top-1 agreement (percent)
+    min_agreement: float | None = None  # INT8/BF16: refuse below this top-1 agreement (percent)
+    #: the arithmetic the model runs in: None (its own), "bf16" (OpenVINO's, measured and
+    #: recorded) or "fastest" (bf16 where it agrees within min_agreement; see ._bf16)
+    precision: str | None = None
     cpu_ops: tuple[str, ...] = ()
     cpu_partition_after: str | None = None
     cpu_tail: bool = False
@@ -134,6 +138,7 @@ class CompileOptions:
             "quantize_ops": list(self.quantize_ops),
             "calibration_images": len(self.calibration),
             "min_agreement": self.min_agreement,
+            "precision": self.precision,
             "cpu_ops": list(self.cpu_ops),
             "cpu_partition_after": self.cpu_partition_after,
             "cpu_tail": self.cpu_tail,
@@ -170,7 +175,8 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
     calibration = _calibration(raw.get("calibration"))
     if quantize is not None and not calibration:
         raise OptionError("quantize='int8' needs calibration= (a directory or image paths)")
-    min_agreement = _agreement(raw.get("min_agreement"), quantize)
+    precision = _precision(raw.get("precision"), quantize, calibration)
+    min_agreement = _agreement(raw.get("min_agreement"), quantize or precision)
     after = raw.get("cpu_partition_after")
     cpu_ops = _op_types(raw.get("cpu_ops"), "cpu_ops")
     cpu_tail = bool(raw.get("cpu_tail", False))
@@ -196,6 +202,7 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         quantize_ops=quantize_ops,
         calibration=calibration,
         min_agreement=min_agreement,
+        precision=precision,
         cpu_ops=cpu_ops,
         cpu_partition_after=None if after is None else str(after),
         cpu_tail=cpu_tail,
@@ -342,12 +349,32 @@ def _input_shapes(
 _IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 
 
-def _agreement(value: Any, quantize: Any) -> float | None:
-    """``min_agreement``: a percentage 0..100, with quantize='int8' only."""
+_PRECISIONS = ("fp32", "bf16", "fastest")
+
+
+def _precision(value: Any, quantize: Any, calibration: tuple[Path, ...]) -> str | None:
+    """``precision``: None / "fp32" (the model's own: None), "bf16" or "fastest"; the
+    latter two measure their agreement on calibration images, and exclude quantize."""
+    if value is None or value == "fp32":
+        return None
+    if not isinstance(value, str) or value.lower() not in _PRECISIONS:
+        raise OptionError(f"precision must be one of {list(_PRECISIONS)}, got {value!r}")
+    if quantize is not None:
+        raise OptionError("precision: give quantize='int8' or precision='bf16'/'fastest', not both")
+    if not calibration:
+        raise OptionError(
+            f"precision={value.lower()!r} needs calibration= (images like the ones the model "
+            "will see: its agreement with fp32 is measured on them)"
+        )
+    return value.lower()
+
+
+def _agreement(value: Any, reduced: Any) -> float | None:
+    """``min_agreement``: a percentage 0..100, with quantize='int8' or precision only."""
     if value is None:
         return None
-    if quantize is None:
-        raise OptionError("min_agreement needs quantize='int8'")
+    if reduced is None:
+        raise OptionError("min_agreement needs quantize='int8' or precision='bf16'/'fastest'")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
         raise OptionError(f"min_agreement must be a percentage 0..100, got {value!r}")
     return float(value)

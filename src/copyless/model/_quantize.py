@@ -88,22 +88,28 @@ def calibration_batches(
     std: tuple[float, ...] | None,
     resize: ResizePolicy | None = None,
     bgr: bool = False,
+    hold_out: int = HOLD_OUT,
+    minimum: int = MIN_CALIBRATION,
 ) -> Calibration:
     """The calibration images as the model sees them (module docstring), split into the
-    images the ranges are fitted on and the held-out ones; OptionError, in one line, for too
-    few images, an unreadable one, or greyscale images for a colour model."""
+    images the ranges are fitted on and the held-out ones (every ``hold_out``-th; 1: all of
+    them, nothing to fit); OptionError, in one line, for fewer than ``minimum`` images, an
+    unreadable one, or (when ranges are fitted) greyscale images for a colour model."""
     from PIL import Image, UnidentifiedImageError
 
     if len(info.shape) != 4 or info.shape[1] not in (1, 3):
         raise UnsupportedError(
             f"calibration images need an image input [N,1|3,H,W]; {info.describe()} is not one"
         )
-    if len(paths) < MIN_CALIBRATION:
-        raise OptionError(
-            f"calibration: {len(paths)} images; INT8 ranges need at least {MIN_CALIBRATION} "
-            "varied images like the ones the model will see (each activation's range is "
-            "fitted on them)"
+    if len(paths) < minimum:
+        why = (
+            "INT8 ranges need at least {} varied images like the ones the model will see "
+            "(each activation's range is fitted on them)"
+            if hold_out > 1
+            else "an agreement figure needs at least {} varied images like the ones the "
+            "model will see"
         )
+        raise OptionError(f"calibration: {len(paths)} images; {why.format(minimum)}")
     n, c, h, w = info.shape
     m = np.asarray(mean if mean is not None else (0.0,) * 3, np.float32)[:c].reshape(c, 1, 1)
     s = np.asarray(std if std is not None else (1.0,) * 3, np.float32)[:c].reshape(c, 1, 1)
@@ -120,14 +126,14 @@ def calibration_batches(
         pixels = np.asarray(_fit(rgb if c == 3 else rgb.convert("L"), w, h, resize))
         chw = pixels.reshape(h, w, c).transpose(2, 0, 1).astype(np.float32)
         images.append(((chw[::-1] if bgr and c == 3 else chw) - m) / s)
-    if len(grey) * GREY_SHARE > len(paths):
+    if hold_out > 1 and len(grey) * GREY_SHARE > len(paths):  # ranges are fitted on them
         raise OptionError(
             f"calibration: {len(grey)} of {len(paths)} images are greyscale (first: "
             f"{str(grey[0])!r}); a colour model's ranges need colour images like the ones it "
             "will see: remove them"
         )
-    check = images[HOLD_OUT - 1 :: HOLD_OUT]
-    fit = [image for i, image in enumerate(images) if i % HOLD_OUT != HOLD_OUT - 1]
+    check = images[hold_out - 1 :: hold_out]
+    fit = [image for i, image in enumerate(images) if i % hold_out != hold_out - 1]
     return Calibration(_batches(fit, n, info), _batches(check, n, info), len(fit), len(check))
 
 

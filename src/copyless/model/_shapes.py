@@ -306,6 +306,29 @@ def _onnx_dims(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...] | Non
     return out
 
 
+#: Operands that set an op's output shape by their values, where onnxruntime's static
+#: inference guesses when they are not constants (Squeeze of unknown axes: every 1-dim
+#: squeezed; Split of unknown sizes: equal parts) instead of leaving the dims unknown.
+_SHAPE_OPERANDS = {"Squeeze": 1, "Unsqueeze": 1, "Split": 1}
+
+
+def _value_shaped(model: onnx.ModelProto) -> set[str]:
+    """Graph outputs whose shape depends on the values of a graph input through one of
+    :data:`_SHAPE_OPERANDS` (onnxruntime's static shape for them is a guess)."""
+    graph = model.graph
+    fed = {vi.name for vi in graph_inputs(graph)}  # values known only at run time
+    shaped: set[str] = set()
+    for node in graph.node:  # a source model's nodes are in topological order
+        index = _SHAPE_OPERANDS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        ins = set(node.input)
+        by_value = index is not None and len(node.input) > index and node.input[index] in fed
+        if by_value or ins & shaped:
+            shaped.update(node.output)
+        if ins & fed and node.op_type not in ("Shape", "Size"):
+            fed.update(node.output)
+    return shaped & {vi.name for vi in graph.output}
+
+
 def output_infos(
     model: onnx.ModelProto, probed: dict[str, Probed], options: ShapeOptions
 ) -> tuple[tuple[NpuTensorInfo, ...], dict[str, tuple[int, ...]]]:
@@ -316,7 +339,8 @@ def output_infos(
     for name in given:
         if name not in probed or name not in {vi.name for vi in outputs}:
             raise OptionError(f"output_capacity names {name!r}, not an output of the model")
-    pending = [vi.name for vi in outputs if not probed[vi.name].static]
+    guessed = _value_shaped(model)
+    pending = [vi.name for vi in outputs if not probed[vi.name].static or vi.name in guessed]
     derived = capacity.derive(model) if pending else {}
     infos, unknown = [], {}
     for vi in outputs:
@@ -324,7 +348,8 @@ def output_infos(
         shape: tuple[int, ...] = p.shape
         dynamic: tuple[int, ...] = ()
         if vi.name in pending:
-            shape, dynamic = capacity.output_shape(p.dims, derived.get(vi.name))
+            dims = None if vi.name in guessed else p.dims
+            shape, dynamic = capacity.output_shape(dims, derived.get(vi.name))
         if vi.name in given:
             rank_known = p.dims is not None or derived.get(vi.name) is not None
             shape, dynamic = capacity.chosen(vi.name, shape, dynamic, given[vi.name], rank_known)

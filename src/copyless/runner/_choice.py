@@ -37,7 +37,9 @@ with AVX512-BF16 or AMX, which changes answers) is never made silently: with the
 ``inference_precision="model"`` the OpenVINO backend sets ``INFERENCE_PRECISION_HINT`` to
 f32 for float graphs, for the measurement and for the run. Only an explicit
 ``inference_precision`` other than "model" lets OpenVINO run otherwise, and the reason
-string says so.
+string says so. A model compiled with ``precision="bf16"`` (its price recorded in it), or
+an explicit ``inference_precision="bf16"``, runs on OpenVINO without a measurement:
+onnxruntime has no BF16 arithmetic.
 
 No measurement (onnxruntime, said in the reason) where OpenVINO is not installed, where
 ``device`` is an onnxruntime GPU device (``cuda``/``tensorrt``: OpenVINO names other
@@ -248,6 +250,11 @@ def _no_choice(model: CompiledModel, options: RunnerOptions) -> tuple[RunnerType
         return RunnerType.OPENVINO, f"device {options.device!r} is an OpenVINO device"
     if importlib.util.find_spec("openvino") is None:
         return ort, "OpenVINO is not installed (pip install copyless[openvino]): onnxruntime"
+    if options.inference_precision in ("bf16", "f16"):  # asked, or the model's record
+        return RunnerType.OPENVINO, (
+            f"{options.inference_precision} arithmetic runs on OpenVINO only (onnxruntime's "
+            "CPU provider has none): not measured"
+        )
     if "libasan" in os.environ.get("LD_PRELOAD", ""):
         # OpenVINO's TBB dlopens with RTLD_DEEPBIND, which AddressSanitizer refuses by
         # aborting the process: loading it to measure would end the caller.

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..backends import Backend, Engine, EngineCache, create_backend
-from ..model import CompiledModel, check_compiled_with, read_config
+from ..model import CompiledModel, check_compiled_with, read_config, run_precision
 from ..types import ModelLoadError, OptionError, RunnerType, UnsupportedError
 from ._choice import choose_engine
 from ._options import RunnerOptions, parse_options
@@ -57,6 +57,9 @@ class RunnerFactory:
             raise OptionError(f"runner_type must be a RunnerType, got {runner_type!r}")
         if parsed.config_json is not None:
             check_compiled_with(model, read_config(parsed.config_json))
+        if parsed.inference_precision == "model" and run_precision(model.metadata) == "bf16":
+            # the model's own precision, chosen when it was compiled, its price recorded
+            parsed = dataclasses.replace(parsed, inference_precision="bf16")
         if runner_type is RunnerType.VAIML:
             runner, choice = choose_engine(model, parsed, functools.partial(_build, model))
             runner._adopt_choice(choice)  # the factory's side of the runner
@@ -71,6 +74,7 @@ def _build(model: CompiledModel, runner_type: RunnerType, parsed: RunnerOptions)
     backend = create_backend(backend_name(runner_type, parsed.device), parsed, cache)
     cpu_backend = create_backend("onnxruntime", parsed, cache)
     _check_capabilities(model, backend)
+    _check_precision(model, backend, parsed.inference_precision)
     threads = parsed.engine_threads()
 
     def load(num_threads: int, backend: Backend = backend) -> list[Engine]:
@@ -143,3 +147,19 @@ def _check_capabilities(model: CompiledModel, backend: Backend) -> None:
             "(cuda_graph needs fixed shapes)"
         )
 
+
+
+def _check_precision(model: CompiledModel, backend: Backend, precision: str) -> None:
+    """Refuse, in one line, a precision the backend does not compute in here (its
+    ``Capabilities.precisions``): never an emulation or a silent fp32 run. ``"model"`` is
+    the graph's own; ``"engine"`` the engine's own choice, asked for explicitly."""
+    if precision in ("model", "engine") or precision in backend.capabilities.precisions:
+        return
+    asked = f"inference_precision={precision!r}"
+    if precision == run_precision(model.metadata):
+        asked = f"compiled to run in {precision} (copyless-compile --precision {precision})"
+    note = backend.capabilities.precision_note or f"{backend.name} does not compute in it"
+    raise UnsupportedError(
+        f"{model.name}: {asked}, refused on {backend.name}/{backend.device}: {note}; "
+        "inference_precision='f32' runs it in fp32"
+    )
