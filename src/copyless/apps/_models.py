@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,25 @@ def recorded_preprocessing(name: str) -> dict[str, Any]:
 
 #: copyless-detect --model NAME -> zoo detector with a folded postprocess
 OBJECT_DETECTORS = {"face": "centerface", "layout": "picodet-layout"}
+#: The detection tasks' names and the zoo models (``copyless-zoo --list``) that run them:
+#: every app's ``-m`` takes either name where it takes one of them.
+TASK_MODELS = {"text": DETECTOR, **OBJECT_DETECTORS}
+
+
+def builtin_alias(name: str | None, accepted: Sequence[str]) -> str | None:
+    """The built-in model of ``accepted`` that ``-m name`` means, or None (a path, or no
+    built-in): ``name`` itself, or its other name in :data:`TASK_MODELS` (``centerface``
+    for an app that says ``face``, ``text`` for one that says ``ppocr-det``). A path that
+    exists is always a path."""
+    if name is None or Path(name).exists():
+        return None
+    if name in accepted:
+        return name
+    for task, zoo_name in TASK_MODELS.items():
+        other = {task: zoo_name, zoo_name: task}.get(name)
+        if other is not None and other in accepted:
+            return other
+    return None
 
 
 def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:

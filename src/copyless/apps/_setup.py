@@ -31,6 +31,7 @@ from ..types import CopylessError, RunnerType, StatusCode, TensorType
 from ..vision import ReadLimit, decode
 from ._checks import UsageError, check_model_path
 from ._memory import APP_BASE, MemoryBudget, add_memory_argument
+from ._models import builtin_alias
 from ._output import Output, add_output_arguments
 from ._signals import Interruption
 
@@ -126,9 +127,11 @@ def parse_image_args(parser: argparse.ArgumentParser, argv: list[str] | None) ->
 
 def builtin_name(args: argparse.Namespace, names: Sequence[str]) -> None:
     """``-m NAME`` where NAME is a built-in model (and no such path exists) means
-    ``--model NAME``, as in copyless-video and copyless-batch."""
-    if args.model_dir in names and not Path(args.model_dir).exists():
-        args.model, args.model_dir = args.model_dir, None
+    ``--model NAME``, as in copyless-video and copyless-batch; a detector's zoo name
+    (``copyless-zoo --list``) and its task name are one (see ``_models.builtin_alias``)."""
+    alias = builtin_alias(args.model_dir, names)
+    if alias is not None:
+        args.model, args.model_dir = alias, None
 
 
 def tensor_type(args: argparse.Namespace) -> TensorType:

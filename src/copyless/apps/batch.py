@@ -60,7 +60,7 @@ from ._checks import (
     task_mismatch,
 )
 from ._memory import MemoryBudget, add_memory_argument
-from ._models import CLASSIFIER, builtin_model
+from ._models import CLASSIFIER, builtin_alias, builtin_model
 from ._setup import EXIT_USAGE, add_runner_argument, runner_type
 from ._signals import Interruption
 
@@ -443,7 +443,7 @@ def expand_inputs(items: Sequence[str], skipped: TextIO | None = None) -> list[s
 def _model_path(name: str | None) -> Path:
     """``-m``: None or the built-in name -> the built-in classifier; else a compiled model's
     path (checked: it exists, and an ONNX file is refused with the line compiling it)."""
-    if name is None or (name == CLASSIFIER and not Path(name).exists()):
+    if name is None or builtin_alias(name, (CLASSIFIER,)) is not None:
         return builtin_batch_classifier()
     return check_model_path(name)
 
