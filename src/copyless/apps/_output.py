@@ -23,8 +23,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from ..pipeline import StageClock
+from ..vision import Box, Detection
 
-__all__ = ["Output", "add_output_arguments", "clock_timings", "progress_wanted"]
+__all__ = [
+    "Output",
+    "add_output_arguments",
+    "box_fields",
+    "clock_timings",
+    "detection_fields",
+    "progress_wanted",
+]
 
 
 def add_output_arguments(
@@ -110,6 +118,17 @@ def clock_timings(clock: StageClock, stages: Iterable[str]) -> dict[str, float]:
     """``{stage}_ms``: each stage's mean milliseconds per round of ``clock``."""
     snapshot = clock.snapshot()
     return {f"{stage}_ms": round(snapshot[stage].mean * 1e3, 4) for stage in stages}
+
+
+def box_fields(box: Box) -> dict[str, float]:
+    """A box's JSON fields: corners in image pixels (0.1 px) and its score."""
+    return {"x0": round(box.x0, 1), "y0": round(box.y0, 1), "x1": round(box.x1, 1),
+            "y1": round(box.y1, 1), "score": round(box.score, 4)}  # fmt: skip
+
+
+def detection_fields(det: Detection) -> dict[str, Any]:
+    """A detection's JSON fields: :func:`box_fields`, class id and label."""
+    return {**box_fields(det.box), "class_id": det.class_id, "label": det.label}
 
 
 def _plain(value: Any) -> Any:

@@ -62,7 +62,7 @@ from ..vision import (
 from ._checks import UsageError, check_model_path, check_output, model_task, task_mismatch
 from ._memory import APP_BASE, MemoryBudget, photo_bytes
 from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
-from ._output import Output
+from ._output import Output, detection_fields
 from ._prepare import preparer_for, warning
 from ._setup import (
     EXIT_USAGE,
@@ -277,10 +277,7 @@ def _report(
     out.say(summary)
     for det in found:
         out.say(det.line())
-        b = det.box
-        out.record("detection", x0=round(b.x0, 1), y0=round(b.y0, 1), x1=round(b.x1, 1),
-                   y1=round(b.y1, 1), class_id=det.class_id, label=det.label,
-                   score=round(b.score, 4))  # fmt: skip
+        out.record("detection", **detection_fields(det))
     if path is not None:
         out.say(f"saved {path}")
     report_timing(out, times)

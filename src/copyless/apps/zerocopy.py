@@ -43,7 +43,7 @@ from ..types import TensorDirection
 from ..vision import Box, download, softmax_topk, text_boxes
 from ._checks import model_task, task_mismatch
 from ._models import builtin_model
-from ._output import Output
+from ._output import Output, box_fields
 from ._prepare import Preparer, preparer_for, warning
 from ._setup import (
     EXIT_USAGE,
@@ -161,8 +161,7 @@ def _print_boxes(out: Output, boxes: list[Box]) -> None:
         corners = f"({box.x0:.0f}, {box.y0:.0f}) - ({box.x1:.0f}, {box.y1:.0f})"
         out.say(f"  box {corners} {box.score:.2f}")
     for box in boxes:
-        out.record("box", x0=round(box.x0, 1), y0=round(box.y0, 1), x1=round(box.x1, 1),
-                   y1=round(box.y1, 1), score=round(box.score, 4))  # fmt: skip
+        out.record("box", **box_fields(box))
 
 
 def _print_top(out: Output, top: list[tuple[int, float]], names: list[str]) -> None:
