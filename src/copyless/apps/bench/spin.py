@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from .._output import Output, add_output_arguments
 from .models import MODELS
 
 VARIANTS = ("runner", "runner-spinning", "ort-defaults")
@@ -79,6 +80,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    default="efficientnet-lite0")  # fmt: skip
     p.add_argument("--frames", type=int, default=40, help="timed frames per process")
     p.add_argument("--rounds", type=int, default=5, help="rounds of one process per variant")
+    add_output_arguments(p, quiet=False)
     args = p.parse_args(list(argv))
     if args.frames < 1 or args.rounds < 1:
         p.error("--frames and --rounds must be >= 1")
@@ -94,11 +96,17 @@ def main(argv: Sequence[str]) -> int:
         for variant in VARIANTS:
             samples[variant].append(_child(variant, args.model, args.frames))
     base = statistics.median(samples["ort-defaults"])
-    print(f"{args.model}, {args.rounds} rounds of {args.frames} frames; load average "
-          f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")  # fmt: skip
+    out = Output.from_args(args)
+    out.say(f"{args.model}, {args.rounds} rounds of {args.frames} frames; load average "
+            f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")  # fmt: skip
     for variant in VARIANTS:
         ms = statistics.median(samples[variant])
-        print(f"  {variant:<18}{ms:9.3f} ms/frame  {ms / base:5.2f}x ort-defaults")
+        out.say(f"  {variant:<18}{ms:9.3f} ms/frame  {ms / base:5.2f}x ort-defaults")
+        out.record("variant", variant=variant, ms_per_frame=round(ms, 4),
+                   vs_ort_defaults=round(ms / base, 4))  # fmt: skip
+    out.summary(model=args.model, rounds=args.rounds, frames=args.frames,
+                load_average=[round(min(loads), 2), round(max(loads), 2)],
+                cores=os.cpu_count())  # fmt: skip
     return 0
 
 
