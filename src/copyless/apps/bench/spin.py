@@ -27,8 +27,12 @@ from .models import MODELS
 
 VARIANTS = ("runner", "runner-spinning", "ort-defaults")
 
+# ``python -c`` puts the working directory first on sys.path: the child drops it before
+# any other import, so that files there (a ``copyless/`` or ``numpy.py``) are never imported
 _CHILD = """
-import statistics, sys, time
+import sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+import statistics, time
 import numpy as np
 import copyless as cl
 from copyless.apps._models import builtin_model
