@@ -249,8 +249,8 @@ def _list(json_lines: bool) -> int:
     out = Output(json_lines)
     out.say(*suites.describe(peers_line))
     for name in ("peers", "prefix", "spin"):
-        summary = peers_line if name == "peers" else suites.first_line(f".{name}")
-        out.record("suite", name=name, where="package", summary=summary)
+        line = peers_line if name == "peers" else suites.first_line(f".{name}")
+        out.record("suite", name=name, where="package", summary=line)
     found = suites.scripts()
     for name in found or suites.CHECKOUT_PROGRAMS:
         summary = suites.script_summary(found[name]) if found else None
