@@ -254,10 +254,10 @@ def _run(args: argparse.Namespace, interrupted: Interruption) -> int:
         return EXIT_USAGE
     out.say(_closing(pages, seconds), flush=True)
     failed = sum(page.error is not None for page in pages)
-    out.timing([], {"seconds": round(seconds, 4),
-                    "images_per_second": round(len(pages) / seconds, 3) if seconds > 0 else 0.0})
-    out.summary(images=len(pages), failed=failed, models=models)  # fmt: skip
-    return EXIT_FAILED if any(page.error is not None for page in pages) else 0
+    rate = len(pages) / seconds if seconds > 0 else 0.0
+    out.timing([], {"seconds": round(seconds, 4), "images_per_second": round(rate, 3)})
+    out.summary(images=len(pages), failed=failed, models=models)
+    return EXIT_FAILED if failed else 0
 
 
 if __name__ == "__main__":
