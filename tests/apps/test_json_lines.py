@@ -171,6 +171,9 @@ def test_bench(capsys: pytest.CaptureFixture[str]) -> None:
     assert [r["variant"] for r in _kinds(spin, "variant")] == [
         "runner", "runner-spinning", "ort-defaults"
     ]  # fmt: skip
+    argv = ["prefix", "--model", "efficientnet-lite0", "--runs", "1", "--engines", "ort", "--json"]
+    (graph,) = _kinds(json_lines(_run(main, argv, capsys)), "graph")
+    assert graph["model"] == "efficientnet-lite0" and graph["rgbx_ms"] > 0
 
 
 def test_batch(ray_head: Any, photo_folder: Any, tmp_path: Path) -> None:
