@@ -81,13 +81,52 @@ def object_detector() -> Callable[..., Path]:
     return compiled
 
 
+# -- The cache root: the session's own, sharing only the built models --------------------
+
+#: The cache root's folders the tests share with the user's cache: the zoo's ONNX files,
+#: compiled models, photos and the benchmarks' artifacts, each built once per machine and
+#: keyed by what made it. Everything else is the session's own, above all ``engines/``,
+#: VAIML's measured engine choices: a choice measured earlier (by another session, another
+#: user of the cache, under other load) decided which engine a later test ran on, and
+#: with it what the test saw (test_engine_cache's counts differed between a runner that
+#: measured both engines on a fresh cache and one that read a cached choice).
+SHARED_CACHE = ("zoo", "compiled", "photos", "bench")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_cache_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``$COPYLESS_CACHE_DIR`` for the whole session (child processes too): a fresh folder
+    whose :data:`SHARED_CACHE` entries link to the user's cache root."""
+    from copyless.model.zoo import CACHE_ENV, cache_root
+
+    user = cache_root()
+    root = tmp_path_factory.mktemp("cache-root")
+    for name in SHARED_CACHE:
+        (user / name).mkdir(parents=True, exist_ok=True)
+        (root / name).symlink_to(user / name, target_is_directory=True)
+    saved = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(root)
+    try:
+        yield root
+    finally:
+        if saved is None:
+            os.environ.pop(CACHE_ENV, None)
+        else:
+            os.environ[CACHE_ENV] = saved
+
+
 # -- Ray: one real head for the whole session (about 7 s and 700 MB to start) ------------
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests on the Ray head run last: a Ray driver leaves native threads (and the malloc
     arenas they touched) in this process after ``ray.shutdown()``, which the memory-growth
-    checks of other tests would count; and the head's 700 MB are held only at the end."""
+    checks of other tests would count; and the head's 700 MB are held only at the end.
+
+    pytest-randomly shuffles the modules, and the tests within each, before this hook (its
+    hook wraps the others): this stable partition keeps that order within each group, so
+    the Ray tests stay last and each module's tests stay together (the head is started
+    once; a module's ``ray_driver`` connects once)."""
     on_ray = [item for item in items if "ray_head" in getattr(item, "fixturenames", ())]
     if on_ray:
         others = [item for item in items if "ray_head" not in getattr(item, "fixturenames", ())]

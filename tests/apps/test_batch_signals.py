@@ -5,13 +5,17 @@ traceback."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
+import tty
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -51,18 +55,30 @@ def _stderr_lines(stderr: str) -> list[str]:
 
 
 class _Stderr:
-    """The child's stderr, read as it comes (the progress bar says when rows are done)."""
+    """The child's stderr, a terminal (a pty in raw mode: the progress bar is drawn only on
+    a terminal, and it says when rows are done), read as it comes."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self) -> None:
         self.data = b""
-        self._stream = process.stderr
+        self._leader, self.follower = os.openpty()
+        tty.setraw(self.follower)  # no \r added to each \n
+        # 24 x 120: a pty starts 0 x 0, where tqdm's dynamic width draws nothing
+        fcntl.ioctl(self.follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
         self._thread = threading.Thread(target=self._read, daemon=True)
+
+    def start(self) -> None:
+        """The child has the follower end: the reader sees EOF when the child ends."""
+        os.close(self.follower)
         self._thread.start()
 
     def _read(self) -> None:
-        assert self._stream is not None
-        while chunk := os.read(self._stream.fileno(), 4096):
-            self.data += chunk
+        try:
+            while chunk := os.read(self._leader, 4096):
+                self.data += chunk
+        except OSError:  # EIO: every follower end is closed
+            pass
+        finally:
+            os.close(self._leader)
 
     def images_done(self) -> int:
         counts = re.findall(rb"(\d+)/%d" % IMAGES, self.data)
@@ -87,10 +103,11 @@ def test_a_signal_mid_run_writes_what_finished_and_exits_with_its_code(
     command = [*_command(), str(tmp_path / "many"), "-o", f"{tmp_path}/{output}",
                "--address", ray_head.address, "--batch-size", "4"]  # fmt: skip
     env = {**os.environ, **RAY_ENV}
+    stderr = _Stderr()
     with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        command, stdout=subprocess.PIPE, stderr=stderr.follower, env=env
     ) as process:
-        stderr = _Stderr(process)
+        stderr.start()
         try:
             deadline = time.monotonic() + 240
             while process.poll() is None and time.monotonic() < deadline:

@@ -99,8 +99,8 @@ def connect_as(address: str, uid: int) -> str:
     os.setuid(uid)
     with connect(address) as sock:
         sock.settimeout(10)
-        sock.sendall(frame({"op": "hello", "token": "x", "producer": 0}, 0))
-        try:
+        try:  # the pool may refuse (close) before the hello is sent: EPIPE, as refused
+            sock.sendall(frame({"op": "hello", "token": "x", "producer": 0}, 0))
             return "answered" if sock.recv(4096) else "closed"
         except OSError as exc:
             return errno.errorcode.get(exc.errno or 0, str(exc))

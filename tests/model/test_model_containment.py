@@ -30,7 +30,9 @@ PAR = "vaiml_par_0"
 def load_in(cwd: str, path: str) -> list[float]:
     """Child: load and run the model at ``path`` from ``cwd``; the first output's values."""
     os.chdir(cwd)
-    with cl.RunnerFactory.create_runner(path) as runner:
+    # one engine for every child: VAIML measures each model afresh on a session's cache,
+    # and onnxruntime and OpenVINO differ in the last digits (5e-6)
+    with cl.RunnerFactory.create_runner(path, None, cl.RunnerType.ONNXRUNTIME) as runner:
         (i,) = runner.get_tensors_info(cl.TensorDirection.INPUT, cl.TensorType.HW)
         outs = runner.get_tensors_info(cl.TensorDirection.OUTPUT, cl.TensorType.HW)
         x, ys = runner.allocate_npu_tensor(i), [runner.allocate_npu_tensor(o) for o in outs]

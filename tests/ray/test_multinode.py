@@ -106,6 +106,22 @@ def cluster() -> Iterator[list[RayHead]]:
                 os.environ[key] = value
 
 
+@pytest.fixture
+def full_cluster(cluster: list[RayHead]) -> list[RayHead]:
+    """The module's cluster as its docstring says, whatever ran before (in any order): a
+    worker node a test killed is replaced (the list is the fixture's: its teardown stops
+    the new one), and every CPU is free again (actors give theirs back a moment after
+    they end)."""
+    for index, worker in enumerate(cluster[1:], start=1):
+        if not _raylet_alive(worker):  # a test killed it: the node is gone
+            worker.stop()
+            cluster[index] = start_worker(cluster[0], cpus=2)
+    deadline = time.monotonic() + 120  # the GCS drops a dead node after missed checks
+    while sorted(node_cpus()) != [1.0, 2.0, 2.0] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return cluster
+
+
 @pytest.fixture(scope="module")
 def many_photos(photo_folder, tmp_path_factory) -> dict[str, frozenset[int]]:
     """48 photos: the session's ten, copied under new names."""
@@ -125,7 +141,9 @@ def _node_ids() -> set[str]:
     return {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
 
 
-def test_three_nodes_and_the_actors_spread_over_them(cluster, many_photos, batch_model) -> None:
+def test_three_nodes_and_the_actors_spread_over_them(
+    full_cluster, many_photos, batch_model
+) -> None:
     assert sorted(node_cpus()) == [1.0, 2.0, 2.0] and len(_node_ids()) == 3
     plan = plan_resources(2, node_cpus())
     assert (plan.actors, plan.cpus_per_actor, plan.note) == (2, 1.0, "")
@@ -143,9 +161,9 @@ def test_three_nodes_and_the_actors_spread_over_them(cluster, many_photos, batch
 
 
 def test_a_worker_node_killed_mid_job_loses_no_image(
-    cluster, many_photos, batch_model, tmp_path
+    full_cluster, many_photos, batch_model, tmp_path
 ) -> None:
-    head, *workers = cluster
+    head, *workers = full_cluster
     head_node = _raylet_node(head)
     gate = tmp_path / "gate"
     killed: list[str] = []
@@ -192,6 +210,16 @@ def test_a_worker_node_killed_mid_job_loses_no_image(
     for batch in batches:
         for path, class_id in zip(batch["path"], batch["class_id"], strict=True):
             assert class_id in many_photos[path]
+
+
+def _raylet_alive(node: RayHead) -> bool:
+    """Whether ``node``'s raylet runs (a killed one may linger as a zombie)."""
+    import psutil
+
+    try:
+        return psutil.Process(node.raylet()).status() != psutil.STATUS_ZOMBIE
+    except (RuntimeError, psutil.Error):
+        return False
 
 
 def _raylet_node(node: RayHead) -> str | None:

@@ -61,6 +61,9 @@ def test_a_cluster_without_room_is_refused_with_the_numbers() -> None:
 
 
 def test_node_cpus_of_the_session_head(ray_driver) -> None:
+    # the head is shared: the actors of the tests before (in any order) give their CPUs
+    # back a moment after they end; a leaked one would keep them past the wait
+    _wait_for_free_cpus(2.0)
     assert node_cpus() == [2.0]  # tests/ray_helpers.py starts it with --num-cpus=2
     import ray
 
@@ -88,6 +91,7 @@ def test_the_readme_recipe_finishes_on_a_two_cpu_head(ray_driver, photo_folder, 
 
     _, expected = photo_folder
     paths = sorted(expected)
+    _wait_for_free_cpus(2.0)  # the actors of the tests before give them back (any order)
     plan = plan_resources(2, node_cpus())
     assert (plan.actors, plan.cpus_per_actor) == (2, 0.5)
     ds = ray.data.from_items([{"path": p} for p in paths])

@@ -112,3 +112,29 @@ def test_an_unusable_cache_path_is_an_option_error(tiny, tmp_path) -> None:
 @pytest.fixture
 def net_file(tiny: tuple[onnx.ModelProto, CompiledModel], tmp_path: Path) -> Path:
     return compile_model(tiny[0], tmp_path / "net.rai")
+
+
+def test_a_measured_choice_counts_what_its_candidates_stored(tmp_path, monkeypatch) -> None:
+    """VAIML on a model with no recorded choice loads both engines with the same cache
+    folder: the winner's counts include the entries the other candidate stored (the cpu
+    partition's onnxruntime graph is a hit for OpenVINO's runner). What
+    test_every_partition... saw once on a fresh cache, where OpenVINO won: stored 1, not 2.
+    A recorded choice (the second runner) loads one engine: every entry its own."""
+    pytest.importorskip("openvino")
+    from runner_helpers import conv_net
+
+    import copyless.runner._choice as choice
+
+    monkeypatch.setenv("COPYLESS_CACHE_DIR", str(tmp_path / "root"))  # no recorded choice
+    monkeypatch.setattr(choice, "TIE", -10.0)  # OpenVINO wins the measurement
+    compiled = compile_to_memory(conv_net(), cpu_tail=True)
+    options = {"cache_path": str(tmp_path / "engines"), "num_threads": 0, "warm_up": True}
+    with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+        assert runner.engine is cl.RunnerType.OPENVINO
+        stats, engines = runner.get_property("engine_cache"), runner.get_property("engines_loaded")
+        assert stats["hits"] + stats["stored"] == engines
+        assert stats["stored"] == 1  # OpenVINO's par_0; par_1 was the other candidate's
+    assert len(list((tmp_path / "engines").glob("*/onnxruntime-*/model.onnx"))) == 2
+    with cl.RunnerFactory.from_compiled(compiled, options) as runner:
+        assert runner.engine is cl.RunnerType.OPENVINO  # the recorded choice
+        assert runner.get_property("engine_cache")["stored"] == 0

@@ -171,3 +171,36 @@ def test_memory_flat_over_1000_bad_requests(child: Child) -> None:
         "name": "input", "datatype": "FP32", "shape": [1, 3, 16, 16],
         "data": [1] * 768}]}))[0] == 200  # fmt: skip
     assert os.path.exists(f"/proc/{child.process.pid}")
+
+
+def test_json_lines_say_listening_models_ready_draining_and_stopped(repository: Path) -> None:
+    """``--json``: every stdout line one JSON object (a supervisor reads them), the same
+    events as the human lines, ``summary`` last."""
+    ports = {name: _free_port() for name in ("http", "grpc", "metrics")}
+    args = [f"--{name}=127.0.0.1:{port}" for name, port in ports.items()]
+    process = subprocess.Popen(
+        _command(repository, *args, "--runner", "onnxruntime", "--json"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        records = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()  # type: ignore[union-attr]
+            assert line, f"the server ended: {process.stderr.read()}"  # type: ignore[union-attr]
+            records.append(json.loads(line))
+            if records[-1]["type"] == "ready":
+                break
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    records += [json.loads(line) for line in out.splitlines()]
+    kinds = [r["type"] for r in records]
+    assert kinds[0] == "listening" and kinds[-3:] == ["ready", "draining", "summary"]
+    assert records[0]["grpc"] == f"127.0.0.1:{ports['grpc']}"
+    models = {r["name"]: r for r in records if r["type"] == "model"}
+    assert set(models) == {"conv", "conv4", "lite0"}
+    assert models["conv4"]["ready"] and models["conv4"]["max_batch_size"] == 4

@@ -8,6 +8,7 @@ A ``ModuleNotFoundError`` for a package that no extra provides is a bug and prop
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -51,6 +52,9 @@ def run(app: str, prog: str) -> int:
         return main()
     except KeyboardInterrupt as exc:  # SIGINT/SIGTERM where the app had no handler of its own
         return stopped(prog, exc)
+    except BrokenPipeError:  # stdout closed early (``| head``): stop quietly, as the docs say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 1
     except ModuleNotFoundError as exc:
         top = (exc.name or "").partition(".")[0]
         if top not in EXTRAS:

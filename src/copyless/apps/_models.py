@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import onnx
 
 from ..model import artifact_key, graph_inputs, zoo
+from ._output import progress_wanted
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +47,31 @@ def recorded_preprocessing(name: str) -> dict[str, Any]:
 
 #: copyless-detect --model NAME -> zoo detector with a folded postprocess
 OBJECT_DETECTORS = {"face": "centerface", "layout": "picodet-layout"}
+#: The detection tasks' names and the zoo models (``copyless-zoo --list``) that run them:
+#: every app's ``-m`` takes either name where it takes one of them.
+TASK_MODELS = {"text": DETECTOR, **OBJECT_DETECTORS}
 
 
-def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
-    """Compile zoo model ``name`` with its normalisation folded into an RGBx uint8 input."""
-    source = zoo.build(name, progress=progress)
+def builtin_alias(name: str | None, accepted: Sequence[str]) -> str | None:
+    """The built-in model of ``accepted`` that ``-m name`` means, or None (a path, or no
+    built-in): ``name`` itself, or its other name in :data:`TASK_MODELS` (``centerface``
+    for an app that says ``face``, ``text`` for one that says ``ppocr-det``). A path that
+    exists is always a path."""
+    if name is None or Path(name).exists():
+        return None
+    if name in accepted:
+        return name
+    for task, zoo_name in TASK_MODELS.items():
+        other = {task: zoo_name, zoo_name: task}.get(name)
+        if other is not None and other in accepted:
+            return other
+    return None
+
+
+def builtin_model(name: str, *, progress: bool | None = None, **extra: Any) -> Path:
+    """Compile zoo model ``name`` with its normalisation folded into an RGBx uint8 input
+    (``progress``: the zoo's bar while it builds; default: when stderr is a terminal)."""
+    source = zoo.build(name, progress=progress_wanted() if progress is None else progress)
     options: dict[str, Any] = {"input_format": "rgbx", **recorded_preprocessing(name)}
     if name in _FIXED_SIZE:
         side = _FIXED_SIZE[name]
@@ -69,16 +91,16 @@ def builtin_model(name: str, *, progress: bool = True, **extra: Any) -> Path:
     return target
 
 
-def builtin_classifier(progress: bool = True) -> Path:
+def builtin_classifier(progress: bool | None = None) -> Path:
     return builtin_model(CLASSIFIER, progress=progress)
 
 
-def builtin_detector(progress: bool = True) -> Path:
+def builtin_detector(progress: bool | None = None) -> Path:
     return builtin_model(DETECTOR, progress=progress)
 
 
 def builtin_object_detector(
-    name: str, frame: tuple[int, int], *, progress: bool = True, **extra: Any
+    name: str, frame: tuple[int, int], *, progress: bool | None = None, **extra: Any
 ) -> Path:
     """Zoo detector ``name`` compiled for RGBx frames of ``frame`` (H, W) pixels, its
     postprocess (decoding + NMS) folded in, boxes in frame pixels.
@@ -88,7 +110,7 @@ def builtin_object_detector(
     frame when the sizes differ. ``extra`` adds compiler options (thresholds)."""
     entry = zoo.entry(name)
     prep = entry.preprocessing
-    source = zoo.build(name, progress=progress)
+    source = zoo.build(name, progress=progress_wanted() if progress is None else progress)
     size = prep.size
     options: dict[str, Any] = {"postprocess": entry.postprocess, **extra}
     if prep.size_multiple > 1:

@@ -31,6 +31,8 @@ from ..types import CopylessError, RunnerType, StatusCode, TensorType
 from ..vision import ReadLimit, decode
 from ._checks import UsageError, check_model_path
 from ._memory import APP_BASE, MemoryBudget, add_memory_argument
+from ._models import builtin_alias
+from ._output import Output, add_output_arguments
 from ._signals import Interruption
 
 EXIT_USAGE = 2
@@ -111,6 +113,7 @@ def image_parser(prog: str, description: str, model_help: str) -> argparse.Argum
         "(faster when other processes compete for the cores; spinning, onnxruntime's own "
         "default, is 10-25%% faster on an idle machine)",
     )
+    add_output_arguments(parser)
     return parser
 
 
@@ -124,9 +127,11 @@ def parse_image_args(parser: argparse.ArgumentParser, argv: list[str] | None) ->
 
 def builtin_name(args: argparse.Namespace, names: Sequence[str]) -> None:
     """``-m NAME`` where NAME is a built-in model (and no such path exists) means
-    ``--model NAME``, as in copyless-video and copyless-batch."""
-    if args.model_dir in names and not Path(args.model_dir).exists():
-        args.model, args.model_dir = args.model_dir, None
+    ``--model NAME``, as in copyless-video and copyless-batch; a detector's zoo name
+    (``copyless-zoo --list``) and its task name are one (see ``_models.builtin_alias``)."""
+    alias = builtin_alias(args.model_dir, names)
+    if alias is not None:
+        args.model, args.model_dir = alias, None
 
 
 def tensor_type(args: argparse.Namespace) -> TensorType:
@@ -235,6 +240,28 @@ def benchmark_block(clock: StageClock) -> list[str]:
         f"{'throughput (infer)':<24}{1000.0 / inf if inf else 0.0:.3f} FPS",
         f"{'throughput (pipeline)':<24}{1000.0 / total if total else 0.0:.3f} FPS",
     ]
+
+
+def benchmark_timings(clock: StageClock) -> dict[str, float]:
+    """:func:`benchmark_block`'s figures for a JSON summary: ms / frame per stage and total,
+    the two FPS figures, and the timed rounds."""
+    stages = clock.snapshot()
+    pre, inf, post = (stages[stage].mean * 1000.0 for stage in STAGES)
+    total = pre + inf + post
+    return {
+        "preprocess_ms": round(pre, 4),
+        "infer_ms": round(inf, 4),
+        "postprocess_ms": round(post, 4),
+        "total_ms": round(total, 4),
+        "throughput_infer_fps": round(1000.0 / inf, 3) if inf else 0.0,
+        "throughput_pipeline_fps": round(1000.0 / total, 3) if total else 0.0,
+        "rounds": stages[STAGES[0]].count,
+    }
+
+
+def report_timing(out: Output, clock: StageClock) -> None:
+    """The benchmark block, as lines or as the JSON summary's timings (none with --quiet)."""
+    out.timing(benchmark_block(clock), benchmark_timings(clock))
 
 
 def _round(

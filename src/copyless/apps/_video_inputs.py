@@ -40,7 +40,7 @@ from ..vision import (
 )
 from ._checks import UsageError, check_model_path
 from ._memory import MemoryBudget
-from ._models import CLASSIFIER, builtin_model
+from ._models import CLASSIFIER, builtin_alias, builtin_model
 from ._prepare import preparer_for
 from ._setup import runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes
@@ -115,7 +115,7 @@ def model_for(name: str | None, streams: StreamSet, info: StreamInfo, batch: int
     classifier for RGBx images (:class:`FrameWriter` fills them), the detectors compiled for
     these streams' planes (``info``: their :func:`common_info`; the decoders' line sizes when
     every stream has the same); VideoError when there is none."""
-    name = name or CLASSIFIER
+    name = builtin_alias(name, BUILTIN) or name or CLASSIFIER
     if name == CLASSIFIER:  # frames written by FrameWriter: the plain RGBx model, any clip
         extra: dict[str, Any] = {"batch_size": batch} if batch != 1 else {}
         model = builtin_model(CLASSIFIER, **extra)

@@ -18,7 +18,7 @@ hands them out), and for a data-dependent output shared by the batch's rows the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,6 +42,7 @@ from ._models import (
     builtin_model,
     builtin_object_detector,
 )
+from ._output import box_fields, detection_fields
 
 #: The zoo models ``-m`` may name instead of a compiled model path.
 BUILTIN = (CLASSIFIER, DETECTOR, *OBJECT_DETECTORS)
@@ -50,11 +51,13 @@ _DETECTION_OUTPUTS = {"boxes", "scores", "classes"}
 
 @dataclass(frozen=True, slots=True)
 class TaskResult:
-    """One frame's result: printed ``lines``, the output video's ``banner`` and ``boxes``."""
+    """One frame's result: printed ``lines``, the output video's ``banner`` and ``boxes``,
+    and the ``fields`` of its JSON line (``--json``)."""
 
     lines: list[str]
     banner: str
     boxes: tuple[Box, ...] = ()
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 class VideoTask(Protocol):
@@ -74,7 +77,9 @@ class Classify:
         ((class_id, score),) = softmax_topk(outputs[0], 1, self.quant)
         label = self.labels[class_id] if class_id < len(self.labels) else f"class {class_id}"
         return TaskResult([f"frame {index}: {class_id} {label} {score:.3f}"],
-                      f"{index}: {label} {score:.2f}")  # fmt: skip
+                          f"{index}: {label} {score:.2f}",
+                          fields={"class_id": class_id, "label": label,
+                                  "score": round(score, 4)})  # fmt: skip
 
 
 class TextBoxes:
@@ -95,7 +100,8 @@ class TextBoxes:
         lines = [f"frame {index}: {len(boxes)} text boxes"]
         lines += [f"  box ({b.x0:.0f}, {b.y0:.0f}) - ({b.x1:.0f}, {b.y1:.0f}) {b.score:.2f}"
                   for b in boxes]  # fmt: skip
-        return TaskResult(lines, f"{index}: {len(boxes)} text boxes", boxes)
+        fields = {"boxes": [box_fields(b) for b in boxes]}
+        return TaskResult(lines, f"{index}: {len(boxes)} text boxes", boxes, fields)
 
 
 class Detect:
@@ -126,7 +132,8 @@ class Detect:
         lines = [f"frame {index}: {len(found)} detections"]
         lines += [f"  {det.line()}" for det in found]
         boxes = tuple(det.box for det in found)
-        return TaskResult(lines, f"{index}: {len(found)} detections", boxes)
+        fields = {"detections": [detection_fields(det) for det in found]}
+        return TaskResult(lines, f"{index}: {len(found)} detections", boxes, fields)
 
 
 def task_for(

@@ -1,9 +1,9 @@
 """copyless-batch: classify many images on Ray, one Parquet row per image (or, with
 ``--task ocr``, read their text: one row per line).
 
-``copyless-batch (INPUT... | --manifest URI [--path-column NAME]) -o OUT.parquet|DIR/
-[-m MODEL] [--address ADDR] [--actors N] [--batch-size B] [--runner onnxruntime|openvino]
-[--device cpu|cuda|tensorrt] [-k TOP] [--stall-timeout S]``
+``copyless-batch (INPUT... | --manifest URI [--path-column NAME]) [-o OUT.parquet|DIR/]
+[--json] [--quiet] [-m MODEL] [--address ADDR] [--actors N] [--batch-size B]
+[--runner onnxruntime|openvino] [--device cpu|cuda|tensorrt] [-k TOP] [--stall-timeout S]``
 
 INPUT: image files, directories or globs, listed by the apps' one rule
 (:func:`copyless.vision.image_files`: folders searched recursively for every image suffix
@@ -19,7 +19,10 @@ or refused); a job that makes no progress while Ray cannot place its demands fai
 ``--stall-timeout`` with the demand and the cluster's resources. OUT.parquet is written
 atomically; DIR/ gets one Parquet file per batch, named by its input paths. A run that
 fails keeps the rows it finished (DIR/: every finished part; OUT.parquet: the rows so far,
-unless the file itself cannot be finished).
+unless the file itself cannot be finished). Without ``-o`` nothing is written: each image
+is a line on stdout, ``PATH: CLASS_ID LABEL SCORE``; ``--json`` prints every row as a JSON
+object (``-o`` or not) and a summary (:mod:`._output`); the progress bar is drawn only on a
+terminal.
 
 SIGINT or SIGTERM stops the sources: no new batch starts, the batches the actors hold run
 to their end and are written, then the summary is printed and the exit status is 130
@@ -45,7 +48,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, Union
 
 from tqdm import tqdm
 
@@ -60,7 +63,8 @@ from ._checks import (
     task_mismatch,
 )
 from ._memory import MemoryBudget, add_memory_argument
-from ._models import CLASSIFIER, builtin_model
+from ._models import CLASSIFIER, builtin_alias, builtin_model
+from ._output import Output, add_output_arguments, progress_wanted
 from ._setup import EXIT_USAGE, add_runner_argument, runner_type
 from ._signals import Interruption
 
@@ -111,9 +115,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "-o",
         "--output",
-        required=True,
         help="OUT.parquet (written atomically), or DIR/ (one Parquet file per batch, named by "
-        "its input paths: reruns and retries replace files, never add rows)",
+        "its input paths: reruns and retries replace files, never add rows); none by "
+        "default: a line per image on stdout (a JSON object with --json)",
     )
     parser.add_argument(
         "-m",
@@ -141,6 +145,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="fail when no batch completes for S seconds while Ray has demands it cannot "
         f"place ({STALL_S:g})",
     )
+    add_output_arguments(parser)
     args = parser.parse_args(argv)
     if bool(args.inputs) == bool(args.manifest):
         parser.error("give INPUTs or --manifest (one of them)")
@@ -159,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.task == "ocr":
         return _ocr_main(args)
     try:
-        if args.output.endswith(("/", os.sep)) or os.path.isdir(args.output):
+        if args.output is None:
+            pass  # the rows are printed
+        elif args.output.endswith(("/", os.sep)) or os.path.isdir(args.output):
             check_output_directory(args.output)
         else:
             check_output(args.output, (".parquet", ".pq"), "Parquet")
@@ -216,8 +223,9 @@ def _run(
         stall_s=args.stall_timeout,
         max_image_bytes=per_image,
     )
+    out = Output.from_args(args)
     try:  # before Ray starts: an output that cannot be written fails at once
-        writer = _writer(args.output, labels)
+        writer = _writer(args.output, labels, out)
     except OSError as exc:
         print(f"error: cannot write {args.output}: {_reason(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -228,7 +236,7 @@ def _run(
         interrupted.on_signal(control.stop)  # before Ray is up: the job never starts
         try:
             closing = _classify(args, paths, model, settings, writer, terminal, control,
-                                interrupted)  # fmt: skip
+                                interrupted, out, labels)  # fmt: skip
             closing = _finish(writer, closing, interrupted.interrupted)
         except SystemExit as exc:  # Ray's own SIGTERM handler, before ours took over
             if exc.code != signal.SIGTERM:
@@ -242,7 +250,8 @@ def _run(
         except KeyboardInterrupt:  # a second signal: stop at once, keep what is written
             interrupted.note(signal.SIGINT)
             closing = _finish(writer, "", True)
-    print(closing)
+    out.say(closing)
+    out.summary(images=writer.rows, unreadable=writer.errors, output=args.output)
     return interrupted.exit_code(0)
 
 
@@ -259,7 +268,7 @@ def _image_budget(args: argparse.Namespace) -> int:
     return max(1, (budget.limit - fixed) // (actors * DECODES_PER_ACTOR))
 
 
-def _finish(writer: ResultWriter | PartitionedWriter, closing: str, stopped: bool) -> str:
+def _finish(writer: Writer, closing: str, stopped: bool) -> str:
     """Commit the output (after a signal: the rows finished, if any); the summary line."""
     if stopped and writer.rows == 0:
         writer.abort()
@@ -268,15 +277,58 @@ def _finish(writer: ResultWriter | PartitionedWriter, closing: str, stopped: boo
     return closing or f"{writer.rows} images written before the stop"
 
 
-def _writer(output: str, labels: list[str]) -> ResultWriter | PartitionedWriter:
+def _writer(output: str | None, labels: list[str], out: Output) -> Writer:
     from ..ray import PartitionedWriter, ResultWriter
 
+    if output is None:
+        return _PrintWriter(labels, out)
     if output.endswith(("/", os.sep)) or os.path.isdir(output):
         return PartitionedWriter(output, labels)
     return ResultWriter(output, labels)
 
 
-def _failure(exc: Exception, output: str) -> str:
+class _PrintWriter:
+    """No ``-o``: each image's row printed (``PATH: ID LABEL SCORE``, or a JSON object),
+    nothing written; the writers' interface."""
+
+    def __init__(self, labels: list[str], out: Output) -> None:
+        self.labels, self.out = labels, out
+        self.rows = self.errors = 0
+
+    def write(self, batch: dict[str, Any]) -> int:
+        from ..ray import result_table
+
+        table = result_table(batch, self.labels)
+        for row in table.to_pylist():
+            if row["error"] is None:
+                self.out.say(f"{row['path']}: {row['class_id']} {row['label']} "
+                             f"{row['score']:.3f}")  # fmt: skip
+            else:
+                self.out.say(f"{row['path']}: error: {row['error']}")
+            self.out.record("image", **_row_fields(row))
+        self.rows += table.num_rows
+        self.errors += table.num_rows - table.column("error").null_count
+        return int(table.num_rows)
+
+    def commit(self) -> str:
+        return "stdout"
+
+    def abort(self) -> None:
+        """Nothing to remove: the rows were printed."""
+
+
+def _row_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """A result row's JSON fields, the float32 scores rounded to 4 decimals."""
+    if row["score"] is not None:
+        row["score"] = round(row["score"], 4)
+        row["top_scores"] = [round(score, 4) for score in row["top_scores"]]
+    return row
+
+
+Writer = Union["ResultWriter", "PartitionedWriter", _PrintWriter]
+
+
+def _failure(exc: Exception, output: str | None) -> str:
     if isinstance(exc, OSError):  # the output: a full disk, a vanished directory
         return f"cannot write {output}: {_reason(exc)}"
     if isinstance(exc, CopylessError):
@@ -284,13 +336,15 @@ def _failure(exc: Exception, output: str) -> str:
     return f"the run failed: {_last_line(exc)}"
 
 
-def _keep(writer: ResultWriter | PartitionedWriter) -> str:
+def _keep(writer: Writer) -> str:
     """Keep the rows a failed run finished, where they can be kept; say what was kept."""
     from ..ray import PartitionedWriter
 
     if writer.rows == 0:
         writer.abort()
         return "no output written"
+    if isinstance(writer, _PrintWriter):
+        return f"{writer.rows} rows printed"
     if isinstance(writer, PartitionedWriter):
         return f"{writer.rows} rows kept in {writer.parts} part(s) under {writer.commit()}"
     try:
@@ -310,13 +364,16 @@ def _classify(
     paths: Sequence[str] | Manifest,
     model: CompiledModel,
     settings: JobSettings,
-    writer: ResultWriter | PartitionedWriter,
+    writer: Writer,
     terminal: TextIO,
     control: JobControl,
     interrupted: Interruption,
+    out: Output,
+    labels: list[str],
 ) -> str:
-    """Run the job into ``writer`` with a progress bar; return the closing line."""
-    from ..ray import ClassificationJob, gpus_per_actor, node_cpus, plan_resources
+    """Run the job into ``writer`` with a progress bar (on a terminal); return the closing
+    line (the timings go to ``out``'s summary)."""
+    from ..ray import ClassificationJob, gpus_per_actor, node_cpus, plan_resources, result_table
 
     started = time.perf_counter()
     with _cluster(args.address, args.actors) as cluster:
@@ -332,11 +389,17 @@ def _classify(
         job = ClassificationJob(paths, model, settings, gpus_per_actor(settings, cluster))
         ready = time.perf_counter()
         total = len(paths) if isinstance(paths, Sequence) else None
-        bar = tqdm(total=total, unit="img", file=terminal, dynamic_ncols=True, leave=False)
+        bar = tqdm(total=total, unit="img", file=terminal, dynamic_ncols=True, leave=False,
+                   disable=not progress_wanted(terminal))  # fmt: skip
+        tee = out.json_lines and not isinstance(writer, _PrintWriter)
         with bar, _over_ray(interrupted, control):  # a second signal ends the loop here
             for batch in job.run(control) if not control.stopped else ():
                 bar.update(writer.write(batch))
+                for row in result_table(batch, labels).to_pylist() if tee else ():
+                    out.record("image", **_row_fields(row))
         seconds = max(time.perf_counter() - ready, 1e-6)
+    out.timing([], {"seconds": round(seconds, 3), "startup_s": round(ready - started, 3),
+                    "images_per_second": round(writer.rows / seconds, 3)})  # fmt: skip
     where = "local Ray" if cluster.local else f"cluster {cluster.address}"
     errors = f" ({writer.errors} unreadable)" if writer.errors else ""
     return (
@@ -361,7 +424,7 @@ def _over_ray(interrupted: Interruption, control: JobControl) -> Iterator[None]:
 
 def _ocr_main(args: argparse.Namespace) -> int:
     """``--task ocr``: OcrBatchReader actors over the images; the lines to Parquet."""
-    if args.manifest or not args.output.endswith(".parquet"):
+    if args.manifest or args.output is None or not args.output.endswith(".parquet"):
         print("error: --task ocr takes INPUTs and an OUT.parquet", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -395,8 +458,13 @@ def _ocr_main(args: argparse.Namespace) -> int:
     table = line_table(batches)
     _write_parquet(table, args.output)
     where = "local Ray" if cluster.local else f"cluster {cluster.address}"
-    print(f"{len(paths)} images, {table.num_rows} lines in {seconds:.2f} s "
-          f"({args.actors} actor(s) on {where}) -> {args.output}")  # fmt: skip
+    out = Output.from_args(args)
+    out.say(f"{len(paths)} images, {table.num_rows} lines in {seconds:.2f} s "
+            f"({args.actors} actor(s) on {where}) -> {args.output}")  # fmt: skip
+    for row in table.to_pylist():
+        out.record("line", **row)
+    out.timing([], {"seconds": round(seconds, 3)})
+    out.summary(images=len(paths), lines=table.num_rows, output=args.output)
     return 0
 
 
@@ -443,7 +511,7 @@ def expand_inputs(items: Sequence[str], skipped: TextIO | None = None) -> list[s
 def _model_path(name: str | None) -> Path:
     """``-m``: None or the built-in name -> the built-in classifier; else a compiled model's
     path (checked: it exists, and an ONNX file is refused with the line compiling it)."""
-    if name is None or (name == CLASSIFIER and not Path(name).exists()):
+    if name is None or builtin_alias(name, (CLASSIFIER,)) is not None:
         return builtin_batch_classifier()
     return check_model_path(name)
 

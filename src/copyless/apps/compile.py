@@ -41,9 +41,11 @@ from ..model import (
     parse_shape,
     precision_line,
     read_config,
+    zoo,
 )
 from ..types import CopylessError, DataType
 from ._checks import UsageError, check_output, check_output_directory
+from ._output import Output, add_output_arguments, progress_wanted
 
 _HELP_EPILOG = """\
 With no view flag the HW view of every tensor equals its CPU view (the model's own dtype
@@ -128,8 +130,10 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("model", help="the ONNX model to compile")
+    p.add_argument("model", help="the ONNX model to compile, or a copyless-zoo name (the zoo's "
+                   "ONNX model, built and cached on first use)")  # fmt: skip
     p.add_argument("-o", "--output", required=True, help="OUT.rai (one file) or a directory")
+    add_output_arguments(p)
     p.add_argument("--name", help="model name stored in the manifest (default: file stem)")
     p.add_argument("--batch-size", type=int, help="symbolic batch dims become N (default 1)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1x...",
@@ -216,8 +220,10 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
     start = time.perf_counter()
     try:
+        if not Path(args.model).exists() and args.model in zoo.names():
+            args.model = str(zoo.build(args.model, progress=progress_wanted()))
         _check_paths(args.model, args.output)
-    except UsageError as exc:
+    except (UsageError, CopylessError) as exc:
         print(f"copyless-compile: error: {exc}", file=sys.stderr)
         return 2
     try:
@@ -269,15 +275,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"copyless-compile: error: cannot write {args.output}: {exc.strerror or exc}",
               file=sys.stderr)  # fmt: skip
         return 1
-    print(f"compiled {args.model} -> {out} in {time.perf_counter() - start:.2f} s")
+    seconds = time.perf_counter() - start
     compiled = load_model(out)
     note = precision_line(compiled.metadata)
+    lines = Output.from_args(args)
+    took = "" if lines.quiet else f" in {seconds:.2f} s"
+    lines.say(f"compiled {args.model} -> {out}{took}")
     if note is not None:
-        print(note)
+        lines.say(note)
     elif args.quantize is None and _offers_bf16(compiled):
-        print("note: this CPU computes in BF16 (OpenVINO): --precision bf16 --calibration DIR "
-              "measures its agreement with fp32 and its speed and records them; the model "
-              "runs in fp32 until then")  # fmt: skip
+        lines.say("note: this CPU computes in BF16 (OpenVINO): --precision bf16 --calibration "
+                  "DIR measures its agreement with fp32 and its speed and records them; the "
+                  "model runs in fp32 until then")  # fmt: skip
+    lines.record("compiled", model=args.model, output=str(out), precision=note)
+    lines.timing([], {"seconds": round(seconds, 3)})
+    lines.summary(compiled=1)
     return 0
 
 

@@ -62,13 +62,14 @@ from ..vision import (
 from ._checks import UsageError, check_model_path, check_output, model_task, task_mismatch
 from ._memory import APP_BASE, MemoryBudget, photo_bytes
 from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
+from ._output import Output, detection_fields
 from ._prepare import preparer_for, warning
 from ._setup import (
     EXIT_USAGE,
-    benchmark_block,
     builtin_name,
     image_parser,
     parse_image_args,
+    report_timing,
     run_image_app,
     tensor_type,
     timed_runs,
@@ -93,9 +94,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "a compiled detector (.rai or directory; its task is read from its record) or a "
         f"built-in name ({', '.join(TASKS)}); default: the built-in for --model",
     )
-    parser.add_argument("-o", "--output", required=True,
+    parser.add_argument("-o", "--output",
                         help=f"image to write with the boxes ({', '.join(IMAGE_FORMATS)}; "
-                        "the format follows the extension)")  # fmt: skip
+                        "the format follows the extension); none by default: the boxes are "
+                        "printed only")  # fmt: skip
     parser.add_argument("--model", choices=TASKS,
                         help="what to detect (default: the task -m's model records, else "
                         "text)")  # fmt: skip
@@ -127,7 +129,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        check_output(args.output, IMAGE_FORMATS, "image")
+        if args.output is not None:
+            check_output(args.output, IMAGE_FORMATS, "image")
         args.model = _task(args)
         _check_memory(args)
     except (UsageError, CopylessError) as exc:
@@ -223,8 +226,9 @@ def _detect_text(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Na
     if done is None:
         return 1
     boxes, times = done
-    path = draw_boxes(image, boxes, args.output)
-    _report(f"text boxes: {len(boxes)}", [Detection(box, 0, "text") for box in boxes], path, times)
+    path = None if args.output is None else draw_boxes(image, boxes, args.output)
+    found = [Detection(box, 0, "text") for box in boxes]
+    _report(Output.from_args(args), f"text boxes: {len(boxes)}", found, path, times)
     return 0
 
 
@@ -262,18 +266,22 @@ def _detect_objects(runner: Runner, image: npt.NDArray[np.uint8], args: argparse
     if done is None:
         return 1
     found, times = done
-    path = draw_detections(image, found, args.output)
-    _report(f"detections: {len(found)}", found, path, times)
+    path = None if args.output is None else draw_detections(image, found, args.output)
+    _report(Output.from_args(args), f"detections: {len(found)}", found, path, times)
     return 0
 
 
-def _report(summary: str, found: list[Detection], path: Path, times: StageClock) -> None:
-    print(summary)
+def _report(
+    out: Output, summary: str, found: list[Detection], path: Path | None, times: StageClock
+) -> None:
+    out.say(summary)
     for det in found:
-        print(det.line())
-    print(f"saved {path}")
-    for line in benchmark_block(times):
-        print(line)
+        out.say(det.line())
+        out.record("detection", **detection_fields(det))
+    if path is not None:
+        out.say(f"saved {path}")
+    report_timing(out, times)
+    out.summary(detections=len(found), output=None if path is None else str(path))
 
 
 def _read(

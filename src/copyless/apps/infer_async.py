@@ -39,9 +39,13 @@ from ..runner import Runner, RunnerFactory
 from ..types import CopylessError, OptionError, RunnerType, TensorDirection, TensorType
 from ..vision import download, upload
 from ._checks import UsageError, check_model_path
+from ._models import CLASSIFIER, DETECTOR, builtin_alias, builtin_model
+from ._output import Output, add_output_arguments
 from ._setup import add_runner_argument, engine_line, runner_options, runner_type, say_precision
 from ._signals import Interruption
 
+#: The zoo models (copyless-zoo --list) ``-m`` may name instead of a compiled model.
+MODELS = (CLASSIFIER, "resnet50", DETECTOR)
 #: Jobs kept in flight, as kNumConcurrentJobs in the C++ sample.
 NUM_CONCURRENT_JOBS = 2
 EXIT_USAGE = 2
@@ -52,7 +56,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="copyless-infer-async", description=__doc__.split("\n")[0]
     )
     parser.add_argument("-m", "--model-path", required=True,
-                        help="compiled model (.rai or directory)")  # fmt: skip
+                        help="compiled model (.rai or directory) or a built-in name "
+                        f"({', '.join(MODELS)}: the zoo model compiled with an RGBx input, "
+                        "cached)")  # fmt: skip
     parser.add_argument("--input-binary", help="raw IFM bytes in the model's HW input layout")
     parser.add_argument(
         "--dry-run", action="store_true", help="random IFM; no file I/O (--input-binary unread)"
@@ -75,6 +81,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a runner option (README's table), e.g. native_async=true, num_threads=1; "
         "repeat for more",
     )  # fmt: skip
+    add_output_arguments(parser)
     args = parser.parse_args(argv)
     if not args.dry_run and args.input_binary is None:
         parser.error("one of --input-binary or --dry-run is required")
@@ -89,9 +96,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    out = Output.from_args(args)
     try:
+        builtin = builtin_alias(args.model_path, MODELS)
+        if builtin is not None:
+            args.model_path = str(builtin_model(builtin))
         check_model_path(args.model_path)
-    except UsageError as exc:
+    except (UsageError, CopylessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.dry_run and args.input_binary is not None:
@@ -109,14 +120,16 @@ def main(argv: list[str] | None = None) -> int:
                 RunnerFactory.create_runner(args.model_path, options, runner_type(args)) as runner:
             print(engine_line(runner), file=sys.stderr)
             say_precision(runner)
-            code = _run(runner, args, interrupted)
+            code = _run(runner, args, interrupted, out)
         return interrupted.exit_code(code)
     except CopylessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 
-def _run(runner: Runner, args: argparse.Namespace, interrupted: Interruption) -> int:
+def _run(
+    runner: Runner, args: argparse.Namespace, interrupted: Interruption, out: Output
+) -> int:
     in_infos = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
     out_infos = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
     ifm = _load_ifm(args, sum(i.size_in_bytes for i in in_infos))
@@ -132,18 +145,27 @@ def _run(runner: Runner, args: argparse.Namespace, interrupted: Interruption) ->
         return EXIT_USAGE
     batch = runner.get_batch_size()
     jobs = _Jobs(runner, ifm, batch, host_work(args.host_work_ms), write=not args.dry_run)
+    if not args.benchmark:  # a line per job of the run (--benchmark's passes: its summary)
+        jobs.out = out
     with Pipeline(runner, jobs.prepare, jobs.finish, batch=batch) as pipeline:
         interrupted.on_signal(pipeline.stop)
         if args.benchmark:
             async_ms, sync_ms = _benchmark(runner, pipeline, jobs, args)
-            print(f"Batches completed: {jobs.completed} / {args.num_iteration}")
+            out.say(f"Batches completed: {jobs.completed} / {args.num_iteration}")
             frames = args.num_iteration * batch
-            print(f"[INFO] async infer pass: {async_ms:.3f} ms ({async_ms / frames:.3f} ms/frame)")
-            print(f"[INFO] sync infer pass: {sync_ms:.3f} ms ({sync_ms / frames:.3f} ms/frame)")
+            out.timing(
+                [f"[INFO] async infer pass: {async_ms:.3f} ms ({async_ms / frames:.3f} ms/frame)",
+                 f"[INFO] sync infer pass: {sync_ms:.3f} ms ({sync_ms / frames:.3f} ms/frame)"],
+                {"async_ms": round(async_ms, 3), "async_ms_per_frame": round(async_ms / frames, 4),
+                 "sync_ms": round(sync_ms, 3), "sync_ms_per_frame": round(sync_ms / frames, 4)},
+            )  # fmt: skip
         else:
             jobs.last = args.num_iteration - 1
             jobs.run(pipeline, args.num_iteration)
-            print(f"Batches completed: {jobs.completed} / {args.num_iteration}")
+            out.say(f"Batches completed: {jobs.completed} / {args.num_iteration}")
+    out.summary(model=args.model_path, engine=str(runner.get_property("engine")),
+                completed=jobs.completed, submitted=args.num_iteration, batch=batch,
+                outputs=jobs.written)  # fmt: skip
     return 0 if jobs.completed == args.num_iteration else 1
 
 
@@ -161,6 +183,8 @@ class _Jobs:
         self.filled: set[int] = set()
         self.completed = 0
         self.last = -1  # the submission whose outputs are written
+        self.out = Output()
+        self.written: list[str] = []
 
     def prepare(self, frame: int, inputs: ItemTensors) -> None:
         if id(inputs) in self.filled:
@@ -178,16 +202,20 @@ class _Jobs:
         if row == 0:
             self.completed += 1
         if self.write and submission == self.last:
-            _write_outputs(outputs, frame, row)
+            self.written.extend(_write_outputs(outputs, frame, row))
         self.work()
 
     def run(self, pipeline: Pipeline, submissions: int) -> None:
         """Prime, steady state and drain: the Pipeline's own loop."""
         failed = None
         for result in pipeline.map(range(submissions * self.batch)):
-            if result.error is not None and result.index // self.batch != failed:
-                failed = result.index // self.batch
+            job, row = divmod(result.index, self.batch)
+            if result.error is not None and job != failed:
+                failed = job
                 print(f"error: job {failed} failed: {result.error}", file=sys.stderr)
+            if row == self.batch - 1:  # in submission order (finish runs as jobs complete)
+                error = None if job != failed else str(result.error)
+                self.out.record("job", job=job, frames=self.batch, error=error)
 
 
 def _benchmark(
@@ -240,21 +268,24 @@ def _sync_tensors(
     return [inputs], [outputs]
 
 
-def _write_outputs(outputs: Sequence[NpuTensor], frame: int, row: int) -> None:
+def _write_outputs(outputs: Sequence[NpuTensor], frame: int, row: int) -> list[str]:
     """``output_f<frame>_<tensor>.bin`` for one frame of the last submission. A
     data-dependent output (one tensor for the whole job) is written once, by the job's first
     frame, as what the job produced (``produced_shape``, C-contiguous at the start of its
-    capacity), not the whole capacity."""
+    capacity), not the whole capacity. Returns the names written."""
+    written = []
     for number, tensor in enumerate(outputs):
         data = download(tensor)  # a view of host memory; a copy of device memory
         produced = tensor.produced_shape
         if produced is not None:
-            if row == 0:
-                count = int(np.prod(produced))
-                data = data.reshape(-1)[:count].reshape(produced)
-                Path(f"output_f{frame}_{number}.bin").write_bytes(data.tobytes())
-            continue
-        Path(f"output_f{frame}_{number}.bin").write_bytes(data.tobytes())
+            if row != 0:
+                continue
+            count = int(np.prod(produced))
+            data = data.reshape(-1)[:count].reshape(produced)
+        name = f"output_f{frame}_{number}.bin"
+        Path(name).write_bytes(data.tobytes())
+        written.append(name)
+    return written
 
 
 def host_work(ms: float) -> Callable[[], None]:

@@ -9,6 +9,9 @@ SIGTERM or SIGINT drains: readiness goes false, new requests get 503 / UNAVAILAB
 admitted ones are answered, then the server exits 0; a second signal stops at once
 (130 / 143). A usage error (no such repository, no model in it, an address in use) is one
 line and exit 2.
+
+``--json``: the same events as JSON lines on stdout (``listening`` with the URLs, a
+``model`` per model, ``ready``, ``draining``, then ``summary``), for a supervisor to read.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 
 from ..serve import Address, InferenceServer, ServeSettings, find_models, parse_address
 from ..types import CopylessError, OptionError
+from ._output import Output, add_output_arguments
 from ._setup import add_runner_argument, runner_options, runner_type
 from ._signals import Interruption
 
@@ -47,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-request-mb", type=float, default=256.0, metavar="MB",
                         help="largest request taken (default 256)")
     add_runner_argument(parser)
+    add_output_arguments(parser, quiet=False)
     return parser
 
 
@@ -67,15 +72,17 @@ def _server(args: argparse.Namespace) -> InferenceServer:
                            metrics=_listener(args.metrics), settings=settings)  # fmt: skip
 
 
-def _announce(server: InferenceServer) -> None:
+def _announce(server: InferenceServer, out: Output) -> None:
     where = {"http": "REST on http://{}", "grpc": "gRPC on {}",
              "metrics": "metrics on http://{}/metrics"}  # fmt: skip
     lines = [fmt.format(server.url(name)) for name, fmt in where.items()
              if name in server.addresses]  # fmt: skip
-    print(f"{PROG}: {', '.join(lines)}", flush=True)
+    out.say(f"{PROG}: {', '.join(lines)}", flush=True)
+    out.record("listening", **{name: server.url(name) for name in where
+                               if name in server.addresses})  # fmt: skip
 
 
-def _report_models(server: InferenceServer, stop: threading.Event) -> None:
+def _report_models(server: InferenceServer, stop: threading.Event, out: Output) -> None:
     """One line per model once loading ends (or a signal comes)."""
     repository = server.service.repository
     while not repository.wait_loaded(0.2):
@@ -83,12 +90,17 @@ def _report_models(server: InferenceServer, stop: threading.Event) -> None:
             return
     for model in repository:
         if model.ready:
-            print(f"model {model.name!r}: ready on {model.engine}, max batch "
-                  f"{model.max_batch_size}", flush=True)  # fmt: skip
+            out.say(f"model {model.name!r}: ready on {model.engine}, max batch "
+                    f"{model.max_batch_size}", flush=True)  # fmt: skip
         else:
             print(f"model {model.name!r}: {model.reason}", file=sys.stderr, flush=True)
+        out.record("model", name=model.name, ready=model.ready,
+                   engine=str(model.engine) if model.ready else None,
+                   max_batch_size=model.max_batch_size if model.ready else None,
+                   reason=None if model.ready else model.reason)  # fmt: skip
     if server.service.ready:
-        print(f"{PROG}: ready", flush=True)
+        out.say(f"{PROG}: ready", flush=True)
+        out.record("ready")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     stop = threading.Event()
+    out = Output.from_args(args)
     with Interruption(PROG) as interrupted:
         interrupted.on_signal(stop.set)
         try:
@@ -112,16 +125,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         try:
-            _announce(server)
-            _report_models(server, stop)
+            _announce(server, out)
+            _report_models(server, stop, out)
             while not stop.wait(0.5):
                 pass
-            print(f"{PROG}: draining", flush=True)
+            out.say(f"{PROG}: draining", flush=True)
+            out.record("draining")
             server.stop(DRAIN_S)
         except KeyboardInterrupt:  # a second signal: stop now
             print(f"{PROG}: stopped before the drain ended", file=sys.stderr, flush=True)
             return 128 + (interrupted.signal or 2)
-    print(f"{PROG}: stopped", flush=True)
+    out.say(f"{PROG}: stopped", flush=True)
+    out.summary(stopped=True)
     return 0
 
 

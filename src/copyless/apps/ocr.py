@@ -3,7 +3,8 @@
 Examples::
 
     copyless-ocr -i page.png
-    copyless-ocr -i scans/ -o annotated/ --json lines.json --runner openvino
+    copyless-ocr -i scans/ -o annotated/ --json-file lines.json --runner openvino
+    copyless-ocr -i scans/ --json | jq .
     copyless-ocr -i photo.jpg --no-angle -n 5
 
 Per image an ``image: PATH`` line, then one ``line: X0 Y0 X1 Y1 SCORE TEXT`` per text line in
@@ -14,8 +15,11 @@ run when ``-n`` > 1). An image that cannot be read (or whose model run fails) pr
 ``error: REASON`` after its ``image:`` line, and the others go on. Each image is printed as
 it is done, then one closing line, ``N images (K unreadable) in S s, R images/s`` (as
 copyless-batch's). ``-o`` draws each image's boxes and text into a PNG (a file for one image,
-else a directory); ``--json`` writes the same lines and times (an ``error`` for a failed
-image).
+else a directory); ``--json-file OUT.json`` writes the same lines and times as one JSON
+document (an ``error`` for a failed image). ``--json`` prints JSON lines on stdout instead of
+the human lines, as every app does (:mod:`._output`): one ``image`` object per image, then a
+``summary``; ``--json OUT.json``, its older form, still writes the file. ``--quiet`` leaves
+out the stage times.
 
 Images are read as every copyless app reads them (:func:`copyless.vision.decode`: EXIF
 orientation applied, 16-bit and float samples scaled, any format Pillow opens); a folder
@@ -49,6 +53,7 @@ from ..types import CopylessError
 from ..vision import ReadLimit
 from ._memory import MemoryBudget, add_memory_argument
 from ._ocr_draw import draw_lines
+from ._output import Output
 from ._setup import EXIT_USAGE, add_runner_argument, runner_options, runner_type
 from ._signals import Interruption
 
@@ -70,7 +75,15 @@ def _parser() -> argparse.ArgumentParser:
                         help="an image or a folder of images (repeatable)")  # fmt: skip
     parser.add_argument("-o", "--output", metavar="OUT.png|DIR",
                         help="draw boxes and text: a PNG for one image, else a folder")  # fmt: skip
-    parser.add_argument("--json", metavar="OUT.json", help="write the lines and times as JSON")
+    # --json is every app's flag (JSON lines on stdout); --json OUT.json, the older form,
+    # still writes the file as --json-file does
+    parser.add_argument("--json", dest="json_lines", nargs="?", const=True, default=False,
+                        metavar="OUT.json", help="print one JSON object a line on stdout (an "
+                        "'image' object per image, then a 'summary') instead of the human "
+                        "lines; with a file name (the older form) write --json-file")  # fmt: skip
+    parser.add_argument("--json-file", metavar="OUT.json",
+                        help="write the lines and times as one JSON document")  # fmt: skip
+    parser.add_argument("--quiet", action="store_true", help="leave out the stage times")
     parser.add_argument("-n", "--runs", type=int, default=1, help="timed runs per image")
     parser.add_argument("--angle", action=argparse.BooleanOptionalAction, default=True,
                         help="run the angle classifier (default): lines read the way up they "
@@ -109,20 +122,28 @@ class _ImageRuns:
         return {s: statistics.median(getattr(r.times, s) for r in self.results) for s in _STAGES}
 
 
-def _print(page: _ImageRuns) -> None:
-    print(f"image: {page.path}")
+def _print(out: Output, page: _ImageRuns) -> None:
+    out.say(f"image: {page.path}")
     if page.error is not None:
-        print(f"error: {page.error}", flush=True)
+        out.say(f"error: {page.error}", flush=True)
+        out.record("image", image=str(page.path), error=page.error)
         return
     for line in page.result.lines:
         x0, y0, x1, y1 = line.box
-        print(f"line: {x0} {y0} {x1} {y1} {line.score:.3f} {line.text}")
-    for stage, seconds in page.medians().items():
-        print(f"{stage:<10} {seconds * 1e3:9.3f} ms / image")
-    sys.stdout.flush()  # a page at a time: what was printed stays when the run is stopped
+        out.say(f"line: {x0} {y0} {x1} {y1} {line.score:.3f} {line.text}")
+    ms = {stage: round(seconds * 1e3, 3) for stage, seconds in page.medians().items()}
+    if not out.quiet:
+        out.say(*(f"{stage:<10} {value:9.3f} ms / image" for stage, value in ms.items()))
+    timing = {} if out.quiet else {"ms_per_image": ms}
+    out.record("image", image=str(page.path), height=page.result.size[0],
+               width=page.result.size[1], lines=[line.as_dict() for line in page.result.lines],
+               error=None, **timing)  # fmt: skip
+    out.stream.flush()  # a page at a time: what was printed stays when the run is stopped
 
 
-def _read(ocr: OcrPipeline, paths: list[Path], runs: int) -> tuple[list[_ImageRuns], float]:
+def _read(
+    ocr: OcrPipeline, paths: list[Path], runs: int, out: Output
+) -> tuple[list[_ImageRuns], float]:
     """Every image ``runs`` times (pages overlapped), after a warm-up pass when runs > 1;
     each image printed once its last run is done. Returns the images done (all of them,
     unless the run was stopped) and the seconds the last pass took."""
@@ -138,7 +159,7 @@ def _read(ocr: OcrPipeline, paths: list[Path], runs: int) -> tuple[list[_ImageRu
             if read.error is None and (runs == 1 or number > 0):  # the warm-up is not timed
                 page.results.append(read.value)
             if number == passes - 1:
-                _print(page)
+                _print(out, page)
                 done.append(page)
     return done, time.perf_counter() - started
 
@@ -191,6 +212,8 @@ def _closing(pages: list[_ImageRuns], seconds: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if isinstance(args.json_lines, str):  # --json OUT.json: the older form of --json-file
+        args.json_file, args.json_lines = args.json_file or args.json_lines, False
     if args.runs < 1:
         print("error: -n must be >= 1", file=sys.stderr)
         return EXIT_USAGE
@@ -206,13 +229,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, interrupted: Interruption) -> int:
     """Read, print, write; the exit status (a signal's is added by the caller)."""
+    out = Output.from_args(args)
     try:
         paths = _images(args.input)
         limit = _page_limit(args)
         with OcrPipeline(args.models, angle=args.angle, runner_type=runner_type(args),
                          options=runner_options(args), read_limit=limit) as ocr:  # fmt: skip
             interrupted.on_signal(ocr.stop)  # the images taken are finished, then it ends
-            pages, seconds = _read(ocr, paths, args.runs)
+            pages, seconds = _read(ocr, paths, args.runs, out)
             models = ocr.models.generation
     except OcrError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -221,15 +245,19 @@ def _run(args: argparse.Namespace, interrupted: Interruption) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        if args.json:
-            _write_json(args.json, pages, models)
+        if args.json_file:
+            _write_json(args.json_file, pages, models)
         if args.output:
             _draw(args.output, paths, pages)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(_closing(pages, seconds), flush=True)
-    return EXIT_FAILED if any(page.error is not None for page in pages) else 0
+    out.say(_closing(pages, seconds), flush=True)
+    failed = sum(page.error is not None for page in pages)
+    rate = len(pages) / seconds if seconds > 0 else 0.0
+    out.timing([], {"seconds": round(seconds, 4), "images_per_second": round(rate, 3)})
+    out.summary(images=len(pages), failed=failed, models=models)
+    return EXIT_FAILED if failed else 0
 
 
 if __name__ == "__main__":

@@ -77,6 +77,7 @@ from ..vision import (
 from ._checks import UsageError, check_output
 from ._live import LivePage
 from ._memory import add_memory_argument
+from ._output import Output, add_output_arguments
 from ._serve import parse_address as serve_address
 from ._setup import EXIT_USAGE, add_runner_argument, engine_line, runner_type, say_precision
 from ._signals import Interruption
@@ -145,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
                    "page (loopback unless a host is named) until SIGINT/SIGTERM")  # fmt: skip
     p.add_argument("--serve-fps", type=float, default=5.0, help="JPEGs per second per stream "
                    "at most for the page, made only while someone watches (default 5)")  # fmt: skip
+    add_output_arguments(p)
     return p
 
 
@@ -243,6 +245,7 @@ def _run(
             streams.queue = max(args.queue, inputs[0].shape[0])
             labels = class_names(runner.model, args.labels)
             app = _Video(runner, inputs, streams, info, labels, frames)
+            app.out = Output.from_args(args)
             app.writers = open_writers(args.output, len(streams), info)
             server = MetricsServer(streams, address) if address else None
             try:
@@ -290,6 +293,7 @@ class _Video:
         self.tally = _Tally()
         self.output = StageClock(("output",))  # print, write, publish: the main thread's part
         self.failure: str | None = None
+        self.out = Output()
 
     def prepare(self, item: StreamFrame, inputs: ItemTensors) -> list[NpuTensor] | None:
         """A classifier: the frame written into its row of the input (:class:`FrameWriter`,
@@ -333,8 +337,7 @@ class _Video:
             figures = pipeline.stats()
         stats = self.streams.stats()
         live = any(source.info.live for source in self.streams.sources)
-        for line in [*stream_lines(stats), *self._block(figures, stats, live, len(errors))]:
-            print(line)
+        self._close(figures, stats, live, len(errors))
         return self._status(stats, errors, live)
 
     def _show(self, item: StreamFrame, result: TaskResult) -> None:
@@ -343,7 +346,8 @@ class _Video:
         lines = result.lines
         if self.multi:
             lines = [f"stream {item.stream} {lines[0]}", *lines[1:]]
-        print("\n".join(lines))
+        self.out.say("\n".join(lines))
+        self.out.record("frame", stream=item.stream, frame=item.frame.index, **result.fields)
         if self.writers:
             self.writers[item.stream].write(item.frame, result.banner, result.boxes)
         annotated = Annotated(item.stream, item.frame, tuple(lines), result.banner, result.boxes)
@@ -357,24 +361,55 @@ class _Video:
             return f"{where}: inference returned {result.error.status.name}"
         return f"{where}: {result.error}"
 
-    def _block(
+    def _close(
         self, figures: PipelineStats, stats: list[StreamStats], live: bool, errors: int
-    ) -> list[str]:
-        """The closing block: seconds per frame of each stage, then the counts."""
+    ) -> None:
+        """The closing block: a line per stream, the stage times (not with --quiet), the
+        counts; with --json a ``stream`` object per stream and the summary."""
+        out = self.out
+        out.say(*stream_lines(stats))
+        for s in stats:
+            timing = {} if out.quiet else {"fps": round(s.fps, 3),
+                      "latency_p50_ms": round(s.latency_p50 * 1e3, 3),
+                      "latency_p99_ms": round(s.latency_p99 * 1e3, 3)}  # fmt: skip
+            out.record("stream", stream=s.index, source=str(s.source), frames=s.frames,
+                       dropped=s.dropped, error=s.error, **timing)  # fmt: skip
+        timings = self._timings(figures, stats)
+        out.timing([*(f"{name:<24}{ms:.3f} ms / frame" for name, ms in timings.items()),
+                    f"{'throughput (pipeline)':<24}{self._fps(figures):.3f} FPS"],
+                   {**{f"{name}_ms": round(ms, 4) for name, ms in timings.items()},
+                    "throughput_fps": round(self._fps(figures), 3)})  # fmt: skip
+        counts = self._counts(figures, stats, live, errors)
+        out.say(*counts)
+        tally = self.tally
+        out.summary(frames=figures.done, streams=len(stats), runs=tally.runs,
+                    copied=tally.copied, decoder_errors=errors,
+                    dropped=sum(s.dropped for s in stats))  # fmt: skip
+
+    def _timings(self, figures: PipelineStats, stats: list[StreamStats]) -> dict[str, float]:
+        """Milliseconds per frame of each stage, and their total."""
         stage, tally = figures.stages, self.tally
         decoded = sum(s.decoded for s in stats)
-        seconds = [
-            ("decode", sum(s.decode_seconds for s in stats) / max(1, decoded)),
-            ("preprocess", stage["prepare"].mean),
+        seconds = {
+            "decode": sum(s.decode_seconds for s in stats) / max(1, decoded),
+            "preprocess": stage["prepare"].mean,
             # each frame of a job carries the job's time: a job of B frames counts once
-            ("infer", stage["infer"].mean * tally.runs / max(1, tally.frames)),
-            ("postprocess", stage["finish"].mean + self.output.snapshot()["output"].mean),
-        ]
-        lines = [f"{name:<24}{sec * 1000.0:.3f} ms / frame" for name, sec in seconds]
-        lines.append(f"{'total':<24}{sum(s for _, s in seconds) * 1000.0:.3f} ms / frame")
-        fps = figures.done / figures.elapsed if figures.elapsed else 0.0
-        lines.append(f"{'throughput (pipeline)':<24}{fps:.3f} FPS")
-        lines.append(f"{'frames':<24}{figures.done}")
+            "infer": stage["infer"].mean * tally.runs / max(1, tally.frames),
+            "postprocess": stage["finish"].mean + self.output.snapshot()["output"].mean,
+        }
+        ms = {name: sec * 1000.0 for name, sec in seconds.items()}
+        return {**ms, "total": sum(ms.values())}
+
+    @staticmethod
+    def _fps(figures: PipelineStats) -> float:
+        return figures.done / figures.elapsed if figures.elapsed else 0.0
+
+    def _counts(
+        self, figures: PipelineStats, stats: list[StreamStats], live: bool, errors: int
+    ) -> list[str]:
+        """The closing block's counts: frames, batched, dropped, copied, decoder errors."""
+        tally = self.tally
+        lines = [f"{'frames':<24}{figures.done}"]
         if self.batch > 1 and tally.frames:
             what = "frames resized" if self.frames is not None else "planes"
             lines.append(f"{'batched':<24}{tally.frames} frames in {tally.runs} runs ({what} "

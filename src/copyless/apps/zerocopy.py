@@ -43,13 +43,14 @@ from ..types import TensorDirection
 from ..vision import Box, download, softmax_topk, text_boxes
 from ._checks import model_task, task_mismatch
 from ._models import builtin_model
+from ._output import Output, box_fields
 from ._prepare import Preparer, preparer_for, warning
 from ._setup import (
     EXIT_USAGE,
-    benchmark_block,
     builtin_name,
     image_parser,
     parse_image_args,
+    report_timing,
     run_image_app,
     tensor_type,
     timed_runs,
@@ -114,14 +115,16 @@ def _infer(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespac
     x = runner.allocate_npu_tensor(in_info)
     y = runner.allocate_npu_tensor(out_info)
     preprocess = prepare.writer(image, x, full)
+    out = Output.from_args(args)
     if _is_map(out_info.shape):  # a text detector's probability map
         boxes = timed_runs(runner, x, y, args.runs, preprocess,
                            lambda placed: text_boxes(download(y), placed),
                            args.interruption)  # fmt: skip
         if boxes is None:
             return 1
-        _print_boxes(boxes[0])
+        _print_boxes(out, boxes[0])
         times = boxes[1]
+        found = {"boxes": len(boxes[0])}
     else:
         quant = runner.get_quant_parameters(out_info.name)
         top = timed_runs(runner, x, y, args.runs, preprocess,
@@ -129,10 +132,12 @@ def _infer(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespac
                          args.interruption)  # fmt: skip
         if top is None:
             return 1
-        _print_top(top[0], names)
+        _print_top(out, top[0], names)
         times = top[1]
-    for line in benchmark_block(times):
-        print(line)
+        found = {"labels": len(top[0])}
+    report_timing(out, times)
+    out.summary(image=args.image, model=args.model_dir or args.model,
+                engine=str(runner.get_property("engine")), **found)  # fmt: skip
     return 0
 
 
@@ -149,13 +154,18 @@ def _is_map(shape: tuple[int, ...]) -> bool:
     return len(shape) == 4 and shape[1] == 1 and shape[2] > 1
 
 
-def _print_boxes(boxes: list[Box]) -> None:
-    print(f"text boxes: {len(boxes)}")
+def _print_boxes(out: Output, boxes: list[Box]) -> None:
+    """The first ten boxes as lines; every box as JSON."""
+    out.say(f"text boxes: {len(boxes)}")
     for box in boxes[:10]:
-        print(f"  box ({box.x0:.0f}, {box.y0:.0f}) - ({box.x1:.0f}, {box.y1:.0f}) {box.score:.2f}")
+        corners = f"({box.x0:.0f}, {box.y0:.0f}) - ({box.x1:.0f}, {box.y1:.0f})"
+        out.say(f"  box {corners} {box.score:.2f}")
+    for box in boxes:
+        out.record("box", **box_fields(box))
 
 
-def _print_top(top: list[tuple[int, float]], names: list[str]) -> None:
+def _print_top(out: Output, top: list[tuple[int, float]], names: list[str]) -> None:
     for rank, (class_id, score) in enumerate(top, start=1):
         label = names[class_id] if class_id < len(names) else f"class {class_id}"
-        print(f"top-{rank}: {class_id} {label} {score:.3f}")
+        out.say(f"top-{rank}: {class_id} {label} {score:.3f}")
+        out.record("label", rank=rank, class_id=class_id, label=label, score=round(score, 4))

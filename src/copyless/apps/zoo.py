@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..model import zoo
 from ..types import CopylessError
+from ._output import Output, add_output_arguments, progress_wanted
 
 __all__ = ["main"]
 
@@ -43,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         "(add .jpg for a JPEG copy)",
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar or timing")
+    add_output_arguments(parser, quiet=False)
     return parser
 
 
@@ -52,23 +54,29 @@ def _copy(source: Path, output: Path) -> Path:
     return output
 
 
-def _list() -> int:
+def _list(out: Output) -> int:
     for name in zoo.names():
-        print(f"{name:20s} {zoo.entry(name).summary}")
+        entry = zoo.entry(name)
+        out.say(f"{name:20s} {entry.summary}")
+        out.record("model", name=name, summary=entry.summary, trained=entry.trained)
+    out.summary(models=len(zoo.names()))
     return 0
 
 
-def _photo(name: str, output: Path | None) -> int:
+def _photo(name: str, output: Path | None, out: Output) -> int:
     try:
         path = zoo.photo_path(name)
     except CopylessError as exc:
         print(f"copyless-zoo: error: {exc}", file=sys.stderr)
         return 2
-    print(_copy(path, output) if output else path)
+    result = _copy(path, output) if output else path
+    out.say(str(result))
+    out.record("photo", name=name, path=str(result))
+    out.summary(photos=1)
     return 0
 
 
-def _model(name: str, output: Path | None, quiet: bool) -> int:
+def _model(name: str, output: Path | None, quiet: bool, out: Output) -> int:
     if name not in zoo.names():
         print(
             f"copyless-zoo: error: unknown model {name!r}; choose from {', '.join(zoo.names())}",
@@ -78,15 +86,19 @@ def _model(name: str, output: Path | None, quiet: bool) -> int:
     start = time.perf_counter()
     try:
         cached = zoo.cache_path(name).is_file()
-        path = zoo.build(name, progress=not quiet)
+        path = zoo.build(name, progress=not quiet and progress_wanted())
         result = _copy(path, output) if output else path
     except (CopylessError, OSError) as exc:
         print(f"copyless-zoo: error: {exc}", file=sys.stderr)
         return 1
-    if not quiet:
+    seconds = time.perf_counter() - start
+    if not quiet and not out.json_lines:
         how = "cache hit" if cached else "built"
-        print(f"{name}: {how} in {time.perf_counter() - start:.2f} s ({path})", file=sys.stderr)
-    print(result)
+        print(f"{name}: {how} in {seconds:.2f} s ({path})", file=sys.stderr)
+    out.say(str(result))
+    out.record("model", name=name, path=str(result), cached=cached)
+    out.timing([], {"seconds": round(seconds, 3)})
+    out.summary(models=1)
     return 0
 
 
@@ -97,15 +109,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help (0) and on bad arguments (2)
         return exc.code if isinstance(exc.code, int) else 2
+    out = Output.from_args(args)
     if args.list:
-        return _list()
+        return _list(out)
     if args.photo:
-        return _photo(args.photo, args.output)
+        return _photo(args.photo, args.output, out)
     if not args.name:
         parser.print_usage(sys.stderr)
         print("copyless-zoo: error: give a model NAME, --list or --photo", file=sys.stderr)
         return 2
-    return _model(args.name, args.output, args.quiet)
+    return _model(args.name, args.output, args.quiet, out)
 
 
 if __name__ == "__main__":

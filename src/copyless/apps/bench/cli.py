@@ -45,6 +45,7 @@ from PIL import Image
 from ...model import zoo
 from ...types import CopylessError
 from ...vision import decode
+from .._output import Output
 from . import contenders, limits, peers, suites
 from .contender import FAMILY_LIMIT, PLAIN, Contender
 from .gate import detail, disagreement
@@ -170,7 +171,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--only", type=_csv(str), help=f"pipelines (plain always runs): {','.join(FACTORIES)}"
     )
-    p.add_argument("--json", type=Path, default=Path("copyless_bench.json"))
+    # --json is every app's flag (JSON lines on stdout); --json FILE, the older form, names
+    # the file --json-file writes
+    p.add_argument("--json", dest="json_lines", nargs="?", const=True, default=False,
+                   metavar="FILE", help="print a JSON object a line on stdout (a 'row' per "
+                   "pipeline and configuration, then a 'summary') instead of the tables; with "
+                   "a file name (the older form) it names --json-file")  # fmt: skip
+    p.add_argument("--json-file", type=Path, default=Path("copyless_bench.json"),
+                   help="the JSON report written (default copyless_bench.json)")  # fmt: skip
     p.add_argument("--png", type=Path, default=Path("copyless_bench.png"))
     p.add_argument("--quick", action="store_true", help="tiny counts (4 frames, 1 round)")
     p.add_argument(
@@ -189,6 +197,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="copyless's sync onnxruntime engines block instead of spinning within "
                    "runs (the runner's default; faster on a loaded machine)")  # fmt: skip
     args = p.parse_args(argv)
+    if isinstance(args.json_lines, str):  # --json FILE: the older form of --json-file
+        args.json_file, args.json_lines = Path(args.json_lines), False
     args.frames = args.frames if args.frames is not None else (4 if args.quick else None)
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 7)
     if (args.frames is not None and args.frames < 1) or args.rounds < 1:
@@ -214,8 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``--list`` names them); without a name, or with options first, the ``peers`` suite."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("--list", "list"):
-        print("\n".join(suites.describe((__doc__ or "").strip().splitlines()[0])))
-        return 0
+        return _list(json_lines="--json" in args[1:])
     if not args or args[0].startswith("-"):
         return run_peers(args)
     name, rest = args[0], args[1:]
@@ -225,9 +234,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     found = suites.scripts()
     if name in found:
         return suites.run_script(found[name], rest)
+    refused = suites.refusal(name)
+    if refused is not None:  # an installed copyless: the checkout's programs are not here
+        print(refused, file=sys.stderr)
+        return EXIT_USAGE
     names = ", ".join([*builtin, *found])
     print(f"copyless-bench: error: no benchmark {name!r}; choose from {names}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _list(json_lines: bool) -> int:
+    """``--list``: the suites, as lines or (``--json``) a ``suite`` object each."""
+    peers_line = (__doc__ or "").strip().splitlines()[0]
+    out = Output(json_lines)
+    out.say(*suites.describe(peers_line))
+    for name in ("peers", "prefix", "spin"):
+        line = peers_line if name == "peers" else suites.first_line(f".{name}")
+        out.record("suite", name=name, where="package", summary=line)
+    found = suites.scripts()
+    for name in found or suites.CHECKOUT_PROGRAMS:
+        summary = suites.script_summary(found[name]) if found else None
+        out.record("suite", name=name, where="checkout" if found else "checkout (absent)",
+                   summary=summary)  # fmt: skip
+    out.summary(suites=3 + len(found or suites.CHECKOUT_PROGRAMS), checkout=bool(found))
+    return 0
 
 
 def run_peers(argv: Sequence[str] | None = None) -> int:
@@ -251,14 +281,15 @@ def run_peers(argv: Sequence[str] | None = None) -> int:
     rows: list[Row] = []
     for config in configs:
         rows.extend(run_config(config, settings))
-    print(table(rows))
-    print()
-    print(breakdown(rows))
-    for line in verdicts(rows):
-        print(line)
-    write_json(args.json, rows, {**asdict(settings), "configs": [c.label for c in configs]})
+    out = Output.from_args(args)
+    out.say(table(rows), "", breakdown(rows), *verdicts(rows))
+    for row in rows:
+        out.record("row", **asdict(row))
+    write_json(args.json_file, rows, {**asdict(settings), "configs": [c.label for c in configs]})
     write_png(args.png, rows)
-    _say(f"wrote {args.json} and {args.png}")
+    _say(f"wrote {args.json_file} and {args.png}")
+    out.summary(rows=len(rows), failed=sum(r.status in (WRONG, FAILED) for r in rows),
+                json_file=str(args.json_file), png=str(args.png))  # fmt: skip
     return 1 if any(r.status in (WRONG, FAILED) for r in rows) else 0
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ...model import load_model, zoo
+from .._output import Output, add_output_arguments
 from .models import MODELS, Config, copyless_model
 
 PREFIX = "copyless/"
@@ -55,6 +56,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=20, help="profiled runs per graph (minima)")
     p.add_argument("--threads", type=int, default=1, help="engine threads (default 1)")
     p.add_argument("--engines", default="ort,ov", help="ort,ov")
+    add_output_arguments(p, quiet=False)
     args = p.parse_args(list(argv))
     if args.runs < 1 or args.threads < 1:
         p.error("--runs and --threads must be >= 1")
@@ -67,8 +69,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     names = list(MODELS) if args.model == "all" else [args.model]
-    print(f"{'model':<20}{'engine':<8}{'rgbx ms':>9}{'alone ms':>10}{'extra ms':>10}"
-          f"{'prefix ms':>11}  prefix nodes (us)")  # fmt: skip
+    out = Output.from_args(args)
+    out.say(f"{'model':<20}{'engine':<8}{'rgbx ms':>9}{'alone ms':>10}{'extra ms':>10}"
+            f"{'prefix ms':>11}  prefix nodes (us)")  # fmt: skip
     for name in names:
         compiled = load_model(copyless_model(Config(name, "fp32", 1)))
         folded = compiled.partitions[0].onnx_bytes
@@ -79,7 +82,9 @@ def main(argv: Sequence[str]) -> int:
             run = _ort_profile if engine == "ort" else _ov_profile
             rgbx = run(folded, x_u8, args.runs, args.threads)
             alone = run(source, x_f32, args.runs, args.threads)
-            _print(name, engine, rgbx, alone)
+            _print(out, name, engine, rgbx, alone)
+    out.summary(models=names, engines=args.engines.split(","), runs=args.runs,
+                threads=args.threads)  # fmt: skip
     return 0
 
 
@@ -96,12 +101,16 @@ def _source_graph(name: str) -> bytes:
     return bytes(model.SerializeToString())
 
 
-def _print(name: str, engine: str, rgbx: Profile, alone: Profile) -> None:
+def _print(out: Output, name: str, engine: str, rgbx: Profile, alone: Profile) -> None:
     prefix = rgbx.prefix()
     nodes = ", ".join(f"{rgbx.kinds[k]} {v:.0f}" for k, v in prefix.items())
     extra = (rgbx.total_us - alone.total_us) / 1e3
-    print(f"{name:<20}{engine:<8}{rgbx.total_us / 1e3:9.3f}{alone.total_us / 1e3:10.3f}"
-          f"{extra:+10.3f}{sum(prefix.values()) / 1e3:11.3f}  {nodes}")  # fmt: skip
+    out.say(f"{name:<20}{engine:<8}{rgbx.total_us / 1e3:9.3f}{alone.total_us / 1e3:10.3f}"
+            f"{extra:+10.3f}{sum(prefix.values()) / 1e3:11.3f}  {nodes}")  # fmt: skip
+    out.record("graph", model=name, engine=engine, rgbx_ms=round(rgbx.total_us / 1e3, 4),
+               alone_ms=round(alone.total_us / 1e3, 4), extra_ms=round(extra, 4),
+               prefix_ms=round(sum(prefix.values()) / 1e3, 4),
+               prefix_nodes_us={rgbx.kinds[k]: round(v, 1) for k, v in prefix.items()})  # fmt: skip
 
 
 def _ort_profile(graph: bytes, x: npt.NDArray[Any], runs: int, threads: int) -> Profile:

@@ -22,12 +22,17 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from .._output import Output, add_output_arguments
 from .models import MODELS
 
 VARIANTS = ("runner", "runner-spinning", "ort-defaults")
 
+# ``python -c`` puts the working directory first on sys.path: the child drops it before
+# any other import, so that files there (a ``copyless/`` or ``numpy.py``) are never imported
 _CHILD = """
-import statistics, sys, time
+import sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+import statistics, time
 import numpy as np
 import copyless as cl
 from copyless.apps._models import builtin_model
@@ -79,6 +84,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    default="efficientnet-lite0")  # fmt: skip
     p.add_argument("--frames", type=int, default=40, help="timed frames per process")
     p.add_argument("--rounds", type=int, default=5, help="rounds of one process per variant")
+    add_output_arguments(p, quiet=False)
     args = p.parse_args(list(argv))
     if args.frames < 1 or args.rounds < 1:
         p.error("--frames and --rounds must be >= 1")
@@ -94,11 +100,17 @@ def main(argv: Sequence[str]) -> int:
         for variant in VARIANTS:
             samples[variant].append(_child(variant, args.model, args.frames))
     base = statistics.median(samples["ort-defaults"])
-    print(f"{args.model}, {args.rounds} rounds of {args.frames} frames; load average "
-          f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")  # fmt: skip
+    out = Output.from_args(args)
+    out.say(f"{args.model}, {args.rounds} rounds of {args.frames} frames; load average "
+            f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")  # fmt: skip
     for variant in VARIANTS:
         ms = statistics.median(samples[variant])
-        print(f"  {variant:<18}{ms:9.3f} ms/frame  {ms / base:5.2f}x ort-defaults")
+        out.say(f"  {variant:<18}{ms:9.3f} ms/frame  {ms / base:5.2f}x ort-defaults")
+        out.record("variant", variant=variant, ms_per_frame=round(ms, 4),
+                   vs_ort_defaults=round(ms / base, 4))  # fmt: skip
+    out.summary(model=args.model, rounds=args.rounds, frames=args.frames,
+                load_average=[round(min(loads), 2), round(max(loads), 2)],
+                cores=os.cpu_count())  # fmt: skip
     return 0
 
 

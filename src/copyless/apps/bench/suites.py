@@ -2,15 +2,21 @@
 
 Two kinds of suites:
 
-* built in (this package, installed with copyless): ``peers`` (the default: copyless
-  against the pipelines users write, see :mod:`.cli`, which registers it: this module
-  imports no suite, so nothing here imports back), ``prefix`` (the folded
+* built in (this package, installed with copyless, run from any folder): ``peers`` (the
+  default: copyless against the pipelines users write, see :mod:`.cli`, which registers
+  it: this module imports no suite, so nothing here imports back), ``prefix`` (the folded
   preprocessing per graph node, see :mod:`.prefix`) and ``spin`` (onnxruntime's thread
   spinning against the machine's load, see :mod:`.spin`);
-* the benchmark programs of a source checkout, one per hot path: every ``NAME.py`` in its
-  ``benchmarks/`` folder (the repository root's, found beside ``src/``, or ``./benchmarks``),
-  run as its own ``__main__`` with ``ARGS`` as its command line. They build on this
-  package's shared pieces (:mod:`.timing`, :mod:`.stages`, :mod:`.report`).
+* the benchmark programs of copyless's source checkout, one per hot path: every ``NAME.py``
+  of :data:`CHECKOUT_PROGRAMS` in the ``benchmarks/`` folder of the checkout this copyless
+  runs from (an editable install: ``benchmarks/`` beside the ``src/`` holding this
+  package), run as its own ``__main__`` with ``ARGS`` as its command line. They build on
+  this package's shared pieces (:mod:`.timing`, :mod:`.stages`, :mod:`.report`).
+
+An installed wheel has no checkout: a checkout program's name is refused in one line
+(``needs copyless's source checkout``). The working directory is never searched: a
+``benchmarks/`` folder there (someone else's files) is never imported nor run. Only files
+of the checkout that holds this very package are.
 
 ``copyless-bench --list`` prints them all.
 """
@@ -23,6 +29,37 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 Suite = Callable[[Sequence[str]], int]
+
+#: The checkout's benchmark programs (``benchmarks/NAME.py``), named here so that an
+#: installed copyless can say what a name is instead of "no such benchmark"; a test keeps
+#: the list equal to the folder.
+CHECKOUT_PROGRAMS = (
+    "accuracy",
+    "bad_inputs",
+    "bench_openvino",
+    "cache_path",
+    "detectors",
+    "dynamic_outputs",
+    "engine_choice",
+    "first_submit",
+    "fuzz_models",
+    "gpu",
+    "ipc_pipeline",
+    "layout",
+    "ocr",
+    "pipeline",
+    "preprocess",
+    "ray_batch",
+    "ray_guide",
+    "ray_startup",
+    "rotation",
+    "runner",
+    "serve",
+    "serving",
+    "soak",
+    "video",
+    "video_batch",
+)
 
 
 def builtin() -> dict[str, Suite]:
@@ -41,14 +78,26 @@ def builtin() -> dict[str, Suite]:
     return {"prefix": prefix, "spin": spin}
 
 
-def scripts_folder() -> Path | None:
-    """The checkout's ``benchmarks/`` folder: beside ``src/`` of this copyless, else in the
-    working directory; None when neither exists (an installed copyless)."""
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[4] / "benchmarks", Path.cwd() / "benchmarks"):
-        if candidate.is_dir():
-            return candidate
+def checkout_root(package_file: Path | None = None) -> Path | None:
+    """The source checkout this copyless runs from: the folder holding ``src/copyless``
+    (this package) and a ``pyproject.toml`` and ``benchmarks/`` beside it; None for an
+    installed copyless (site-packages has no ``src/`` above the package). Never the
+    working directory."""
+    here = (package_file or Path(__file__)).resolve()
+    package = here.parents[2]  # .../copyless (this file: copyless/apps/bench/suites.py)
+    source = package.parent
+    if package.name != "copyless" or source.name != "src":
+        return None
+    root = source.parent
+    if (root / "pyproject.toml").is_file() and (root / "benchmarks").is_dir():
+        return root
     return None
+
+
+def scripts_folder() -> Path | None:
+    """The checkout's ``benchmarks/`` folder (:func:`checkout_root`), or None."""
+    root = checkout_root()
+    return None if root is None else root / "benchmarks"
 
 
 def scripts() -> dict[str, Path]:
@@ -64,13 +113,28 @@ def describe(peers: str) -> list[str]:
     peers suite's, which its module passes in)."""
     lines = ["built in:", f"  {'peers':<18}{peers}"]
     for name, module in (("prefix", ".prefix"), ("spin", ".spin")):
-        lines.append(f"  {name:<18}{_first_line(module)}")
+        lines.append(f"  {name:<18}{first_line(module)}")
     found = scripts()
     where = scripts_folder()
-    lines.append(f"benchmark programs ({where or 'no benchmarks/ folder: an installed copyless'}):")
+    if where is None:
+        lines.append("benchmark programs of copyless's source checkout (not installed with "
+                     "copyless; run them from a checkout):")  # fmt: skip
+        lines.extend(f"  {name}" for name in CHECKOUT_PROGRAMS)
+        return lines
+    lines.append(f"benchmark programs ({where}):")
     for name, path in found.items():
-        lines.append(f"  {name:<18}{_script_summary(path)}")
+        lines.append(f"  {name:<18}{script_summary(path)}")
     return lines
+
+
+def refusal(name: str) -> str | None:
+    """The one line refusing a checkout program's ``name`` on an installed copyless, or
+    None when ``name`` is no such program."""
+    if name not in CHECKOUT_PROGRAMS:
+        return None
+    return (f"copyless-bench: error: {name!r} is a benchmark program of copyless's source "
+            f"checkout (benchmarks/{name}.py), not installed with copyless: run it from a "
+            "checkout (pip install -e .); built in: peers, prefix, spin")  # fmt: skip
 
 
 def run_script(path: Path, argv: Sequence[str]) -> int:
@@ -88,14 +152,15 @@ def run_script(path: Path, argv: Sequence[str]) -> int:
     return 0
 
 
-def _first_line(module: str) -> str:
+def first_line(module: str) -> str:
+    """The first docstring line of built-in suite ``module`` (``.prefix``)."""
     import importlib
 
     doc = importlib.import_module(module, __package__).__doc__ or ""
     return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
-def _script_summary(path: Path) -> str:
+def script_summary(path: Path) -> str:
     """The first docstring line of a program, read without running it."""
     import ast
 
