@@ -103,6 +103,7 @@ def test_received_tensors_own_their_fds_and_share_memory(
     alloc = ipc_helpers.MemfdAllocator()
     parent = alloc.allocate_npu_tensor(_info("p", (8192,)))
     subs = [parent._sub_tensor(_info(f"s{i}", (1024,)), i * 1024) for i in range(3)]
+    gc.collect()  # an earlier test's garbage closing its fds mid-test is not ours
     before = _fds()
     send_tensors(a, [parent])
     assert _fds() == before  # the sender's exported dups are closed after sending
@@ -136,6 +137,7 @@ def test_user_pointer_tensors_are_refused_before_sending(
     )
     buffer = HostMemory.locked(64, warn_on_leak=False)
     user = NpuTensor(info, buffer.array, memory_type)
+    gc.collect()  # an earlier test's garbage closing its fds mid-test is not ours
     before = _fds()
     with pytest.raises(MemoryTypeError, match="USER_POINTER"):
         send_tensors(a, [shareable, user])
@@ -190,6 +192,7 @@ def test_bad_tensor_messages_close_the_received_fds(
 ) -> None:
     a, b = pair
     memory = HostMemory.shared(4096, warn_on_leak=False)
+    gc.collect()  # an earlier test's garbage closing its fds mid-test is not ours
     before = _fds()
     _raw(a, header, [memory.fd])
     with pytest.raises(IpcError):
@@ -201,6 +204,7 @@ def test_bad_tensor_messages_close_the_received_fds(
 def test_fds_announced_wrongly_are_closed(pair: tuple[socket.socket, socket.socket]) -> None:
     a, b = pair
     memory = HostMemory.shared(4096, warn_on_leak=False)
+    gc.collect()  # an earlier test's garbage closing its fds mid-test is not ours
     before = _fds()
     _raw(a, b'{"kind":"tensors","nfds":0,"tensors":[]}', [memory.fd, memory.fd])
     with pytest.raises(IpcError, match="announces 0 descriptors, 2 arrived"):

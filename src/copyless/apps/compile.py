@@ -284,9 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     if note is not None:
         lines.say(note)
     elif args.quantize is None and _offers_bf16(compiled):
-        lines.say("note: this CPU computes in BF16 (OpenVINO): --precision bf16 --calibration "
-                  "DIR measures its agreement with fp32 and its speed and records them; the "
-                  "model runs in fp32 until then")  # fmt: skip
+        print("note: this CPU computes in BF16 (OpenVINO): --precision bf16 --calibration DIR "
+              "measures its agreement with fp32 and its speed and records them; the model "
+              "runs in fp32 until then", file=sys.stderr)  # fmt: skip
     lines.record("compiled", model=args.model, output=str(out), precision=note)
     lines.timing([], {"seconds": round(seconds, 3)})
     lines.summary(compiled=1)

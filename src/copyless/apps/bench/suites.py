@@ -46,6 +46,7 @@ CHECKOUT_PROGRAMS = (
     "gpu",
     "ipc_pipeline",
     "layout",
+    "node_conformance",
     "ocr",
     "pipeline",
     "preprocess",
