@@ -113,17 +113,6 @@ def check(table_path: Path, count: int) -> None:
 
 
 
-def _bytecode(*trees: str) -> None:
-    """Compile the copyless sources to bytecode before timing, as an installed package has
-    them (pip compiles a wheel's modules): an editable checkout under
-    PYTHONDONTWRITEBYTECODE=1 recompiles ~140 modules in every process, 0.15 s of start-up
-    the peers, installed, do not pay."""
-    import compileall
-
-    for tree in trees:
-        compileall.compile_dir(tree, quiet=1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=1000)
@@ -132,7 +121,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--quick", action="store_true", help="300 images, 1 round")
     args = parser.parse_args()
-    _bytecode(str(Path(zoo.__file__).parents[2]))  # the copyless package
+    from _bytecode import compile_trees
+
+    compile_trees(str(Path(zoo.__file__).parents[2]))  # the copyless package
     if args.quick:
         args.images, args.rounds = 300, 1
     work = Path(tempfile.mkdtemp(prefix="cl-raybench-"))

@@ -226,17 +226,6 @@ def _latencies(out: str) -> list[tuple[float, float]]:
 
 
 
-def _bytecode(*trees: str) -> None:
-    """Compile the copyless sources to bytecode before timing, as an installed package has
-    them (pip compiles a wheel's modules): an editable checkout under
-    PYTHONDONTWRITEBYTECODE=1 recompiles ~140 modules in every process, 0.15 s of start-up
-    the peers, installed, do not pay."""
-    import compileall
-
-    for tree in trees:
-        compileall.compile_dir(tree, quiet=1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=300)
@@ -268,9 +257,10 @@ def main() -> None:
         return
     # the plain process runs this file too: it must not pay for these imports
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from _bytecode import compile_trees
     from copyless.model import zoo
 
-    _bytecode(str(Path(zoo.__file__).parents[2]), *([args.before] if args.before else []))
+    compile_trees(str(Path(zoo.__file__).parents[2]), *([args.before] if args.before else []))
     from video_helpers import make_clip
 
     model = str(zoo.build("efficientnet-lite0", progress=False))

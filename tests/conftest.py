@@ -170,3 +170,19 @@ def batch_model() -> Any:
     from copyless.model import load_model
 
     return load_model(builtin_batch_classifier())
+
+
+@pytest.fixture
+def make_runner(runner_type: cl.RunnerType) -> Iterator[Callable[..., cl.Runner]]:
+    """``make_runner(compiled, **options)``: a runner of ``runner_type`` (the fixture of the
+    test's folder, e.g. tests/runner, tests/pipeline: every engine) closed after the test."""
+    made: list[cl.Runner] = []
+
+    def make(compiled: cl.CompiledModel, **options: Any) -> cl.Runner:
+        runner = cl.RunnerFactory.from_compiled(compiled, options, runner_type)
+        made.append(runner)
+        return runner
+
+    yield make
+    for runner in made:
+        runner.close()

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -12,7 +11,6 @@ import pytest
 
 import copyless as cl
 from copyless.model import CompiledModel, compile_to_memory
-from copyless.runner import Runner, RunnerFactory
 from model_helpers import conv_net
 
 ENGINES = [cl.RunnerType.ONNXRUNTIME, cl.RunnerType.OPENVINO]
@@ -40,21 +38,6 @@ def compiled(net: onnx.ModelProto) -> Callable[[int], CompiledModel]:
         return cache[batch]
 
     return make
-
-
-@pytest.fixture
-def make_runner(runner_type: cl.RunnerType) -> Iterator[Callable[..., Runner]]:
-    """``make_runner(compiled, **options)``: a runner closed after the test."""
-    made: list[Runner] = []
-
-    def make(model: CompiledModel, **options: Any) -> Runner:
-        runner = RunnerFactory.from_compiled(model, options, runner_type)
-        made.append(runner)
-        return runner
-
-    yield make
-    for runner in made:
-        runner.close()
 
 
 @pytest.fixture(scope="session")

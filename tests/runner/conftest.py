@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
-
 import onnx
 import pytest
 from runner_helpers import conv_net
 
 import copyless as cl
 from copyless.model import CompiledModel, compile_to_memory
-from copyless.runner import Runner, RunnerFactory
 
 BACKENDS = [cl.RunnerType.ONNXRUNTIME, cl.RunnerType.OPENVINO]
 
@@ -20,21 +16,6 @@ BACKENDS = [cl.RunnerType.ONNXRUNTIME, cl.RunnerType.OPENVINO]
 def runner_type(request: pytest.FixtureRequest) -> cl.RunnerType:
     rt: cl.RunnerType = request.param
     return rt
-
-
-@pytest.fixture
-def make_runner(runner_type: cl.RunnerType) -> Iterator[Callable[..., Runner]]:
-    """``make_runner(compiled, **options)``: a runner closed after the test."""
-    made: list[Runner] = []
-
-    def make(compiled: CompiledModel, **options: Any) -> Runner:
-        runner = RunnerFactory.from_compiled(compiled, options, runner_type)
-        made.append(runner)
-        return runner
-
-    yield make
-    for runner in made:
-        runner.close()
 
 
 @pytest.fixture(scope="session")

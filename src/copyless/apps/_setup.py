@@ -33,7 +33,7 @@ from ._checks import UsageError, check_model_path
 from ._memory import APP_BASE, MemoryBudget, add_memory_argument
 from ._models import builtin_alias
 from ._output import Output, add_output_arguments
-from ._signals import Interruption
+from ._signals import Interruption, held
 
 EXIT_USAGE = 2
 
@@ -274,7 +274,8 @@ def _round(
     t0 = time.perf_counter()
     prepared = preprocess()
     t1 = time.perf_counter()
-    status = runner.execute([[x]], [outputs])
+    with held():  # a signal inside the engine's run on this (main) thread: see held()
+        status = runner.execute([[x]], [outputs])
     t2 = time.perf_counter()
     if status is not StatusCode.SUCCESS:
         print(f"error: execute returned {status.name}", file=sys.stderr)

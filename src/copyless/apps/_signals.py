@@ -20,15 +20,16 @@ nothing is installed) and restored on exit.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
 __all__ = ["EXIT_SIGINT", "EXIT_SIGTERM", "Interruption", "Terminated", "default_handlers",
-           "stopped"]
+           "held", "stopped"]
 
 EXIT_SIGINT = 128 + signal.SIGINT  # 130
 EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
@@ -120,3 +121,20 @@ class Interruption:
             self.note(signal.SIGTERM if issubclass(kind, Terminated) else signal.SIGINT)
             return True  # swallowed: the app returns exit_code(...)
         return False
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """SIGINT/SIGTERM held (blocked, left pending) in the calling thread while the block runs:
+    for an engine call made on the main thread. A signal that arrived while copyless-zerocopy's
+    main thread was inside onnxruntime's run crashed the process about one time in three
+    (SIGSEGV in the engine, tests/apps/test_image_app_signals.py); held, it is delivered when
+    the call returns and the app's handler sees it as before. No-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
