@@ -186,3 +186,12 @@ def make_runner(runner_type: cl.RunnerType) -> Iterator[Callable[..., cl.Runner]
     yield make
     for runner in made:
         runner.close()
+
+
+@pytest.fixture
+def runners() -> Iterator[list[cl.Runner]]:
+    """A list the test appends its runners to; each is closed after the test."""
+    made: list[cl.Runner] = []
+    yield made
+    for runner in made:
+        runner.close()

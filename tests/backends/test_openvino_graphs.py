@@ -7,7 +7,6 @@ is the reference, and OpenVINO must equal it or refuse, never answer otherwise."
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -37,14 +36,6 @@ def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], opset: int =
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
     model.ir_version = 10
     return model
-
-
-@pytest.fixture
-def runners() -> Iterator[list[Runner]]:
-    made: list[Runner] = []
-    yield made
-    for runner in made:
-        runner.close()
 
 
 def _run(model: onnx.ModelProto, feeds: list[np.ndarray], engine: cl.RunnerType,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,14 +43,6 @@ def recorded_bf16(fp32: CompiledModel) -> CompiledModel:
     record = {"precision": "bf16", "reference": "fp32", "engine": "openvino", "images": 20,
               "images_from": "calibration", "top1": 95.0}  # fmt: skip
     return dataclasses.replace(fp32, metadata={**fp32.metadata, "precision": json.dumps(record)})
-
-
-@pytest.fixture
-def runners() -> Iterator[list[Runner]]:
-    made: list[Runner] = []
-    yield made
-    for runner in made:
-        runner.close()
 
 
 def _hint(runner: Runner) -> str:
