@@ -114,7 +114,7 @@ def net_file(tiny: tuple[onnx.ModelProto, CompiledModel], tmp_path: Path) -> Pat
     return compile_model(tiny[0], tmp_path / "net.rai")
 
 
-def test_a_measured_choice_counts_what_its_candidates_stored(tmp_path, monkeypatch) -> None:
+def test_a_measured_engine_choice_counts_what_its_candidates_stored(tmp_path, monkeypatch) -> None:
     """VAIML on a model with no recorded choice loads both engines with the same cache
     folder: the winner's counts include the entries the other candidate stored (the cpu
     partition's onnxruntime graph is a hit for OpenVINO's runner). What

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..types import UnsupportedError
+from ..types import UnsupportedError, openvino_unloadable
 from ._precision import Run, measure
 
 _log = logging.getLogger(__name__)
@@ -154,6 +154,9 @@ def _speed(runs: dict[str, Run], batch: np.ndarray) -> dict[str, Any]:
 
 
 def _core() -> Any:
+    unloadable = openvino_unloadable()
+    if unloadable:
+        raise UnsupportedError(f"precision='bf16': BF16 runs on OpenVINO only, and {unloadable}")
     try:
         import openvino as ov
     except ImportError as exc:

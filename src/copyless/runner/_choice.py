@@ -76,6 +76,7 @@ from ..types import (
     TensorDirection,
     TensorType,
     UnsupportedError,
+    openvino_unloadable,
 )
 from ._load import BUSY_SHARE, CpuLoad, machine_busy
 from ._options import RunnerOptions
@@ -255,10 +256,9 @@ def _no_choice(model: CompiledModel, options: RunnerOptions) -> tuple[RunnerType
             f"{options.inference_precision} arithmetic runs on OpenVINO only (onnxruntime's "
             "CPU provider has none): not measured"
         )
-    if "libasan" in os.environ.get("LD_PRELOAD", ""):
-        # OpenVINO's TBB dlopens with RTLD_DEEPBIND, which AddressSanitizer refuses by
-        # aborting the process: loading it to measure would end the caller.
-        return ort, "not measured: OpenVINO cannot load under AddressSanitizer (LD_PRELOAD)"
+    unloadable = openvino_unloadable()
+    if unloadable:  # loading it to measure would end the caller
+        return ort, f"not measured: {unloadable}"
     unknown = [s.name for s in model.inputs + model.outputs if -1 in s.hw.shape]
     if unknown:
         return ort, f"not measured: tensors {unknown} have dims unknown until run time"

@@ -1,5 +1,6 @@
 """The base layer: enums, metadata and errors. Imports nothing else of copyless."""
 
+from ._engines import openvino_unloadable
 from ._enums import (
     DataType,
     MemoryLayout,
@@ -61,4 +62,5 @@ __all__ = [
     "info_to_dict",
     "quant_from_dict",
     "quant_to_dict",
+    "openvino_unloadable",
 ]
