@@ -93,7 +93,10 @@ def test_model_from_a_path_and_from_the_object_store(ray_driver, rgbx_b4, tmp_pa
     expected = _reference(rgbx_b4, frames)
     for source in (path, str(path), rgbx_b4, ray.put(rgbx_b4)):
         with Predictor(source) as predictor:
-            np.testing.assert_allclose(predictor({"pixels": frames})["logits"], expected, atol=1e-5)
+            # the default runner measures the engines: either may serve each load, and their
+            # float sums differ in the last bits (logits near 1e3: a relative tolerance)
+            got = predictor({"pixels": frames})["logits"]
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
     with pytest.raises(cl.UnsupportedError, match="ObjectRef holds a str"):
         Predictor(ray.put("not a model"))
 
