@@ -180,11 +180,7 @@ def _through_runner(case: Any, compiled: Any, runner_type: Any) -> tuple[str, st
             return "status", status.name
         got = []
         for tensor in outs:
-            value = tensor.numpy()
-            if tensor.produced_shape is not None:
-                shape = tuple(tensor.produced_shape)
-                value = value.reshape(-1)[: int(np.prod(shape))].reshape(shape)
-            got.append(value.copy())
+            got.append(tensor.produced().copy())
     except cl.CopylessError as exc:
         return "refused", _first_line(exc)
     except Exception as exc:  # noqa: BLE001 - recorded as the case's outcome

@@ -56,11 +56,7 @@ def _run(model: onnx.ModelProto, feeds: list[np.ndarray], engine: cl.RunnerType,
     assert runner.execute([ins], [outs]) is cl.StatusCode.SUCCESS
     got = []
     for tensor in outs:
-        value = tensor.numpy()
-        if tensor.produced_shape is not None:
-            shape = tuple(tensor.produced_shape)
-            value = value.reshape(-1)[: int(np.prod(shape))].reshape(shape)
-        got.append(value.copy())
+        got.append(tensor.produced().copy())
     return got
 
 

@@ -45,9 +45,11 @@ def _tensors(runner, capacity=(2, 12), view=HW):
 
 def _result(nz: cl.NpuTensor) -> np.ndarray:
     """The produced result: C-contiguous at the start of the buffer."""
-    shape = nz.produced_shape
-    assert shape is not None
-    return nz.numpy().reshape(-1)[: int(np.prod(shape))].reshape(shape)
+    assert nz.produced_shape is not None
+    view = nz.produced()
+    assert view.shape == nz.produced_shape
+    assert view.size == 0 or np.shares_memory(view, nz.numpy())  # a view, no copy
+    return view
 
 
 def test_infos_report_the_capacity(nonzero, make_runner) -> None:
@@ -122,6 +124,8 @@ def test_too_small_then_recover(nonzero, make_runner, caplog) -> None:
                 f"{2 * count * 8} bytes" in record.getMessage()
                 and "64 bytes" in record.getMessage()
             )
+            with pytest.raises(cl.TensorError, match=r"produced shape \[2, \d+\] does not fit"):
+                nz.produced()
     # The same sequence asynchronously: the runner keeps working after INVALID_OUTPUT.
     for step, (count, status) in enumerate([(9, S.INVALID_OUTPUT), (2, S.SUCCESS)]):
         expected = _fill(x, count, step)

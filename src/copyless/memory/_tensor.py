@@ -279,6 +279,26 @@ class NpuTensor:
         )
         return array
 
+    def produced(self) -> npt.NDArray[Any]:
+        """:meth:`numpy` at :attr:`produced_shape`: the first elements of the buffer, where
+        a data-dependent output's result sits C-contiguously; :meth:`numpy` itself where
+        there is no produced shape. No copy. Raises TensorError after :meth:`close`, and
+        when the produced shape does not fit the buffer (the job ended INVALID_OUTPUT:
+        the shape is the one needed)."""
+        shape = self._produced_shape
+        if shape is None:
+            return self.numpy()
+        count = int(np.prod(shape, dtype=np.int64))
+        info = self._info
+        if count * info.numpy_dtype.itemsize > info.size_in_bytes:
+            raise TensorError(
+                f"tensor {info.name!r}: the produced shape {list(shape)} does not fit its "
+                f"buffer of shape {list(info.shape)} (the job ended INVALID_OUTPUT)"
+            )
+        raw = self._host_bytes()[: count * info.numpy_dtype.itemsize]
+        view: npt.NDArray[Any] = raw.view(info.numpy_dtype).reshape(shape)
+        return view
+
     def bytes_view(self) -> npt.NDArray[np.uint8]:
         """Flat uint8 view of the bytes this tensor covers (no copy). Raises after close."""
         return self._host_bytes()

@@ -148,10 +148,8 @@ def _row(outputs: ItemTensors) -> npt.NDArray[Any]:
     """The row's output ``[1, ...]``: its own view, or its row of an output shared by the
     job's rows (a data-dependent output: its produced shape)."""
     tensor: NpuTensor = outputs[0]
-    shape = tensor.produced_shape or tensor.get_info().shape
-    flat = tensor.numpy().reshape(-1)[: int(np.prod(shape))]
-    whole = flat.reshape(shape)
-    row = outputs.row if shape[0] > 1 else 0
+    whole = tensor.produced()
+    row = outputs.row if whole.shape[0] > 1 else 0
     return whole[row : row + 1]
 
 
