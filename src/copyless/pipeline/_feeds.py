@@ -89,13 +89,14 @@ class DirectFeed:
 
 
 class _SourceReader:
-    """A source's thread and queue (the queue is guarded by the feed's condition)."""
+    """A source's thread and queue (the queue is guarded by the feed's lock)."""
 
-    __slots__ = ("ended", "iterator", "key", "pulled", "queue", "thread")
+    __slots__ = ("ended", "iterator", "key", "pulled", "queue", "room", "thread")
 
-    def __init__(self, key: Any, iterator: Iterator[Any]) -> None:
+    def __init__(self, key: Any, iterator: Iterator[Any], room: threading.Condition) -> None:
         self.key = key
         self.iterator = iterator
+        self.room = room  # an item taken from this queue (the feed's lock)
         self.queue: collections.deque[Pulled] = collections.deque()
         self.ended = False
         self.pulled = 0
@@ -103,15 +104,21 @@ class _SourceReader:
 
 
 class SourceFeed:
-    """Many sources, each pulled by its own thread into a queue of ``depth`` items."""
+    """Many sources, each pulled by its own thread into a queue of ``depth`` items. One lock;
+    the takers wait on ``_ready`` (an item queued, a source ended), each reader on its own
+    ``room``: an item wakes the takers, a take wakes only the readers it took from."""
 
     def __init__(
         self, sources: Mapping[Any, Iterator[Any]], depth: int, clock: StageClock
     ) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
         self._depth = max(1, depth)
         self._clock = clock
-        self._readers = [_SourceReader(key, iterator) for key, iterator in sources.items()]
+        self._readers = [
+            _SourceReader(key, iterator, threading.Condition(self._lock))
+            for key, iterator in sources.items()
+        ]
         self._next = 0  # round robin: the reader asked first
         self._stopping = False
         for number, reader in enumerate(self._readers):
@@ -123,25 +130,26 @@ class SourceFeed:
 
     def _read(self, reader: _SourceReader) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 while len(reader.queue) >= self._depth and not self._stopping:
-                    self._cond.wait(POLL_S)
+                    reader.room.wait(POLL_S)
                 if self._stopping:
                     break
             pulled = _pull(reader.iterator, reader.key, reader.pulled, self._clock)
-            with self._cond:
+            with self._lock:
                 if pulled is not None:
                     reader.queue.append(pulled)
                     reader.pulled += 1
                 if pulled is None or pulled.error is not None:
                     break
-                self._cond.notify_all()
-        with self._cond:
+                self._ready.notify_all()
+        with self._lock:
             reader.ended = True
-            self._cond.notify_all()
+            self._ready.notify_all()
 
     def _round(self, count: int) -> list[Pulled]:
-        """Up to ``count`` ready items, one per source per pass, round robin."""
+        """Up to ``count`` ready items, one per source per pass, round robin; wakes the
+        readers it took from (their queues have room)."""
         got: list[Pulled] = []
         readers, n = self._readers, len(self._readers)
         while len(got) < count:
@@ -150,6 +158,7 @@ class SourceFeed:
                 at = (self._next + step) % n
                 if readers[at].queue:
                     got.append(readers[at].queue.popleft())
+                    readers[at].room.notify_all()
                     took = True
                     if len(got) == count:
                         break
@@ -163,10 +172,10 @@ class SourceFeed:
         return all(r.ended and not r.queue for r in self._readers)
 
     def take(self, count: int, wait_s: float, stop: threading.Event) -> list[Pulled] | None:
-        with self._cond:
+        with self._lock:
             got = self._round(count)
             while not got and not stop.is_set() and not self._drained():
-                self._cond.wait(POLL_S)
+                self._ready.wait(POLL_S)
                 got = self._round(count)
             if got and len(got) < count and wait_s > 0:
                 deadline = time.perf_counter() + wait_s
@@ -174,22 +183,22 @@ class SourceFeed:
                     left = deadline - time.perf_counter()
                     if left <= 0:
                         break
-                    self._cond.wait(min(left, POLL_S))
+                    self._ready.wait(min(left, POLL_S))
                     got += self._round(count - len(got))
-            if got:
-                self._cond.notify_all()  # readers waiting for room
             return got or None
 
     def close(self, timeout_s: float) -> None:
-        with self._cond:
+        with self._lock:
             self._stopping = True
-            self._cond.notify_all()
+            self._ready.notify_all()
+            for reader in self._readers:
+                reader.room.notify_all()
         deadline = time.perf_counter() + timeout_s
         for reader in self._readers:
             if reader.thread is not None:
                 # a reader inside a source's next() cannot be interrupted: it is a daemon
                 # thread and ends when that call returns
                 reader.thread.join(max(0.0, deadline - time.perf_counter()))
-        with self._cond:
+        with self._lock:
             for reader in self._readers:
                 reader.queue.clear()

@@ -109,10 +109,15 @@ Hook = Callable[[Annotated], None]
 
 @dataclass
 class _Stream:
-    """One stream's source, queue and counters (guarded by the StreamSet's lock)."""
+    """One stream's source, queue and counters (guarded by the StreamSet's lock), and its
+    two conditions on that lock: a frame queued or the stream ended (``ready``: what its
+    :meth:`StreamSet.frames` reader waits on), a frame taken (``room``: its decoder). One
+    pair per stream: a frame wakes its own reader and decoder, not every stream's."""
 
     index: int
     source: VideoSource
+    ready: threading.Condition
+    room: threading.Condition
     queue: deque[StreamFrame] = field(default_factory=deque)
     decoded: int = 0
     decode_seconds: float = 0.0
@@ -165,10 +170,13 @@ class StreamSet:
         self.sources = opened
         self.queue = queue
         self.max_frames = max_frames
-        self._streams = [_Stream(i, s) for i, s in enumerate(opened)]
         self._lock = threading.Lock()
-        self._ready = threading.Condition(self._lock)  # a frame queued or a stream ended
-        self._room = threading.Condition(self._lock)  # a frame taken
+        self._streams = [
+            _Stream(i, s, threading.Condition(self._lock), threading.Condition(self._lock))
+            for i, s in enumerate(opened)
+        ]
+        # any stream's frame queued or a stream ended: what :meth:`batches` waits on
+        self._ready = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._hooks: list[Hook] = []
@@ -208,6 +216,7 @@ class StreamSet:
         finally:
             with self._lock:
                 stream.ended = True
+                stream.ready.notify_all()
                 self._ready.notify_all()
 
     def _put(self, stream: _Stream, item: StreamFrame, live: bool, seconds: float) -> bool:
@@ -224,11 +233,12 @@ class StreamSet:
                     stream.queue.popleft()
                     stream.dropped += 1
                     break
-                self._room.wait(0.1)
+                stream.room.wait(0.1)
             if self._stop.is_set():
                 return False
             stream.queue.append(item)
-            self._ready.notify_all()
+            stream.ready.notify_all()  # its reader (frames)
+            self._ready.notify_all()  # a batches consumer
             return True
 
     def _fail(self, stream: _Stream, message: str) -> None:
@@ -272,7 +282,8 @@ class StreamSet:
                 if until is not None and until <= now:
                     break
                 self._ready.wait(0.1 if until is None else until - now)
-            self._room.notify_all()
+            for stream in self._streams:
+                stream.room.notify_all()
             if not batch and (
                 self._stop.is_set()
                 or idle_until is None
@@ -290,11 +301,11 @@ class StreamSet:
         while True:
             with self._lock:
                 while not state.queue and not state.ended and not self._stop.is_set():
-                    self._ready.wait(0.1)
+                    state.ready.wait(0.1)
                 if self._stop.is_set() or not state.queue:
                     return
                 item = state.queue.popleft()
-                self._room.notify_all()
+                state.room.notify_all()
             yield item
 
     def _take(self, batch: list[StreamFrame], max_batch: int) -> None:
@@ -351,7 +362,9 @@ class StreamSet:
         """Stop the decoder threads, drop the queued frames, close the sources."""
         self.stop()
         with self._lock:
-            self._room.notify_all()
+            for stream in self._streams:
+                stream.room.notify_all()
+                stream.ready.notify_all()
             self._ready.notify_all()
         for thread in self._threads:
             thread.join()
