@@ -174,3 +174,53 @@ def test_a_source_that_does_not_open_closes_the_others(clips: list[Path], tmp_pa
         StreamSet([])
     with StreamSet(clips[:1]) as streams, pytest.raises(VideoError, match="max_batch"):
         next(streams.batches(0))
+
+
+def test_inline_streams_decode_in_the_readers_thread(clips: list[Path], tmp_path: Path) -> None:
+    """start(inline=True): no decoder thread for a file; frames() decodes in the thread that
+    iterates it, with the same counters, frames and failures; batches() refuses."""
+    whole = make_clip(tmp_path / "whole.mkv", *SIZE, 6)
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 2 // 3])
+    with StreamSet([clips[0], cut]) as streams:
+        streams.start(inline=True)
+        assert not [t for t in threading.enumerate() if t.name.startswith("copyless-stream")]
+        with pytest.raises(VideoError, match="needs the decoder threads"):
+            next(streams.batches())
+        means = [float(item.frame.planes[0].mean()) for item in streams.frames(0)]
+        readers = set()
+        bad = []
+        for item in streams.frames(1):
+            readers.add(threading.current_thread().name)
+            bad.append(item.frame.index)
+        with pytest.raises(VideoError, match="already being read"):
+            next(streams.frames(0))
+        good_stats, bad_stats = streams.stats()
+    assert means == pytest.approx(_luma_means(clips[0]))
+    assert good_stats.decoded == 2 * PER_SCENE and good_stats.error is None
+    assert bad == list(range(len(bad))) and 0 < len(bad) < 12
+    assert bad_stats.error is not None and bad_stats.decoded == len(bad)
+
+
+def test_close_waits_for_an_inline_reader_inside_the_decoder(clips: list[Path]) -> None:
+    """close() from another thread while a reader decodes: the reader ends at its next
+    step and the sources close after the frame it was decoding (no decode on a closed
+    container)."""
+    streams = StreamSet([clips[1]])
+    streams.start(inline=True)
+    got: list[int] = []
+    started = threading.Event()
+
+    def read() -> None:
+        for item in streams.frames(0):
+            got.append(item.frame.index)
+            started.set()
+            time.sleep(0.02)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert started.wait(10)
+    streams.close()
+    reader.join(10)
+    assert not reader.is_alive()
+    assert got == list(range(len(got))) and len(got) < 3 * PER_SCENE

@@ -51,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 #: Latencies kept per stream for the percentiles (the most recent ones).
 LATENCY_WINDOW = 4096
+#: close(): how long it waits for an inline reader to finish the frame it is decoding.
+CLOSE_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,8 @@ class _Stream:
     error: str | None = None
     ended: bool = False  # the decoder thread is done (end, error or stop)
     latest: Annotated | None = None
+    inline: bool = False  # no decoder thread: frames() decodes in its reader's thread
+    decoding: bool = False  # an inline reader is inside the decoder (close waits for it)
 
 
 class StreamSet:
@@ -185,11 +189,18 @@ class StreamSet:
     def __len__(self) -> int:
         return len(self._streams)
 
-    def start(self) -> None:
-        """Start the decoder threads (once)."""
-        if self._threads:
+    def start(self, *, inline: bool = False) -> None:
+        """Start the decoder threads (once). ``inline``: a stream that is not live gets no
+        thread of its own: :meth:`frames` decodes it in the thread that iterates it (a
+        :meth:`copyless.Pipeline.map_sources` reader already is one), a thread and a
+        hand-over fewer per frame; :meth:`batches` then refuses. A live stream keeps its
+        thread either way (it drops the oldest frame while the consumer is behind)."""
+        if self._threads or any(s.inline for s in self._streams):
             raise VideoError("the streams are already started")
         for stream in self._streams:
+            if inline and not stream.source.info.live:
+                stream.inline = True
+                continue
             thread = threading.Thread(
                 target=self._decode, args=(stream,), name=f"copyless-stream-{stream.index}",
                 daemon=True,
@@ -256,6 +267,8 @@ class StreamSet:
         the consumer's cue to collect the results still in flight."""
         if max_batch < 1 or max_wait < 0:
             raise VideoError(f"max_batch must be >= 1 and max_wait >= 0: {max_batch}, {max_wait}")
+        if any(s.inline for s in self._streams):
+            raise VideoError("batches() needs the decoder threads: start() without inline")
         while True:
             batch = self._assemble(max_batch, max_wait, idle)
             if batch is None:
@@ -296,8 +309,12 @@ class StreamSet:
         """Stream ``stream``'s frames in order, as its decoder queues them, until it ends or
         the set stops: one source of :meth:`copyless.Pipeline.map_sources`. Waits while the
         queue is empty; taking a frame makes room for the decoder. No copy: the frame holds
-        the decoder's memory."""
+        the decoder's memory. A stream started ``inline`` is decoded here, in the caller's
+        thread, one frame per step."""
         state = self._streams[stream]
+        if state.inline:
+            yield from self._decode_inline(state)
+            return
         while True:
             with self._lock:
                 while not state.queue and not state.ended and not self._stop.is_set():
@@ -307,6 +324,45 @@ class StreamSet:
                 item = state.queue.popleft()
                 state.room.notify_all()
             yield item
+
+    def _decode_inline(self, stream: _Stream) -> Iterator[StreamFrame]:
+        """:meth:`frames` of an ``inline`` stream: what the decoder thread does, in the
+        caller's thread, with the same counters and failures."""
+        with self._lock:
+            if stream.decoding or stream.ended:
+                raise VideoError(f"stream {stream.index} is already being read")
+        frames = stream.source.frames(self.max_frames)
+        try:
+            while not self._stop.is_set():
+                t0 = time.perf_counter()
+                with self._lock:
+                    stream.decoding = True
+                try:
+                    frame = next(frames, None)
+                finally:
+                    with self._lock:
+                        stream.decoding = False
+                        stream.room.notify_all()  # close() may be waiting for this
+                if frame is None:
+                    return
+                item = StreamFrame(stream.index, frame, time.perf_counter())
+                with self._lock:
+                    if not stream.decoded:
+                        stream.started = item.decoded
+                    stream.decoded += 1
+                    stream.decode_seconds += item.decoded - t0
+                if self._stop.is_set():
+                    return
+                yield item
+        except VideoError as exc:
+            self._fail(stream, str(exc))
+        except Exception as exc:  # noqa: BLE001 - reported as this stream's failure
+            self._fail(stream, f"the decoder failed: {exc!r}")
+        finally:
+            with self._lock:
+                stream.ended = True
+                stream.ready.notify_all()
+                self._ready.notify_all()
 
     def _take(self, batch: list[StreamFrame], max_batch: int) -> None:
         """Move ready frames into ``batch``, one stream after the other (round robin, going
@@ -368,9 +424,13 @@ class StreamSet:
             self._ready.notify_all()
         for thread in self._threads:
             thread.join()
+        deadline = time.perf_counter() + CLOSE_WAIT_S
         with self._lock:
             for stream in self._streams:
                 stream.queue.clear()
+                # an inline reader inside the decoder: its frame first, then the source
+                while stream.decoding and time.perf_counter() < deadline:
+                    stream.room.wait(0.1)
         for source in self.sources:
             source.close()
 
