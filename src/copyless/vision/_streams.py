@@ -33,11 +33,12 @@ frame; the consumer binds or copies its planes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,7 +133,8 @@ class _Stream:
     ended: bool = False  # the decoder thread is done (end, error or stop)
     latest: Annotated | None = None
     inline: bool = False  # no decoder thread: frames() decodes in its reader's thread
-    decoding: bool = False  # an inline reader is inside the decoder (close waits for it)
+    decoding: bool = False  # a thread is inside the decoder (close waits for it)
+    reading: bool = False  # an inline stream's frames() has begun
 
 
 class StreamSet:
@@ -209,34 +211,53 @@ class StreamSet:
             thread.start()
 
     def _decode(self, stream: _Stream) -> None:
+        """A decoder thread: the stream's frames into its queue."""
         live = stream.source.info.live
+        with contextlib.closing(self._decoded(stream)) as items:  # ended, however it ends
+            for item in items:
+                if not self._put(stream, item, live):
+                    break
+
+    def _decoded(self, stream: _Stream) -> Generator[StreamFrame, None, None]:
+        """The stream's frames as they are decoded (in the calling thread: a decoder
+        thread, or an inline stream's reader), counted; a failure is recorded as the
+        stream's and ends it; the stream is marked ended however this ends."""
+        frames = stream.source.frames(self.max_frames)
         try:
-            frames = stream.source.frames(self.max_frames)
             while not self._stop.is_set():
                 t0 = time.perf_counter()
-                frame = next(frames, None)
+                with self._lock:
+                    stream.decoding = True
+                try:
+                    frame = next(frames, None)
+                finally:
+                    with self._lock:
+                        stream.decoding = False
+                        stream.room.notify_all()  # close() may be waiting for this
                 if frame is None:
-                    break
+                    return
                 item = StreamFrame(stream.index, frame, time.perf_counter())
-                if not self._put(stream, item, live, item.decoded - t0):
-                    break
+                with self._lock:
+                    if not stream.decoded:
+                        stream.started = item.decoded
+                    stream.decoded += 1
+                    stream.decode_seconds += item.decoded - t0
+                if self._stop.is_set():
+                    return
+                yield item
         except VideoError as exc:
             self._fail(stream, str(exc))
         except Exception as exc:  # noqa: BLE001 - reported as this stream's failure
-            self._fail(stream, f"the decoder thread failed: {exc!r}")
+            self._fail(stream, f"the decoder failed: {exc!r}")
         finally:
             with self._lock:
                 stream.ended = True
                 stream.ready.notify_all()
                 self._ready.notify_all()
 
-    def _put(self, stream: _Stream, item: StreamFrame, live: bool, seconds: float) -> bool:
-        """Queue ``item`` (decoded in ``seconds``); False once the set is stopping."""
+    def _put(self, stream: _Stream, item: StreamFrame, live: bool) -> bool:
+        """Queue ``item``; False once the set is stopping."""
         with self._lock:
-            if not stream.decoded:
-                stream.started = item.decoded
-            stream.decoded += 1
-            stream.decode_seconds += seconds
             while len(stream.queue) >= self.queue:
                 if self._stop.is_set():
                     return False
@@ -326,43 +347,12 @@ class StreamSet:
             yield item
 
     def _decode_inline(self, stream: _Stream) -> Iterator[StreamFrame]:
-        """:meth:`frames` of an ``inline`` stream: what the decoder thread does, in the
-        caller's thread, with the same counters and failures."""
+        """:meth:`frames` of an ``inline`` stream: :meth:`_decoded` in the caller's thread."""
         with self._lock:
-            if stream.decoding or stream.ended:
+            if stream.decoding or stream.ended or stream.reading:
                 raise VideoError(f"stream {stream.index} is already being read")
-        frames = stream.source.frames(self.max_frames)
-        try:
-            while not self._stop.is_set():
-                t0 = time.perf_counter()
-                with self._lock:
-                    stream.decoding = True
-                try:
-                    frame = next(frames, None)
-                finally:
-                    with self._lock:
-                        stream.decoding = False
-                        stream.room.notify_all()  # close() may be waiting for this
-                if frame is None:
-                    return
-                item = StreamFrame(stream.index, frame, time.perf_counter())
-                with self._lock:
-                    if not stream.decoded:
-                        stream.started = item.decoded
-                    stream.decoded += 1
-                    stream.decode_seconds += item.decoded - t0
-                if self._stop.is_set():
-                    return
-                yield item
-        except VideoError as exc:
-            self._fail(stream, str(exc))
-        except Exception as exc:  # noqa: BLE001 - reported as this stream's failure
-            self._fail(stream, f"the decoder failed: {exc!r}")
-        finally:
-            with self._lock:
-                stream.ended = True
-                stream.ready.notify_all()
-                self._ready.notify_all()
+            stream.reading = True
+        yield from self._decoded(stream)
 
     def _take(self, batch: list[StreamFrame], max_batch: int) -> None:
         """Move ready frames into ``batch``, one stream after the other (round robin, going
