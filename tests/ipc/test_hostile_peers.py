@@ -6,12 +6,10 @@ answer, never a signal or a hang."""
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 
 import hostile_helpers
 import numpy as np
@@ -36,17 +34,6 @@ from copyless.types import (
 INFO = NpuTensorInfo(
     "x", DataType.FLOAT32, TensorDirection.INPUT, TensorType.HW, MemoryLayout.GENERIC, (4096,)
 )
-
-
-@pytest.fixture
-def listener() -> Iterator[tuple[socket.socket, str]]:
-    address = f"\0copyless-hostile-{secrets.token_hex(8)}"
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(address)
-    sock.listen(4)
-    sock.settimeout(30)
-    yield sock, address
-    sock.close()
 
 
 def _fd_of(kind: str) -> int:

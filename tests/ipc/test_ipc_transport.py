@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
-import secrets
 import socket
 import time
 from collections.abc import Iterator
@@ -39,17 +38,6 @@ def _info(name: str, shape: tuple[int, ...], dtype: DataType = DataType.UINT8) -
 def _fds() -> set[str]:
     # The directory listing's own fd is gone by the time we look at it: filter it out.
     return {fd for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}")}
-
-
-@pytest.fixture
-def listener() -> Iterator[tuple[socket.socket, str]]:
-    address = f"\0copyless-test-{secrets.token_hex(8)}"
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(address)
-    sock.listen(1)
-    sock.settimeout(30)
-    yield sock, address
-    sock.close()
 
 
 @pytest.fixture
