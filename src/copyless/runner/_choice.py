@@ -56,7 +56,6 @@ import importlib.util
 import json
 import logging
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -65,7 +64,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ..backends import cpu_tag
-from ..model import CompiledModel
+from ..model import CompiledModel, cpu_name
 from ..model.zoo import cache_root
 from ..types import (
     CopylessError,
@@ -403,7 +402,7 @@ def _cache_file(model: CompiledModel, options: RunnerOptions) -> tuple[Path, dic
         digest.update(partition.target.encode() + b"\0" + partition.onnx_bytes)
     digest.update(json.dumps(model.metadata, sort_keys=True).encode())
     digest.update(repr([getattr(options, key) for key in _KEYED_OPTIONS]).encode())
-    record = {"format": FORMAT, "cpu": cpu_tag(), "cpu_name": _cpu_name(), "versions": _versions()}
+    record = {"format": FORMAT, "cpu": cpu_tag(), "cpu_name": cpu_name(), "versions": _versions()}
     return cache_root() / "engines" / f"{digest.hexdigest()[:24]}.json", record
 
 
@@ -461,9 +460,3 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def _cpu_name() -> str:
-    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as handle:
-        for line in handle:
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    return platform.processor() or platform.machine()
