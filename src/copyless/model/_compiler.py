@@ -106,7 +106,7 @@ from ._precision import check_agreement, measure, onnxruntime_run, precision_lin
 from ._preprocessing import KEY as PREPROCESSING_KEY
 from ._preprocessing import ResizePolicy
 from ._preprocessing import record as record_preprocessing
-from ._quantize import Quantized, calibration_batches, quantize_int8, weight_bits
+from ._quantize import Calibration, Quantized, calibration_batches, quantize_int8, weight_bits
 from ._shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from ._shapes import session as ort_session
 from ._yuv import fold_yuv_input, is_yuv, plane_folds
@@ -301,11 +301,7 @@ def _quantize(
     info = inputs[0]
     if info.data_type is not DataType.FLOAT32:
         raise UnsupportedError(f"quantize='int8' needs a float32 input; {info.describe()}")
-    policy = opts.resize
-    if policy is None and opts.input_crop is not None:  # a YUV model crops in its graph
-        policy = ResizePolicy("crop", crop_fraction=opts.input_crop)
-    calibration = calibration_batches(opts.calibration, info, opts.mean, opts.std, policy,
-                                      opts.colour_order == "BGR")  # fmt: skip
+    calibration = _calibration(opts, info)
     quantized = quantize_int8(model, info.name, calibration.fit, opts.quantize_ops, float_nodes)
     record = measure(onnxruntime_run(model, info.name),
                      onnxruntime_run(quantized.model, info.name), calibration.check,
@@ -328,12 +324,7 @@ def _bf16(model: onnx.ModelProto, opts: CompileOptions,
             f"precision={opts.precision!r} is measured on images: it needs a model with one "
             f"float32 image input; this one has {[i.describe() for i in inputs]}"
         )
-    policy = opts.resize
-    if policy is None and opts.input_crop is not None:
-        policy = ResizePolicy("crop", crop_fraction=opts.input_crop)
-    images = calibration_batches(opts.calibration, info, opts.mean, opts.std, policy,
-                                 opts.colour_order == "BGR", hold_out=1,
-                                 minimum=BF16_MIN_IMAGES)  # fmt: skip
+    images = _calibration(opts, info, hold_out=1, minimum=BF16_MIN_IMAGES)
     record = measure_bf16(model, info.name, images.check, images.check_images)
     if not record:
         raise UnsupportedError(f"precision={opts.precision!r}: bf16 could not be measured "
@@ -343,6 +334,16 @@ def _bf16(model: onnx.ModelProto, opts: CompileOptions,
         check_agreement(record, opts.min_agreement)
         return record
     return _fastest(record, FASTEST_AGREEMENT if opts.min_agreement is None else opts.min_agreement)
+
+
+def _calibration(opts: CompileOptions, info: NpuTensorInfo, **split: int) -> Calibration:
+    """The calibration images as the model will see them (its resize, normalisation and
+    colour order; ``split``: :func:`calibration_batches`' ``hold_out`` and ``minimum``)."""
+    policy = opts.resize
+    if policy is None and opts.input_crop is not None:  # a YUV model crops in its graph
+        policy = ResizePolicy("crop", crop_fraction=opts.input_crop)
+    return calibration_batches(opts.calibration, info, opts.mean, opts.std, policy,
+                               opts.colour_order == "BGR", **split)  # fmt: skip
 
 
 def _fastest(record: dict[str, Any], minimum: float) -> dict[str, Any]:

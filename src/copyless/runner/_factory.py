@@ -148,7 +148,6 @@ def _check_capabilities(model: CompiledModel, backend: Backend) -> None:
         )
 
 
-
 def _check_precision(model: CompiledModel, backend: Backend, precision: str) -> None:
     """Refuse, in one line, a precision the backend does not compute in here (its
     ``Capabilities.precisions``): never an emulation or a silent fp32 run. ``"model"`` is
