@@ -47,7 +47,7 @@ from typing import Any, Protocol
 
 import onnx
 
-from ..model import Partition, bf16_refusal
+from ..model import Partition, bf16_refusal, cpu_capabilities
 from ..types import DataType, ModelLoadError, UnsupportedError
 from ._base import Capabilities
 from ._cache import EngineCache
@@ -350,11 +350,6 @@ class OpenVinoBackend:
             raise UnsupportedError(
                 f"{partition.name}: OpenVINO cannot compile it for {self._device}: {reason(exc)}"
             ) from exc
-
-def cpu_capabilities(core: Any) -> tuple[str, ...]:
-    """The CPU plugin's ``OPTIMIZATION_CAPABILITIES`` (``"FP32"``, ``"BF16"``, ``"INT8"``...)."""
-    return tuple(str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
-
 
 def _with_precisions(base: Capabilities, device: str, listed: tuple[str, ...]) -> Capabilities:
     """``base`` declaring the precisions OpenVINO computes in on ``device``: bf16 (f16) on a

@@ -47,10 +47,12 @@ ROUND_RUNS = 3
 MIN_IMAGES = 20
 
 
-def cpu_capabilities() -> tuple[str, ...]:
-    """OpenVINO's ``OPTIMIZATION_CAPABILITIES`` of the CPU plugin (UnsupportedError without
-    the ``openvino`` package)."""
-    core = _core()
+def cpu_capabilities(core: Any = None) -> tuple[str, ...]:
+    """OpenVINO's ``OPTIMIZATION_CAPABILITIES`` of the CPU plugin (``"FP32"``, ``"BF16"``,
+    ``"INT8"``...), asked of ``core`` (an ``openvino.Core``; a new one when None:
+    UnsupportedError without the ``openvino`` package)."""
+    if core is None:
+        core = _core()
     return tuple(str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
 
 
