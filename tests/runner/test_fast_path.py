@@ -131,8 +131,10 @@ def _gather_model() -> onnx.ModelProto:
 
 
 def test_engine_error_in_a_replayed_call_is_a_status() -> None:
-    # onnxruntime checks Gather's indices at run time (OpenVINO's CPU plugin does not)
-    with cl.RunnerFactory.from_compiled(compile_to_memory(_gather_model())) as runner:
+    # onnxruntime checks Gather's indices at run time (OpenVINO's CPU plugin does not):
+    # pinned, since the default runner measures both engines and OpenVINO may win
+    compiled = compile_to_memory(_gather_model())
+    with cl.RunnerFactory.from_compiled(compiled, None, cl.RunnerType.ONNXRUNTIME) as runner:
         _replay_engine_error(runner)
 
 
