@@ -5,7 +5,10 @@ at the end. It is quiet and leaves nothing behind: no dashboard, no usage statis
 output not forwarded to the terminal, its session files (logs, sockets, spilled objects) in a
 fresh directory under the temporary directory that is removed at the end, and
 ``RAY_AUTH_MODE=disabled`` unless the caller set it (a fresh local cluster would otherwise
-generate a token and write it to ``~/.ray/auth_token``).
+generate a token and write it to ``~/.ray/auth_token``). At the end its autoscaler monitor is
+killed before ``ray.shutdown()``: Ray stops the GCS first and then the monitor, whose SIGTERM
+handler reports to the stopped GCS until Ray kills it a second later (measured: shutdown
+1.35 s, 0.35 s without the wait). A private single-node Ray has nothing to autoscale.
 
 :func:`join_cluster` connects to the head of a cluster started with ``ray start --head``
 (``HOST:PORT``, or ``auto``). It first checks that something accepts connections there, so an
@@ -20,6 +23,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import socket
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -86,6 +90,7 @@ def local_ray(
             try:
                 yield _info(ray.get_runtime_context().gcs_address, local=True)
             finally:
+                _kill_monitor()
                 ray.shutdown()
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
@@ -143,6 +148,33 @@ def _info(address: str, *, local: bool) -> ClusterInfo:
         nodes=len(alive),
         local=local,
     )
+
+
+#: The autoscaler monitor's script, as the last word of its command line.
+_MONITOR = b"ray/autoscaler/_private/monitor.py"
+
+
+def _kill_monitor() -> None:
+    """SIGKILL the autoscaler monitor of the Ray this process started (a child of this
+    process running :data:`_MONITOR`); Ray's shutdown then finds it dead and goes on. Nothing
+    happens when none is found (another Ray version): the shutdown takes its usual second."""
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+            if parent != me:
+                continue
+            with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                words = cmdline.read().split(b"\0")
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not readable
+            continue
+        if any(word.endswith(_MONITOR) for word in words):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+            logger.debug("killed Ray's autoscaler monitor (pid %s) before shutdown", entry.name)
 
 
 def _temp_root() -> str | None:
