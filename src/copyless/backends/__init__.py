@@ -11,7 +11,7 @@ imported on first use.
 from __future__ import annotations
 
 from ._base import HOST, Backend, Capabilities, Engine, EngineContext, common_memory
-from ._cache import EngineCache, cpu_tag
+from ._cache import EngineCache
 from ._cuda_options import CudaOptions, parse_cuda_options
 from ._onnxruntime import OrtCpuBackend, session_options
 from ._registry import BACKENDS, backend_maker, create_backend, register_backend
@@ -28,7 +28,6 @@ __all__ = [
     "OrtCpuBackend",
     "backend_maker",
     "common_memory",
-    "cpu_tag",
     "create_backend",
     "parse_cuda_options",
     "register_backend",

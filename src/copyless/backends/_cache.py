@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import platform
 import tempfile
 import threading
 from pathlib import Path
@@ -94,18 +93,3 @@ class EngineCache:
 def temporary_path(path: Path) -> Path:
     """A fresh name beside ``path`` for an engine to write before :func:`os.replace`."""
     return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-
-
-def cpu_tag() -> str:
-    """A short digest of this CPU's model and feature flags (and the architecture)."""
-    text = platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith(("model name", "flags", "Features")):
-                    text += line
-                if not line.strip():
-                    break  # the first processor says it for all
-    except OSError:
-        text += platform.processor()
-    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:8]

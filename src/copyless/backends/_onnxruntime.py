@@ -32,9 +32,9 @@ from typing import Any, Protocol
 import onnxruntime as ort
 
 from ..model import ELEM_OF, Partition
-from ..types import DataType, ModelLoadError, UnsupportedError
+from ..types import DataType, ModelLoadError, UnsupportedError, cpu_info
 from ._base import Capabilities
-from ._cache import EngineCache, cpu_tag, temporary_path
+from ._cache import EngineCache, temporary_path
 
 logger = logging.getLogger(__name__)
 
@@ -299,7 +299,8 @@ def create_session(
         options.add_session_config_entry(key, value)
     if cache is None:
         return _new_session(partition, bytes(partition.onnx_bytes), options, providers)
-    tag = f"onnxruntime-{ort.__version__}-{'+'.join(map(_provider_name, providers))}-{cpu_tag()}"
+    providers_named = "+".join(map(_provider_name, providers))
+    tag = f"onnxruntime-{ort.__version__}-{providers_named}-{cpu_info().tag}"
     optimized = cache.folder(partition, tag) / "model.onnx"
     if optimized.is_file():
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._artifact import artifact_key
-from ._bf16 import bf16_available, bf16_refusal, cpu_capabilities, cpu_name
+from ._bf16 import bf16_available, bf16_refusal, cpu_capabilities
 from ._class_names import class_names, read_class_names
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._config import ConfigFile, check_compiled_with, read_config
@@ -61,7 +61,6 @@ __all__ = [
     "class_names",
     "compile_model",
     "cpu_capabilities",
-    "cpu_name",
     "compile_to_memory",
     "graph_inputs",
     "load_model",

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import platform
 import statistics
 import time
 from collections.abc import Iterable
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..types import UnsupportedError, openvino_unloadable
+from ..types import UnsupportedError, cpu_info, openvino_unloadable
 from ._precision import Run, measure
 
 _log = logging.getLogger(__name__)
@@ -71,22 +70,10 @@ def bf16_refusal(capabilities: Iterable[str]) -> str | None:
     if BF16 in listed:
         return None
     return (
-        f"this CPU ({cpu_name()}) has no BF16 arithmetic (OpenVINO's "
+        f"this CPU ({cpu_info().name}) has no BF16 arithmetic (OpenVINO's "
         f"OPTIMIZATION_CAPABILITIES: {', '.join(listed) or 'none'}; BF16 needs AVX512_BF16 or "
         "AMX)"
     )
-
-
-def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else the platform's processor string."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def measure_bf16(
@@ -150,7 +137,7 @@ def _speed(runs: dict[str, Run], batch: np.ndarray) -> dict[str, Any]:
         "bf16_ms": round(best["bf16"], 3),
         "ratio": round(best["fp32"] / best["bf16"], 2),
         "batch": int(batch.shape[0]),
-        "cpu": cpu_name(),
+        "cpu": cpu_info().name,
         "load_before": None if load is None else round(load, 2),
     }
 

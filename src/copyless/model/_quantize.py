@@ -41,7 +41,7 @@ import onnx
 from onnx import numpy_helper
 from onnxruntime import quantization as ortq
 
-from ..types import NpuTensorInfo, OptionError, QuantParameters, UnsupportedError
+from ..types import NpuTensorInfo, OptionError, QuantParameters, UnsupportedError, cpu_info
 from ._graph import IR_VERSION
 from ._preprocessing import ResizePolicy
 from ._shapes import ORT_ERRORS, session
@@ -224,19 +224,10 @@ def _drop_pre_processed_mark(model: onnx.ModelProto) -> None:
 def weight_bits() -> int:
     """8 where this CPU sums u8*s8 products without saturating (x86 with VNNI, other
     architectures), 7 on x86 without VNNI (see the module docstring)."""
-    import platform
-
-    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+    cpu = cpu_info()
+    if not cpu.x86:
         return 8
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    flags = set(line.partition(":")[2].split())
-                    return 8 if flags & {"avx512_vnni", "avx_vnni", "avx_vnni_int8"} else 7
-    except OSError:
-        pass
-    return 7
+    return 8 if cpu.flags & {"avx512_vnni", "avx_vnni", "avx_vnni_int8"} else 7
 
 
 def quantize_int8(

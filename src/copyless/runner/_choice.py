@@ -63,8 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ..backends import cpu_tag
-from ..model import CompiledModel, cpu_name
+from ..model import CompiledModel
 from ..model.zoo import cache_root
 from ..types import (
     CopylessError,
@@ -75,6 +74,7 @@ from ..types import (
     TensorDirection,
     TensorType,
     UnsupportedError,
+    cpu_info,
     openvino_unloadable,
 )
 from ._load import BUSY_SHARE, CpuLoad, machine_busy
@@ -402,7 +402,8 @@ def _cache_file(model: CompiledModel, options: RunnerOptions) -> tuple[Path, dic
         digest.update(partition.target.encode() + b"\0" + partition.onnx_bytes)
     digest.update(json.dumps(model.metadata, sort_keys=True).encode())
     digest.update(repr([getattr(options, key) for key in _KEYED_OPTIONS]).encode())
-    record = {"format": FORMAT, "cpu": cpu_tag(), "cpu_name": cpu_name(), "versions": _versions()}
+    cpu = cpu_info()
+    record = {"format": FORMAT, "cpu": cpu.tag, "cpu_name": cpu.name, "versions": _versions()}
     return cache_root() / "engines" / f"{digest.hexdigest()[:24]}.json", record
 
 
@@ -458,5 +459,3 @@ def _versions() -> dict[str, str]:
 
         found["openvino"] = openvino.__version__
     return found
-
-

@@ -1,5 +1,6 @@
 """The base layer: enums, metadata and errors. Imports nothing else of copyless."""
 
+from ._cpu import CpuInfo, cpu_info
 from ._engines import openvino_unloadable
 from ._enums import (
     DataType,
@@ -32,6 +33,7 @@ from ._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_
 
 __all__ = [
     "CopylessError",
+    "CpuInfo",
     "DataType",
     "DeviceUnavailableError",
     "ExecuteAsyncCallback",
@@ -57,6 +59,7 @@ __all__ = [
     "UnknownTensorError",
     "UnsupportedError",
     "apply_umask",
+    "cpu_info",
     "umask",
     "info_from_dict",
     "info_to_dict",
