@@ -18,7 +18,7 @@ from typing import Any
 
 import onnx
 
-from ..model import Partition
+from ..model import Partition, node_attr
 from ..types import ModelLoadError, UnsupportedError
 
 _FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
@@ -27,25 +27,18 @@ _SIGNED = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32
            onnx.TensorProto.INT64}  # fmt: skip
 
 
-def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
-    for a in node.attribute:
-        if a.name == name:
-            return onnx.helper.get_attribute_value(a)
-    return default
-
-
 def _resize(node: onnx.NodeProto, _graph: onnx.GraphProto) -> str | None:
-    if _attr(node, "antialias", 0):
+    if node_attr(node, "antialias", 0):
         return "ignores antialias=1 (samples without the low-pass filter)"
-    if _attr(node, "exclude_outside", 0) and _attr(node, "mode", b"nearest") == b"cubic":
+    if node_attr(node, "exclude_outside", 0) and node_attr(node, "mode", b"nearest") == b"cubic":
         return "ignores exclude_outside=1 for cubic"
-    if _attr(node, "keep_aspect_ratio_policy", b"stretch") != b"stretch":
+    if node_attr(node, "keep_aspect_ratio_policy", b"stretch") != b"stretch":
         return "ignores keep_aspect_ratio_policy (gives the stretched size)"
     return None
 
 
 def _space_to_depth(node: onnx.NodeProto, _graph: onnx.GraphProto) -> str | None:
-    if _attr(node, "mode", b"DCR") == b"CRD":
+    if node_attr(node, "mode", b"DCR") == b"CRD":
         return "ignores mode=CRD (orders channels as DCR)"
     return None
 
@@ -65,7 +58,7 @@ def _tile(node: onnx.NodeProto, graph: onnx.GraphProto) -> str | None:
 
 
 def _attention(node: onnx.NodeProto, _graph: onnx.GraphProto) -> str | None:
-    windows = (_attr(node, "left_window_size", -1), _attr(node, "right_window_size", -1))
+    windows = (node_attr(node, "left_window_size", -1), node_attr(node, "right_window_size", -1))
     if any(w >= 0 for w in windows):
         return "ignores left_window_size/right_window_size (attends outside the window)"
     return None

@@ -20,7 +20,7 @@ from ._class_names import class_names, read_class_names
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._config import ConfigFile, check_compiled_with, read_config
 from ._directory import write_atomically
-from ._graph import ELEM_OF, graph_inputs
+from ._graph import ELEM_OF, graph_inputs, node_attr
 from ._input_formats import INPUT_FORMATS
 from ._loader import load_model
 from ._options import CompileOptions, parse_shape
@@ -63,6 +63,7 @@ __all__ = [
     "cpu_capabilities",
     "compile_to_memory",
     "graph_inputs",
+    "node_attr",
     "load_model",
     "parse_shape",
     "precision_line",

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import onnx
 
-from ._capacity_rules import Value, _axis, attr, broadcast, ints, rule, tensor
+from ._capacity_rules import Value, _axis, broadcast, ints, rule, tensor
+from ._graph import node_attr
 from ._intervals import (
     UNKNOWN_DIM,
     Abstract,
@@ -57,8 +58,8 @@ def _topk(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x = tensor(ins[0])
     if x.dims is None:
         return [None, None]
-    axis = _axis(attr(node, "axis", -1), len(x.dims))
-    k = attr(node, "k")  # opset 1 attribute, later an input
+    axis = _axis(node_attr(node, "axis", -1), len(x.dims))
+    k = node_attr(node, "k")  # opset 1 attribute, later an input
     want = exact(k) if k is not None else dim(_scalar(ins[1]))
     dims = (*x.dims[:axis], lower(want, x.dims[axis]), *x.dims[axis + 1 :])
     return [Abstract(dims), Abstract(dims)]
@@ -68,7 +69,7 @@ def _topk(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
 def _compress(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x, cond = tensor(ins[0]).dims, tensor(ins[1]).dims
     length = cond[0] if cond is not None and len(cond) == 1 else UNKNOWN_DIM
-    axis = attr(node, "axis")
+    axis = node_attr(node, "axis")
     if x is None:
         return [None] if axis is not None else [Abstract(((0, length[1]),))]
     if axis is None:
@@ -80,7 +81,7 @@ def _compress(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
 @rule("Unique")
 def _unique(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x = tensor(ins[0]).dims
-    axis = attr(node, "axis")
+    axis = node_attr(node, "axis")
     if x is None:
         return [None, None, None, None] if axis is not None else [Abstract((UNKNOWN_DIM,))] * 4
     if axis is None:
@@ -130,7 +131,7 @@ def _one_hot(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     indices = tensor(ins[0]).dims
     if indices is None:
         return [None]
-    axis = _axis(attr(node, "axis", -1), len(indices) + 1)
+    axis = _axis(node_attr(node, "axis", -1), len(indices) + 1)
     depth = _scalar(ins[1])
     return [Abstract((*indices[:axis], dim(depth), *indices[axis:]))]
 
@@ -146,7 +147,7 @@ def _tile(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
 @rule("Pad")
 def _pad(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x = tensor(ins[0])
-    pads = attr(node, "pads")
+    pads = node_attr(node, "pads")
     amounts = tuple(exact(p) for p in pads) if pads else tensor(ins[1]).values
     if x.dims is None or amounts is None:
         return [None]
@@ -167,9 +168,9 @@ def _split(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     n = len(node.output)
     if x.dims is None:
         return [None] * n
-    axis = _axis(attr(node, "axis", 0), len(x.dims))
+    axis = _axis(node_attr(node, "axis", 0), len(x.dims))
     given = len(node.input) > 1 and bool(node.input[1])  # sizes from a tensor
-    sizes = attr(node, "split") or (ints(ins[1]) if given and ins[1] is not None else None)
+    sizes = node_attr(node, "split") or (ints(ins[1]) if given and ins[1] is not None else None)
     whole = x.dims[axis]
     if sizes is not None:
         parts = [exact(s) for s in sizes]
@@ -203,8 +204,8 @@ def _gemm(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     a, b = tensor(ins[0]).dims, tensor(ins[1]).dims
     if a is None or b is None or len(a) != 2 or len(b) != 2:
         return [None]
-    rows = a[1] if attr(node, "transA", 0) else a[0]
-    cols = b[0] if attr(node, "transB", 0) else b[1]
+    rows = a[1] if node_attr(node, "transA", 0) else a[0]
+    cols = b[0] if node_attr(node, "transB", 0) else b[1]
     return [Abstract((rows, cols))]
 
 
@@ -228,19 +229,19 @@ def _reduce(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
         return [None]
     rank = len(x.dims)
     if node.op_type in ("ArgMax", "ArgMin"):
-        axes: tuple[int, ...] | None = (attr(node, "axis", 0),)
+        axes: tuple[int, ...] | None = (node_attr(node, "axis", 0),)
     else:
-        axes = attr(node, "axes")
+        axes = node_attr(node, "axes")
         if axes is None and len(ins) > 1 and ins[1] is not None:
             axes = ints(ins[1])
             if axes is None:
                 return [None]
     if not axes:
-        if attr(node, "noop_with_empty_axes", 0):
+        if node_attr(node, "noop_with_empty_axes", 0):
             return [Abstract(x.dims)]
         axes = tuple(range(rank))
     gone = {_axis(a, rank) for a in axes}
-    keep = attr(node, "keepdims", 1)
+    keep = node_attr(node, "keepdims", 1)
     dims = tuple((1, 1) if i in gone else d for i, d in enumerate(x.dims) if keep or i not in gone)
     values = None
     if node.op_type == "ReduceProd" and rank == 1 and not keep and x.values is not None:

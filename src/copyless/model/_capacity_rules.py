@@ -8,10 +8,10 @@ Rules stay sound: an interval always holds every value the op can produce at run
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import onnx
 
+from ._graph import node_attr
 from ._intervals import (
     UNKNOWN,
     UNKNOWN_DIM,
@@ -49,13 +49,6 @@ def rule(*ops: str) -> Callable[[Rule], Rule]:
     return register
 
 
-def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
-    for a in node.attribute:
-        if a.name == name:
-            return onnx.helper.get_attribute_value(a)
-    return default
-
-
 def tensor(value: Value) -> Abstract:
     return value if isinstance(value, Abstract) else UNKNOWN
 
@@ -86,7 +79,7 @@ _UNARY = (
 def _unary(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x = tensor(ins[0])
     keeps_values = node.op_type in ("Identity", "Neg", "Abs") or (
-        node.op_type == "Cast" and attr(node, "to") in _INT_TYPES
+        node.op_type == "Cast" and node_attr(node, "to") in _INT_TYPES
     )
     values = x.values if keeps_values else None
     if node.op_type == "Neg" and values is not None:
@@ -170,13 +163,13 @@ def _transpose(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     dims = tensor(ins[0]).dims
     if dims is None:
         return [None]
-    perm = attr(node, "perm") or list(reversed(range(len(dims))))
+    perm = node_attr(node, "perm") or list(reversed(range(len(dims))))
     return [Abstract(tuple(dims[p] for p in perm))]
 
 
 @rule("Concat")
 def _concat(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
-    return [concat([tensor(v) for v in ins], attr(node, "axis", 0))]
+    return [concat([tensor(v) for v in ins], node_attr(node, "axis", 0))]
 
 
 def concat(xs: Sequence[Abstract], axis: int) -> Abstract:
@@ -205,7 +198,7 @@ def _gather(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     data, idx = tensor(ins[0]), tensor(ins[1])
     if data.dims is None or idx.dims is None:
         return [None]
-    axis = _axis(attr(node, "axis", 0), len(data.dims))
+    axis = _axis(node_attr(node, "axis", 0), len(data.dims))
     dims = data.dims[:axis] + idx.dims + data.dims[axis + 1 :]
     values = None
     picks = idx.exact_values()
@@ -225,7 +218,7 @@ def _gather_nd(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     data, idx = tensor(ins[0]).dims, tensor(ins[1]).dims
     if data is None or idx is None or not idx or not is_exact(idx[-1]):
         return [None]
-    batch = attr(node, "batch_dims", 0)
+    batch = node_attr(node, "batch_dims", 0)
     return [Abstract(idx[:-1] + data[batch + int(idx[-1][0] or 0) :])]
 
 
@@ -242,7 +235,7 @@ def _scatter(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
 @rule("Unsqueeze")
 def _unsqueeze(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x = tensor(ins[0])
-    axes = attr(node, "axes") or (ints(ins[1]) if len(ins) > 1 else None)
+    axes = node_attr(node, "axes") or (ints(ins[1]) if len(ins) > 1 else None)
     if x.dims is None or axes is None:
         return [None]
     rank = len(x.dims) + len(axes)
@@ -259,7 +252,7 @@ def _squeeze(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     if x.dims is None:
         return [None]
     given = len(node.input) > 1 and bool(node.input[1])
-    axes = attr(node, "axes") or (ints(ins[1]) if given and ins[1] is not None else None)
+    axes = node_attr(node, "axes") or (ints(ins[1]) if given and ins[1] is not None else None)
     if axes is None and given:
         return [None]  # axes known at run time only: so is the rank
     if axes is None:
@@ -276,7 +269,7 @@ def _flatten(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     dims = tensor(ins[0]).dims
     if dims is None:
         return [None]
-    axis = _axis(attr(node, "axis", 1), len(dims))
+    axis = _axis(node_attr(node, "axis", 1), len(dims))
     return [Abstract((product(dims[:axis]), product(dims[axis:])))]
 
 
@@ -291,7 +284,7 @@ def _reshape(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
             return [None]
         values = ((None, None),) * int(shape.dims[0][0] or 0)
     total = product(x.dims)
-    dims = _reshaped(values, x.dims, total, bool(attr(node, "allowzero", 0)))
+    dims = _reshaped(values, x.dims, total, bool(node_attr(node, "allowzero", 0)))
     if total[0]:  # no dim of a non-empty tensor exceeds its element count
         dims = [(d[0], total[1] if d[1] is None else min(d[1], total[1] or d[1])) for d in dims]
     return [Abstract(tuple(dims), x.values)]
@@ -326,7 +319,7 @@ def _shape(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     dims = tensor(ins[0]).dims
     if dims is None:
         return [None]
-    start, end = attr(node, "start", 0), attr(node, "end", len(dims))
+    start, end = node_attr(node, "start", 0), node_attr(node, "end", len(dims))
     picked = dims[slice(start, end)]
     return [Abstract((exact(len(picked)),), picked)]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import onnx
 
-from ._capacity_rules import Value, _axis, attr, concat, ints, rule, tensor
+from ._capacity_rules import Value, _axis, concat, ints, rule, tensor
+from ._graph import node_attr
 from ._intervals import (
     UNKNOWN,
     UNKNOWN_DIM,
@@ -94,7 +95,7 @@ def _length(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
 @rule("ConcatFromSequence")
 def _concat_from(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     seq = _sequence(ins[0])
-    axis, new_axis = attr(node, "axis"), attr(node, "new_axis", 0)
+    axis, new_axis = node_attr(node, "axis"), node_attr(node, "new_axis", 0)
     if seq.items is not None:
         items = [_unsqueezed(t, axis) for t in seq.items] if new_axis else list(seq.items)
         return [concat(items, axis)]
@@ -122,11 +123,11 @@ def _split_to(node: onnx.NodeProto, ins: list[Value]) -> list[Value]:
     x = tensor(ins[0])
     if x.dims is None:
         return [SequenceValue(None, UNKNOWN_DIM, None)]
-    axis = _axis(attr(node, "axis", 0), len(x.dims))
+    axis = _axis(node_attr(node, "axis", 0), len(x.dims))
     whole = x.dims[axis]
     split = tensor(ins[1]) if len(ins) > 1 and ins[1] is not None else None
     if split is None:  # pieces of 1, the axis kept or dropped
-        keep = attr(node, "keepdims", 1)
+        keep = node_attr(node, "keepdims", 1)
         piece = x.dims[:axis] + ((1, 1),) * keep + x.dims[axis + 1 :]
         return [_pieces(Abstract(piece), whole)]
     sizes = split.exact_values()

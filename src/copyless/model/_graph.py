@@ -73,6 +73,15 @@ def default_opset(model: onnx.ModelProto) -> int:
     return 1
 
 
+def node_attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    """The value of ``node``'s attribute ``name`` (a Python value: int, float, bytes, list,
+    tensor proto, graph), or ``default`` when the node does not set it."""
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
 def graph_inputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     """Real inputs: old models also list their initializers as graph inputs."""
     inits = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
