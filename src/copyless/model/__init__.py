@@ -26,6 +26,7 @@ from ._loader import load_model
 from ._options import CompileOptions, parse_shape
 from ._precision import precision_line, precision_of, run_precision
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
+from ._rounds import best_round_medians
 
 if TYPE_CHECKING:
     from ._compiler import compile_model, compile_to_memory
@@ -44,6 +45,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "best_round_medians",
     "ELEM_OF",
     "INPUT_FORMATS",
     "CompileOptions",

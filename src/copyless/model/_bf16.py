@@ -19,10 +19,9 @@ no AMX) is refused in one line (:func:`bf16_refusal`), by the compiler and by th
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-import statistics
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,6 +30,7 @@ import onnx
 
 from ..types import UnsupportedError, cpu_info, openvino_unloadable
 from ._precision import Run, measure
+from ._rounds import best_round_medians
 
 _log = logging.getLogger(__name__)
 
@@ -121,17 +121,8 @@ def _speed(runs: dict[str, Run], batch: np.ndarray) -> dict[str, Any]:
     """Interleaved rounds (the precision going first alternating), each precision judged by
     its best round median, as the engine choice judges engines."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    best: dict[str, float] = {}
-    order = list(runs)
-    for r in range(ROUNDS):
-        for key in order if r % 2 == 0 else order[::-1]:
-            times = []
-            for _ in range(ROUND_RUNS + (1 if r == 0 else 0)):
-                began = time.perf_counter()
-                runs[key](batch)
-                times.append((time.perf_counter() - began) * 1e3)
-            median = statistics.median(times[-ROUND_RUNS:])
-            best[key] = min(best.get(key, median), median)
+    calls = {key: functools.partial(run, batch) for key, run in runs.items()}
+    best = best_round_medians(calls, ROUND_RUNS, lambda done: done < ROUNDS, warm=1)
     return {
         "fp32_ms": round(best["fp32"], 3),
         "bf16_ms": round(best["bf16"], 3),

@@ -56,14 +56,13 @@ import importlib.util
 import json
 import logging
 import os
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ..model import CompiledModel
+from ..model import CompiledModel, best_round_medians
 from ..model.zoo import cache_root
 from ..types import (
     CopylessError,
@@ -368,24 +367,15 @@ def _time_runs(runners: dict[RunnerType, R], start: float) -> dict[RunnerType, f
             return f"not measured: a run on zeros gave {status.name} on {_NAMES[engine]}"
         if took > BUDGET_S:
             return f"not measured: one run took {took:.1f} s on {_NAMES[engine]}"
-    best: dict[RunnerType, float] = {}
-    order = list(calls)
-    for rounds in range(1, MAX_ROUNDS + 1):
-        for engine in order:
-            times = []
-            for _ in range(ROUND_RUNS):
-                began = time.perf_counter()
-                calls[engine]()
-                times.append(time.perf_counter() - began)
-            figure = statistics.median(times) * 1e3
-            best[engine] = min(best.get(engine, figure), figure)
-        order.reverse()
-        elapsed = time.perf_counter() - start
+
+    def more(rounds: int) -> bool:
         # MIN_ROUNDS while within the budget; past twice it, the round run is enough (a
         # slow model, or a loaded machine, must not make the first create_runner slow)
-        if (elapsed > BUDGET_S and rounds >= MIN_ROUNDS) or elapsed > 2 * BUDGET_S:
-            break
-    return best
+        elapsed = time.perf_counter() - start
+        over = (elapsed > BUDGET_S and rounds >= MIN_ROUNDS) or elapsed > 2 * BUDGET_S
+        return rounds < MAX_ROUNDS and not over
+
+    return best_round_medians(calls, ROUND_RUNS, more)
 
 
 def _precision(options: RunnerOptions) -> str:
