@@ -21,10 +21,11 @@ def best_round_medians(
     more: Callable[[int], bool],
     *,
     warm: int = 0,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[K, float]:
-    """Each alternative's best round median, in milliseconds. A round is ``runs`` calls of
-    each alternative back to back (``warm`` more, untimed, before the first round's);
-    rounds go on while ``more(rounds_done)`` is true (at least one)."""
+    """Each alternative's best round median, in milliseconds of ``clock`` (seconds). A round
+    is ``runs`` calls of each alternative back to back (``warm`` more, untimed, before the
+    first round's); rounds go on while ``more(rounds_done)`` is true (at least one)."""
     best: dict[K, float] = {}
     order = list(calls)
     rounds = 0
@@ -32,9 +33,9 @@ def best_round_medians(
         for key in order:
             times = []
             for _ in range(runs + (warm if rounds == 0 else 0)):
-                began = time.perf_counter()
+                began = clock()
                 calls[key]()
-                times.append(time.perf_counter() - began)
+                times.append(clock() - began)
             figure = statistics.median(times[-runs:]) * 1e3
             best[key] = min(best.get(key, figure), figure)
         order.reverse()
