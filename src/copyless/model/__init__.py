@@ -45,7 +45,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "best_round_medians",
     "ELEM_OF",
     "INPUT_FORMATS",
     "CompileOptions",
@@ -57,16 +56,17 @@ __all__ = [
     "ResizePolicy",
     "TensorSpec",
     "artifact_key",
+    "best_round_medians",
     "bf16_available",
     "bf16_refusal",
     "check_compiled_with",
     "class_names",
     "compile_model",
-    "cpu_capabilities",
     "compile_to_memory",
+    "cpu_capabilities",
     "graph_inputs",
-    "node_attr",
     "load_model",
+    "node_attr",
     "parse_shape",
     "precision_line",
     "precision_of",

@@ -150,7 +150,7 @@ def _info(address: str, *, local: bool) -> ClusterInfo:
     )
 
 
-#: The autoscaler monitor's script, as the last word of its command line.
+#: The autoscaler monitor's script, as a word of its command line ends.
 _MONITOR = b"ray/autoscaler/_private/monitor.py"
 
 

@@ -60,10 +60,10 @@ __all__ = [
     "UnsupportedError",
     "apply_umask",
     "cpu_info",
-    "umask",
     "info_from_dict",
     "info_to_dict",
+    "openvino_unloadable",
     "quant_from_dict",
     "quant_to_dict",
-    "openvino_unloadable",
+    "umask",
 ]
