@@ -61,9 +61,17 @@ CASES = {
                        "no output 'probs'"),
     "input twice": ("conv", json.dumps({"inputs": [{**INPUT, "data": [0] * 768}] * 2}), {},
                     400, "twice"),
-    "unknown region": ("conv", json.dumps({"inputs": [{**INPUT, "parameters": {
-        "shared_memory_region": "gone", "shared_memory_byte_size": 3072}}]}), {}, 404,
-        "'gone'"),
+    # client shared memory is off over TCP by default (test_serve_security: when it is on)
+    "a region over TCP": ("conv", json.dumps({"inputs": [{**INPUT, "parameters": {
+        "shared_memory_region": "gone", "shared_memory_byte_size": 3072}}]}), {}, 403,
+        "--allow-client-shm"),
+    "nested too deeply": ("conv", "[" * 3000 + "]" * 3000, {}, 400, "nested too deeply"),
+    "data nested too deeply": ("conv", '{"inputs": [{"name": "input", "datatype": "FP32", '
+                               '"shape": [1, 3, 16, 16], "data": ' + "[" * 100 + "1"
+                               + "]" * 100 + "}]}", {}, 400, "input 'input'"),
+    "header length superscript": ("conv", _binary(INPUT, X)[0], {HEADER: "\u00b2"}, 400,
+                                  HEADER),
+    "header length too long": ("conv", _binary(INPUT, X)[0], {HEADER: "9" * 40}, 400, HEADER),
     "classification": ("conv", json.dumps({"inputs": [{**INPUT, "data": [0] * 768}],
                                            "outputs": [{"name": "logits", "parameters": {
                                                "classification": 3}}]}), {}, 400,
@@ -88,7 +96,7 @@ def test_too_large_is_413(repository) -> None:
     try:
         body, headers = _binary({**INPUT, "shape": [4, 3, 16, 16]}, X * 4)
         status, answer = post(server.url("http"), "/v2/models/conv4/infer", body, headers)
-        assert status == 413 and "limit of 4096" in answer["error"]  # type: ignore[index]
+        assert status == 413 and "4096" in answer["error"]  # type: ignore[index]
         with grpc.insecure_channel(server.url("grpc")) as channel, \
                 pytest.raises(grpc.RpcError) as caught:  # fmt: skip
             request = service_pb2.ModelInferRequest(model_name="conv4",
@@ -149,12 +157,14 @@ def test_each_bad_grpc_request_is_one_status(server: InferenceServer, case: str)
     assert _grpc_infer(server, _request()) is grpc.StatusCode.OK
 
 
-def test_a_region_named_in_grpc_that_does_not_exist(server: InferenceServer) -> None:
+def test_a_region_named_in_grpc_over_tcp_is_refused(server: InferenceServer) -> None:
+    """Client shared memory is off over TCP by default (test_serve_security: when it is
+    on, an unknown region is NOT_FOUND)."""
     request = _request(raw=[])
     params = request.inputs[0].parameters
     params["shared_memory_region"].string_param = "gone"
     params["shared_memory_byte_size"].int64_param = len(X)
-    assert _grpc_infer(server, request) is grpc.StatusCode.NOT_FOUND
+    assert _grpc_infer(server, request) is grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_a_client_that_disconnects_mid_request_costs_nothing(server: InferenceServer) -> None:

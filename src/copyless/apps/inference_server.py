@@ -3,7 +3,11 @@ every compiled model in REPOSITORY (one subdirectory per model, named as the mod
 ``.rai`` or a ``vaiml_par_0`` inside) over the Open Inference Protocol (KServe v2), REST and
 gRPC, so that ``tritonclient`` works unchanged; Prometheus metrics on ``--metrics``.
 
-Loopback and Triton's ports 8000 / 8001 / 8002 by default; ``off`` leaves a listener out.
+Loopback and Triton's ports 8000 / 8001 / 8002 by default; ``off`` leaves a listener out;
+``unix:PATH`` listens on a Unix socket (created 0600). Client shared memory is off for TCP
+clients unless ``--allow-client-shm``; restricted APIs (``--http-restricted-api``,
+``--grpc-restricted-protocol``, Triton's flags) answer only requests carrying their key
+(docs/serve.md, "Security").
 The listeners open first (live at once), then the models load (ready once all have).
 SIGTERM or SIGINT drains: readiness goes false, new requests get 503 / UNAVAILABLE, the
 admitted ones are answered, then the server exits 0; a second signal stops at once
@@ -21,7 +25,14 @@ import sys
 import threading
 from pathlib import Path
 
-from ..serve import Address, InferenceServer, ServeSettings, find_models, parse_address
+from ..serve import (
+    Address,
+    InferenceServer,
+    ServeSettings,
+    find_models,
+    parse_address,
+    parse_restriction,
+)
 from ..types import CopylessError, OptionError
 from ._output import Output, add_output_arguments
 from ._setup import add_runner_argument, runner_options, runner_type
@@ -41,7 +52,20 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, port, what in (("--http", 8000, "REST"), ("--grpc", 8001, "gRPC"),
                              ("--metrics", 8002, "Prometheus metrics (/metrics)")):  # fmt: skip
         parser.add_argument(flag, metavar="HOST:PORT", default=f"127.0.0.1:{port}",
-                            help=f"{what} address (default 127.0.0.1:{port}; off: none)")
+                            help=f"{what} address (default 127.0.0.1:{port}; unix:PATH: a Unix "
+                            "socket; off: none)")  # fmt: skip
+    parser.add_argument("--allow-client-shm", action="store_true",
+                        help="let TCP clients register system shared memory (off by default; "
+                        "over a Unix socket it is on, checked against the client's user)")
+    parser.add_argument("--http-restricted-api", action="append", default=[],
+                        metavar="API[,API]:KEY=VALUE", type=_restriction,
+                        help="REST: answer those APIs (health, metadata, inference, "
+                        "shared-memory, model-config, model-repository, statistics) only to "
+                        "requests with header KEY: VALUE; a shared-memory key also opens "
+                        "client shared memory to TCP clients that send it (repeatable)")
+    parser.add_argument("--grpc-restricted-protocol", action="append", default=[],
+                        metavar="API[,API]:KEY=VALUE", type=_restriction,
+                        help="gRPC: the same, with KEY in the call's metadata (repeatable)")
     parser.add_argument("--max-queue-delay-ms", type=float, default=0.0, metavar="MS",
                         help="how long a batch waits for more requests once it has one "
                         "(Triton's max_queue_delay; default 0: run what is there)")
@@ -49,10 +73,24 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rows waiting per model, at most; past it requests get 503 / "
                         "RESOURCE_EXHAUSTED (default: 8 batches)")
     parser.add_argument("--max-request-mb", type=float, default=256.0, metavar="MB",
-                        help="largest request taken (default 256)")
+                        help="largest request taken (default 256; a model's own bound, from "
+                        "its inputs, is usually lower)")
+    parser.add_argument("--max-inflight-mb", type=float, default=1024.0, metavar="MB",
+                        help="bytes of requests held at once, at most; past it requests get "
+                        "503 / RESOURCE_EXHAUSTED (default 1024)")
+    parser.add_argument("--max-connections", type=int, default=0, metavar="N",
+                        help="connections per listener, at most (default: the descriptor "
+                        "budget's share)")
     add_runner_argument(parser)
     add_output_arguments(parser, quiet=False)
     return parser
+
+
+def _restriction(text: str) -> object:
+    try:
+        return parse_restriction(text)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _listener(text: str) -> Address | None:
@@ -66,6 +104,11 @@ def _server(args: argparse.Namespace) -> InferenceServer:
         runner_type=runner_type(args),
         runner_options=runner_options(args),
         max_request_bytes=int(args.max_request_mb * 1024 * 1024),
+        max_inflight_bytes=int(args.max_inflight_mb * 1024 * 1024),
+        max_connections=args.max_connections,
+        allow_client_shm=args.allow_client_shm,
+        http_restrictions=tuple(args.http_restricted_api),
+        grpc_restrictions=tuple(args.grpc_restricted_protocol),
     )
     return InferenceServer(args.repository, http=_listener(args.http),
                            grpc_address=_listener(args.grpc),
@@ -106,9 +149,10 @@ def _report_models(server: InferenceServer, stop: threading.Event, out: Output) 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.max_queue_size < 0 or args.max_queue_delay_ms < 0 or args.max_request_mb <= 0:
-        parser.error("--max-queue-size, --max-queue-delay-ms and --max-request-mb must be "
-                     "positive")  # fmt: skip
+    if args.max_queue_size < 0 or args.max_queue_delay_ms < 0 or args.max_request_mb <= 0 \
+            or args.max_inflight_mb < 0 or args.max_connections < 0:  # fmt: skip
+        parser.error("--max-queue-size, --max-queue-delay-ms, --max-request-mb, "
+                     "--max-inflight-mb and --max-connections must be positive")
     try:
         find_models(Path(args.repository))
         server = _server(args)

@@ -13,10 +13,15 @@ Starlette and uvicorn, prometheus-client).
 * :func:`rest_app` -- the REST side as an ASGI app (a Ray Serve replica's ingress);
 * :func:`replicated_app` -- the repository from replicas behind Ray Serve;
 * :class:`InferenceServicer` -- the gRPC side;
-* :class:`ServeSettings` -- batching delay, queue bound, engine, request size limit;
+* :class:`ServeSettings` -- batching delay, queue bound, engine, request and in-flight byte
+  limits, timeouts, client shared memory and restricted APIs (:class:`Restriction`);
+* :class:`Client` -- who sent a request, as far as the server can tell;
+* :class:`DescriptorBudget` -- the descriptors a server spends on regions and connections;
 * :class:`RequestError` / :class:`Refusal` -- every refusal, and its HTTP status / gRPC code.
 """
 
+from ._access import API_CATEGORIES, Client, Restriction, parse_restriction
+from ._budget import DescriptorBudget
 from ._errors import Refusal, RequestError
 from ._grpc import InferenceServicer
 from ._metrics import ServeMetrics
@@ -27,13 +32,17 @@ from ._repository import ModelRepository, find_models
 from ._rest import rest_app
 from ._server import Address, InferenceServer, parse_address
 from ._service import InferenceService
-from ._settings import DEFAULT_MAX_REQUEST_BYTES, ServeSettings
+from ._settings import DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES, ServeSettings
 
 __all__ = [
+    "API_CATEGORIES",
+    "DEFAULT_MAX_INFLIGHT_BYTES",
     "DEFAULT_MAX_REQUEST_BYTES",
     "MAX_REGIONS",
     "VERSION",
     "Address",
+    "Client",
+    "DescriptorBudget",
     "InferenceServer",
     "InferenceService",
     "InferenceServicer",
@@ -42,12 +51,14 @@ __all__ = [
     "Refusal",
     "RegionTable",
     "RequestError",
+    "Restriction",
     "ServeMetrics",
     "ServedModel",
     "ServeReplica",
     "ServeSettings",
     "find_models",
     "parse_address",
+    "parse_restriction",
     "replicated_app",
     "rest_app",
 ]

@@ -14,10 +14,15 @@ import numpy as np
 from ._errors import RequestError
 from ._pending import InputSource, OutputTarget, PendingRequest
 from ._regions import RegionTable, SharedRegion
-from ._request import InferRequest, InputTensor, OutputWish, RegionRange
+from ._request import InferRequest, InputTensor, OutputWish, RegionRange, array_from_values
 from ._tensors import ServedTensor
 
-__all__ = ["ModelShape", "admit"]
+__all__ = ["HEADER_BYTES", "ModelShape", "admit", "request_bound"]
+
+#: A request's JSON beside its tensors' data, at most: names, shapes, parameters, outputs.
+HEADER_BYTES = 64 * 1024
+#: Characters one number takes in a request's JSON, at most (indented, a float's repr).
+_JSON_NUMBER = 48
 
 
 class ModelShape:
@@ -28,6 +33,18 @@ class ModelShape:
         self.name, self.version = name, version
         self.inputs, self.outputs = list(inputs), list(outputs)
         self.max_batch_size = max_batch_size
+
+
+def request_bound(model: ModelShape, binary: bool) -> int:
+    """The most bytes a request for ``model`` can need (its JSON, and every input at the
+    model's batch as ``binary`` data or as JSON numbers): a larger body is refused before it
+    is read, and a parsed request's memory is bounded by the model, not by the client."""
+    rows = max(1, model.max_batch_size)
+    total = HEADER_BYTES
+    for tensor in model.inputs:
+        nbytes = (rows if tensor.batched else 1) * tensor.row_bytes
+        total += nbytes if binary else nbytes // tensor.dtype.itemsize * _JSON_NUMBER
+    return total
 
 
 def _names(tensors: Sequence[ServedTensor]) -> str:
@@ -54,10 +71,10 @@ def _rows(model: ModelShape, tensor: ServedTensor, given: InputTensor) -> int:
     return 1
 
 
-def _region(regions: RegionTable, shm: RegionRange, held: list[SharedRegion],
-            what: str) -> SharedRegion:  # fmt: skip
+def _region(regions: RegionTable, request: InferRequest, shm: RegionRange,
+            held: list[SharedRegion], what: str) -> SharedRegion:  # fmt: skip
     try:
-        region = regions.acquire(shm.region)
+        region = regions.acquire(request.client, shm.region)
     except RequestError as exc:
         raise RequestError(exc.refusal, f"{what}: {exc.message}") from None
     held.append(region)
@@ -65,11 +82,11 @@ def _region(regions: RegionTable, shm: RegionRange, held: list[SharedRegion],
     return region
 
 
-def _input(model: ModelShape, tensor: ServedTensor, given: InputTensor, rows: int,
+def _input(request: InferRequest, tensor: ServedTensor, given: InputTensor, rows: int,
            regions: RegionTable, held: list[SharedRegion]) -> InputSource:  # fmt: skip
     where = f"input {given.name!r}"
     nbytes = rows * tensor.row_bytes
-    if (given.data is None) == (given.shm is None):
+    if sum(x is not None for x in (given.data, given.values, given.shm)) != 1:
         raise RequestError.invalid(f"{where}: give its data, binary data or a shared memory "
                                  "region: exactly one")  # fmt: skip
     if given.shm is not None:
@@ -78,9 +95,12 @@ def _input(model: ModelShape, tensor: ServedTensor, given: InputTensor, rows: in
                 f"{where}: shared_memory_byte_size {given.shm.byte_size} is not the "
                 f"{nbytes} bytes that shape {list(given.shape)} of {tensor.datatype} holds"
             )
-        region = _region(regions, given.shm, held, where)
+        region = _region(regions, request, given.shm, held, where)
         return InputSource(tensor, region=region, offset=given.shm.offset)
     data = given.data
+    if given.values is not None:  # converted now that the shape is known to fit
+        data = array_from_values(given.values, given.datatype, where,
+                                 nbytes // tensor.dtype.itemsize)  # fmt: skip
     if not isinstance(data, np.ndarray) or data.dtype != tensor.dtype:
         raise RequestError.invalid(f"{where}: data is not {tensor.datatype}")
     if data.size * tensor.dtype.itemsize != nbytes:
@@ -117,7 +137,8 @@ def _inputs(model: ModelShape, request: InferRequest, regions: RegionTable,
     if len(set(counts.values())) != 1:
         raise RequestError.invalid(f"the inputs hold different numbers of rows: {counts}")
     rows = next(iter(counts.values()))
-    return rows, [_input(model, t, given[t.name], rows, regions, held) for t in model.inputs]
+    return rows, [_input(request, t, given[t.name], rows, regions, held)
+                  for t in model.inputs]  # fmt: skip
 
 
 def _outputs(model: ModelShape, request: InferRequest, rows: int, regions: RegionTable,
@@ -146,7 +167,7 @@ def _outputs(model: ModelShape, request: InferRequest, rows: int, regions: Regio
                     f"{where}: shared_memory_byte_size {wish.shm.byte_size} is less than the "
                     f"{nbytes} bytes of {rows} row(s) of {list(tensor.rest)} {tensor.datatype}"
                 )
-            target.region = _region(regions, wish.shm, held, where)
+            target.region = _region(regions, request, wish.shm, held, where)
             target.offset, target.capacity = wish.shm.offset, wish.shm.byte_size
         elif wish is not None and not tensor.dynamic:
             target.array = np.empty((rows, tensor.row_bytes // tensor.dtype.itemsize),

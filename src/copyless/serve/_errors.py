@@ -19,11 +19,16 @@ class Refusal(enum.Enum):
     """Why a request was refused: ``(HTTP status, gRPC status code name)``."""
 
     INVALID_ARGUMENT = (400, "INVALID_ARGUMENT")
+    #: a restricted API without its key, or client shared memory where it is off
+    FORBIDDEN = (403, "PERMISSION_DENIED")
     NOT_FOUND = (404, "NOT_FOUND")
+    #: a body that did not arrive in time
+    TIMEOUT = (408, "DEADLINE_EXCEEDED")
     ALREADY_EXISTS = (409, "ALREADY_EXISTS")
     TOO_LARGE = (413, "RESOURCE_EXHAUSTED")
     UNSUPPORTED = (400, "UNIMPLEMENTED")
-    #: the model's queue is full: come back later (Triton answers 503 here too)
+    #: the model's queue, the bytes in flight or the descriptors are full: come back later
+    #: (Triton answers 503 here too)
     EXHAUSTED = (503, "RESOURCE_EXHAUSTED")
     #: the model is loading or failed to, or the server is draining
     UNAVAILABLE = (503, "UNAVAILABLE")

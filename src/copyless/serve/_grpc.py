@@ -5,15 +5,26 @@ ships (``tritonclient.grpc.service_pb2`` / ``service_pb2_grpc``), on ``grpc.aio`
 Implemented: ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelConfig,
 ModelInfer (typed contents or ``raw_input_contents``; outputs always as
 ``raw_output_contents``, an empty entry for an output written into shared memory),
-RepositoryIndex and the SystemSharedMemory calls; the others answer UNIMPLEMENTED (the
-generated servicer's default). A refused request aborts with its :class:`Refusal`'s status
-code and one message; a cancelled call abandons its rows (they are not run if not started).
+ModelStatistics, RepositoryIndex, the SystemSharedMemory calls and the CudaSharedMemory ones
+(nothing is registered: status is empty, unregistering succeeds, registering is refused); the
+others answer UNIMPLEMENTED (the generated servicer's default). A refused request aborts with
+its :class:`Refusal`'s status code and one message; a cancelled call abandons its rows (they
+are not run if not started).
+
+The client of a call (:mod:`._access`): on TCP, its user where its socket is on this host (the
+peer address gRPC gives, looked up in the kernel's socket table); on a Unix socket, the
+server's own user (the socket file is created ``0600``: only that user, or root, can connect;
+gRPC does not give the peer's credentials). Restricted API groups read the call's metadata.
+The server's options (:func:`grpc_options`) own its port exclusively, bound its connections
+and close idle ones.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -21,6 +32,7 @@ import numpy as np
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
+from ._access import Client, tcp_peer_uid
 from ._errors import Refusal, RequestError
 from ._request import (
     InferRequest,
@@ -29,11 +41,10 @@ from ._request import (
     OutputWish,
     RegionRange,
     array_from_bytes,
-    array_from_values,
 )
 from ._service import InferenceService
 
-__all__ = ["InferenceServicer", "grpc_options"]
+__all__ = ["InferenceServicer", "client_of", "grpc_options"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +57,33 @@ _CONTENTS = {
 }  # fmt: skip
 
 
-def grpc_options(max_request_bytes: int) -> list[tuple[str, int]]:
-    return [("grpc.max_receive_message_length", max_request_bytes),
-            ("grpc.max_send_message_length", -1)]  # fmt: skip
+def grpc_options(max_request_bytes: int, max_connections: int = 0,
+                 idle_timeout_s: float = 300.0) -> list[tuple[str, int]]:  # fmt: skip
+    """The server's channel options: messages up to ``max_request_bytes``; the port its own
+    (grpc.aio binds with SO_REUSEPORT otherwise: a second server would silently share it);
+    at most ``max_connections`` connections (0: no bound); idle connections (no call in
+    flight) closed after ``idle_timeout_s``; a connection's HTTP/2 handshake within 10 s."""
+    options = [("grpc.max_receive_message_length", max_request_bytes),
+               ("grpc.max_send_message_length", -1),
+               ("grpc.so_reuseport", 0),
+               ("grpc.max_connection_idle_ms", int(idle_timeout_s * 1000)),
+               ("grpc.server_handshake_timeout_ms", 10_000)]  # fmt: skip
+    if max_connections:
+        options.append(("grpc.max_allowed_incoming_connections", max_connections))
+    return options
+
+
+def client_of(peer: str, local: tuple[str, int] | None) -> Client:
+    """The :class:`Client` of a call from ``context.peer()`` (``ipv4:H:P``, ``ipv6:[H]:P``,
+    ``unix:...``) and the listener's address."""
+    scheme, _, rest = peer.partition(":")
+    if scheme in ("unix", "unix-abstract"):
+        return Client("unix", os.geteuid(), os.getegid())
+    host, _, port = rest.rpartition(":")
+    if scheme not in ("ipv4", "ipv6") or not port.isdigit() or local is None:
+        return Client("tcp")
+    address = (host.strip("[]"), int(port))
+    return Client("tcp", locate=lambda: (tcp_peer_uid(address, local), None))
 
 
 def _param(value: Any) -> Any:
@@ -73,24 +108,26 @@ def _region_range(params: dict[str, Any], where: str) -> RegionRange | None:
     return RegionRange(name, int(size), int(offset))  # type: ignore[arg-type]
 
 
-def parse_infer(message: Any) -> InferRequest:
-    """An :class:`InferRequest` from a ``ModelInferRequest``."""
+def parse_infer(message: Any, client: Client | None = None) -> InferRequest:
+    """An :class:`InferRequest` from a ``ModelInferRequest`` (typed contents are converted
+    once admission has checked their count)."""
     raw = list(message.raw_input_contents)
     inputs, used = [], 0
     for tensor in message.inputs:
         where = f"input {tensor.name!r}"
         shm = _region_range(_params(tensor.parameters), where)
         field = _CONTENTS.get(tensor.datatype)
-        typed = list(getattr(tensor.contents, field)) if field else []
-        data = None
-        if shm is None and not typed:
+        typed = getattr(tensor.contents, field) if field else ()
+        data, values = None, None
+        if shm is None and not len(typed):
             if used >= len(raw):
                 raise RequestError.invalid(f"{where}: no data: neither contents, nor "
                                          "raw_input_contents, nor a shared memory region")
             data, used = array_from_bytes(raw[used], tensor.datatype, where), used + 1
-        elif typed:
-            data = array_from_values(typed, tensor.datatype, where)
-        inputs.append(InputTensor(tensor.name, tensor.datatype, tuple(tensor.shape), data, shm))
+        elif len(typed):
+            values = typed
+        inputs.append(InputTensor(tensor.name, tensor.datatype, tuple(tensor.shape), data, shm,
+                                  values))  # fmt: skip
     if used != len(raw):
         raise RequestError.invalid(f"the request has {len(raw)} raw_input_contents for {used} "
                                  "input(s) sent that way")  # fmt: skip
@@ -108,7 +145,7 @@ def parse_infer(message: Any) -> InferRequest:
                                      _region_range(params, f"output {output.name!r}")))
         outputs = tuple(wishes)
     return InferRequest(message.model_name, message.model_version, message.id, tuple(inputs),
-                        outputs, True)  # fmt: skip
+                        outputs, True, client or Client("tcp"))  # fmt: skip
 
 
 def render_infer(response: InferResponse) -> Any:
@@ -128,82 +165,135 @@ def render_infer(response: InferResponse) -> Any:
 
 
 class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
-    """``GRPCInferenceService`` over an :class:`InferenceService`."""
+    """``GRPCInferenceService`` over an :class:`InferenceService`; ``local``: the listener's
+    address (to find a TCP client's user), None where it cannot tell."""
 
-    def __init__(self, service: InferenceService) -> None:
+    def __init__(self, service: InferenceService, local: tuple[str, int] | None = None) -> None:
         self._service = service
+        self._restrictions = service.restrictions["grpc"]
+        self.local = local
 
     async def _abort(self, context: Any, error: RequestError) -> None:
         await context.abort(grpc.StatusCode[error.refusal.grpc_code], error.message)
 
-    async def _answer(self, context: Any, call: Any) -> Any:
+    def _client(self, context: Any, category: str) -> Client:
+        """The call's client, once its API group's restriction is met (RequestError if not)."""
+        metadata = {key: value for key, value in context.invocation_metadata() or ()
+                    if isinstance(value, str)}  # fmt: skip
+        granted = self._restrictions.check(category, metadata)
+        client = client_of(context.peer() or "", self.local)
+        return client.with_keys([category]) if granted else client
+
+    async def _answer(self, context: Any, category: str, call: Callable[[Client], Any]) -> Any:
         try:
-            result = call()
+            result = call(self._client(context, category))
             if asyncio.isfuture(result):
                 result = await result
             return result
         except RequestError as error:
             await self._abort(context, error)
+        except (ValueError, RecursionError, UnicodeError) as exc:  # a hostile request
+            await self._abort(context, RequestError.invalid(f"malformed request: {exc}"))
 
     async def ServerLive(self, request: Any, context: Any) -> Any:
-        return service_pb2.ServerLiveResponse(live=self._service.live)
+        return await self._answer(context, "health", lambda client:
+                                  service_pb2.ServerLiveResponse(live=self._service.live))
 
     async def ServerReady(self, request: Any, context: Any) -> Any:
-        return service_pb2.ServerReadyResponse(ready=self._service.ready)
+        return await self._answer(context, "health", lambda client:
+                                  service_pb2.ServerReadyResponse(ready=self._service.ready))
 
     async def ModelReady(self, request: Any, context: Any) -> Any:
-        def call() -> Any:
+        def call(client: Client) -> Any:
             model = self._service.model(request.name, request.version)
             ready = model.ready and not self._service.draining
             return service_pb2.ModelReadyResponse(ready=ready)
-        return await self._answer(context, call)
+        return await self._answer(context, "health", call)
 
     async def ServerMetadata(self, request: Any, context: Any) -> Any:
-        return service_pb2.ServerMetadataResponse(**self._service.server_metadata())
+        return await self._answer(context, "metadata", lambda client: service_pb2.
+                                  ServerMetadataResponse(**self._service.server_metadata()))
 
     async def ModelMetadata(self, request: Any, context: Any) -> Any:
-        def call() -> Any:
+        def call(client: Client) -> Any:
             meta = self._service.model(request.name, request.version).metadata()
             return json_format.ParseDict(meta, service_pb2.ModelMetadataResponse())
-        return await self._answer(context, call)
+        return await self._answer(context, "metadata", call)
 
     async def ModelConfig(self, request: Any, context: Any) -> Any:
-        def call() -> Any:
+        def call(client: Client) -> Any:
             config = self._service.model(request.name, request.version).config()
             parsed = json_format.ParseDict(config, model_config_pb2.ModelConfig())
             return service_pb2.ModelConfigResponse(config=parsed)
-        return await self._answer(context, call)
+        return await self._answer(context, "model-config", call)
+
+    async def ModelStatistics(self, request: Any, context: Any) -> Any:
+        def call(client: Client) -> Any:
+            stats = self._service.statistics(request.name, request.version)
+            return json_format.ParseDict({"model_stats": stats},
+                                         service_pb2.ModelStatisticsResponse())  # fmt: skip
+        return await self._answer(context, "statistics", call)
 
     async def RepositoryIndex(self, request: Any, context: Any) -> Any:
-        return service_pb2.RepositoryIndexResponse(models=[
-            service_pb2.RepositoryIndexResponse.ModelIndex(**row)
-            for row in self._service.index()
-        ])  # fmt: skip
+        return await self._answer(context, "model-repository", lambda client:
+                                  service_pb2.RepositoryIndexResponse(models=[
+                                      service_pb2.RepositoryIndexResponse.ModelIndex(**row)
+                                      for row in self._service.index()]))  # fmt: skip
 
     async def ModelInfer(self, request: Any, context: Any) -> Any:
+        held = 0
         try:
-            parsed = parse_infer(request)
+            client = self._client(context, "inference")
+            size = request.ByteSize()
+            self._service.hold_bytes(size)
+            held = size
+            parsed = parse_infer(request, client)
             response = await asyncio.wrap_future(self._service.infer(parsed))
         except RequestError as error:
             await self._abort(context, error)
+        except (ValueError, RecursionError, UnicodeError) as exc:  # a hostile request
+            await self._abort(context, RequestError.invalid(f"malformed request: {exc}"))
+        finally:
+            self._service.inflight.give(held)
         return render_infer(response)
 
     async def SystemSharedMemoryStatus(self, request: Any, context: Any) -> Any:
-        def call() -> Any:
+        def call(client: Client) -> Any:
             answer = service_pb2.SystemSharedMemoryStatusResponse()
-            for region in self._service.regions.status(request.name):
+            for region in self._service.shm_status(client, request.name):
                 answer.regions[region["name"]].CopyFrom(
                     service_pb2.SystemSharedMemoryStatusResponse.RegionStatus(**region))
             return answer
-        return await self._answer(context, call)
+        return await self._answer(context, "shared-memory", call)
 
     async def SystemSharedMemoryRegister(self, request: Any, context: Any) -> Any:
-        def call() -> Any:
-            self._service.regions.register(request.name, request.key, request.offset,
-                                           request.byte_size)  # fmt: skip
+        def call(client: Client) -> Any:
+            self._service.shm_register(client, request.name, request.key, request.offset,
+                                       request.byte_size)  # fmt: skip
             return service_pb2.SystemSharedMemoryRegisterResponse()
-        return await self._answer(context, call)
+        return await self._answer(context, "shared-memory", call)
 
     async def SystemSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
-        self._service.regions.unregister(request.name)
-        return service_pb2.SystemSharedMemoryUnregisterResponse()
+        def call(client: Client) -> Any:
+            self._service.shm_unregister(client, request.name)
+            return service_pb2.SystemSharedMemoryUnregisterResponse()
+        return await self._answer(context, "shared-memory", call)
+
+    async def CudaSharedMemoryStatus(self, request: Any, context: Any) -> Any:
+        def call(client: Client) -> Any:
+            if request.name:
+                raise RequestError.not_found(f"no CUDA shared memory region {request.name!r} "
+                                             "is registered")  # fmt: skip
+            return service_pb2.CudaSharedMemoryStatusResponse()
+        return await self._answer(context, "shared-memory", call)
+
+    async def CudaSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
+        # none is ever registered: unregistering is idempotent, as in Triton
+        return await self._answer(context, "shared-memory", lambda client:
+                                  service_pb2.CudaSharedMemoryUnregisterResponse())
+
+    async def CudaSharedMemoryRegister(self, request: Any, context: Any) -> Any:
+        def call(client: Client) -> Any:
+            raise RequestError(Refusal.UNSUPPORTED, "CUDA shared memory is not supported by "
+                               "this server; use system shared memory")  # fmt: skip
+        return await self._answer(context, "shared-memory", call)

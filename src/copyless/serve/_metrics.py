@@ -23,8 +23,10 @@ A :class:`ServeMetrics` has a registry of its own (two servers in one process do
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
@@ -42,6 +44,8 @@ _COUNTERS = {
     "nv_inference_compute_output_duration_us": "Cumulative inference compute output duration "
     "in us",
 }
+#: not exported: the request durations of successes and failures apart (statistics)
+_SUCCESS_US, _FAIL_US = "success_us", "fail_us"
 _FAILURE = "nv_inference_request_failure"
 _PENDING = "nv_inference_pending_request_count"
 _READY = "copyless_serve_model_ready"
@@ -72,6 +76,7 @@ class ServeMetrics:
         self._counters: dict[_Key, dict[str, float]] = defaultdict(dict)
         self._failures: dict[tuple[str, str, str], float] = defaultdict(float)
         self._gauges: dict[_Key, dict[str, float]] = defaultdict(dict)
+        self._last: dict[_Key, float] = {}
         self._batch = Histogram("copyless_serve_batch_size", "Rows per batch the model ran",
                                 ["model", "version"], registry=self.registry,
                                 buckets=(1, 2, 4, 8, 16, 32, 64, 128))  # fmt: skip
@@ -94,12 +99,16 @@ class ServeMetrics:
 
     def request_done(self, model: str, version: str, seconds: float) -> None:
         self._add((model, version), {"nv_inference_request_success": 1.0,
-                                     "nv_inference_request_duration_us": seconds * 1e6})
+                                     "nv_inference_request_duration_us": seconds * 1e6,
+                                     _SUCCESS_US: seconds * 1e6})  # fmt: skip
+        with self._lock:
+            self._last[(model, version)] = time.time()
 
     def request_failed(self, model: str, version: str, reason: str, seconds: float) -> None:
         with self._lock:
             self._failures[(model, version, reason)] += 1.0
-        self._add((model, version), {"nv_inference_request_duration_us": seconds * 1e6})
+        self._add((model, version), {"nv_inference_request_duration_us": seconds * 1e6,
+                                     _FAIL_US: seconds * 1e6})  # fmt: skip
 
     def row(self, model: str, version: str, queue: float, timings: Mapping[str, float]) -> None:
         """One row's stages, seconds (``timings``: a pipeline Result's)."""
@@ -137,6 +146,36 @@ class ServeMetrics:
             return sum(v for (m, ver, _), v in failures.items() if (m, ver) == (model, version))
         return {**counters.get((model, version), {}),
                 **gauges.get((model, version), {})}.get(name, 0.0)  # fmt: skip
+
+    def statistics(self, model: str, version: str) -> dict[str, Any]:
+        """The model's entry of Triton's statistics extension (``model_stats``): requests
+        (success, fail: count and ns), rows queued and computed (queue, compute input / infer /
+        output: count is rows, ns their sum), inference (rows) and execution (batches)
+        counts, the last inference (ms since the epoch)."""
+        counters, failures, _ = self.snapshot()
+        values = counters.get((model, version), {})
+        with self._lock:
+            last = self._last.get((model, version), 0.0)
+
+        def stat(count: float, us: float) -> dict[str, int]:
+            return {"count": int(count), "ns": int(us * 1000)}
+
+        rows = values.get("nv_inference_count", 0.0)
+        failed = sum(v for (m, ver, _), v in failures.items() if (m, ver) == (model, version))
+        return {
+            "name": model, "version": version, "last_inference": int(last * 1000),
+            "inference_count": int(rows),
+            "execution_count": int(values.get("nv_inference_exec_count", 0.0)),
+            "inference_stats": {
+                "success": stat(values.get("nv_inference_request_success", 0.0),
+                                values.get(_SUCCESS_US, 0.0)),
+                "fail": stat(failed, values.get(_FAIL_US, 0.0)),
+                **{stage: stat(rows, values.get(f"nv_inference_{metric}_duration_us", 0.0))
+                   for stage, metric in (("queue", "queue"), ("compute_input", "compute_input"),
+                                         ("compute_infer", "compute_infer"),
+                                         ("compute_output", "compute_output"))},
+            },
+        }  # fmt: skip
 
     def _triton_lines(self) -> list[str]:
         counters, failures, gauges = self.snapshot()

@@ -96,6 +96,11 @@ class ServedModel:
         return self._state is ModelState.READY
 
     @property
+    def shape(self) -> ModelShape:
+        """What a request is checked against (its tensors and batch; empty until loaded)."""
+        return self._shape
+
+    @property
     def engine(self) -> str:
         return str(self._runner.get_property("engine")) if self._runner is not None else ""
 

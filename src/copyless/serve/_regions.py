@@ -3,8 +3,10 @@
 A client creates a POSIX shared-memory object (``shm_open``: a file under ``/dev/shm``),
 registers ``(name, key, offset, byte_size)`` and then names the region in its requests
 instead of sending tensor bytes. The server opens the key under ``/dev/shm`` only (a plain
-name: no other directory, no ``..``, no symbolic link, a regular file) and checks every
-range against the registration and the file.
+name: no other directory, no ``..``, no symbolic link, a regular file the client may open
+itself: :mod:`._access`) and checks every range against the registration and the file.
+Regions belong to the client that registered them: each client sees, uses and unregisters
+its own (:attr:`~._access.Client.owner`), and two clients may use the same region name.
 
 Such a file cannot be sealed, and its owner may truncate it at any time: a server that
 mapped it would die of SIGBUS on the next touch past the new end. So the server never maps
@@ -18,14 +20,14 @@ error saying so (no byte of theirs is written after the unregister).
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import re
-import stat
 import threading
-from collections.abc import Iterator
 from typing import Any
 
+from ._access import Client, check_object
+from ._budget import DescriptorBudget, Throttled
 from ._errors import Refusal, RequestError
 
 __all__ = ["MAX_REGIONS", "SHM_ROOT", "RegionTable", "SharedRegion"]
@@ -35,6 +37,7 @@ SHM_ROOT = "/dev/shm"
 MAX_REGIONS = 1024
 _KEY = re.compile(r"/?([^/\x00]{1,255})")
 _NAME_MAX = 256
+_throttled = Throttled(logging.getLogger(__name__))
 
 
 class SharedRegion:
@@ -124,16 +127,24 @@ class SharedRegion:
 
 
 class RegionTable:
-    """The server's registered regions, by name (thread-safe)."""
+    """The server's registered regions, by owner and name (thread-safe). ``budget``: the
+    server's descriptor budget (its ``regions`` is the cap; a registration is refused while
+    the process's descriptors reach into its reserve); None: :data:`MAX_REGIONS`."""
 
-    def __init__(self, root: str = SHM_ROOT, limit: int = MAX_REGIONS) -> None:
-        self._root, self._limit = root, limit
-        self._regions: dict[str, SharedRegion] = {}
+    def __init__(self, root: str = SHM_ROOT, budget: DescriptorBudget | None = None) -> None:
+        self._root, self._budget = root, budget
+        self._limit = budget.regions if budget is not None else MAX_REGIONS
+        self._regions: dict[tuple[str, str], SharedRegion] = {}
         self._lock = threading.Lock()
 
-    def register(self, name: str, key: object, offset: object, byte_size: object) -> None:
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    def register(self, client: Client, name: str, key: object, offset: object,
+                 byte_size: object) -> None:  # fmt: skip
         """Open ``key`` under /dev/shm and register ``byte_size`` bytes of it at ``offset``
-        as ``name`` (values as a request carried them: checked here)."""
+        as ``client``'s region ``name`` (values as a request carried them: checked here)."""
         if not isinstance(name, str) or not 0 < len(name) <= _NAME_MAX:
             raise RequestError.invalid(f"a region name is 1 to {_NAME_MAX} characters, "
                                        f"got {name!r}")
@@ -143,69 +154,93 @@ class RegionTable:
                                          f"got {value!r}")  # fmt: skip
         if not isinstance(offset, int) or not isinstance(byte_size, int) or byte_size == 0:
             raise RequestError.invalid(f"region {name!r}: byte_size must be > 0")
-        fd, key = self._open(name, key)
+        self._check_room(client)
+        fd, key, size = self._open(client, name, key)
         try:
-            size = os.fstat(fd).st_size
             if offset + byte_size > size:
                 raise RequestError.invalid(
                     f"region {name!r}: {byte_size} bytes at offset {offset} lie outside "
                     f"{key!r} ({size} bytes)"
                 )
             with self._lock:
-                if name in self._regions:
+                if (client.owner, name) in self._regions:
                     raise RequestError(Refusal.ALREADY_EXISTS,
                                      f"shared memory region {name!r} is already registered")
                 if len(self._regions) >= self._limit:
-                    raise RequestError(Refusal.EXHAUSTED, f"{self._limit} shared memory regions "
-                                     "are registered already: unregister some first")
-                self._regions[name] = SharedRegion(name, key, offset, byte_size, fd)
+                    raise self._full()
+                self._regions[(client.owner, name)] = SharedRegion(name, key, offset,
+                                                                   byte_size, fd)  # fmt: skip
         except BaseException:
             os.close(fd)
             raise
 
-    def _open(self, name: str, key: object) -> tuple[int, str]:
+    def _full(self) -> RequestError:
+        _throttled.warning("regions", f"shared memory registration refused: {self._limit} "
+                           "regions are registered (the descriptor budget's share)")
+        return RequestError(Refusal.EXHAUSTED, f"{self._limit} shared memory regions are "
+                            "registered on this server: unregister some first")  # fmt: skip
+
+    def _check_room(self, client: Client) -> None:
+        if self._budget is not None and not self._budget.room():
+            _throttled.warning("descriptors", "shared memory registration refused: the "
+                               "process's open descriptors reach into the reserve kept for "
+                               "health checks and new connections")  # fmt: skip
+            raise RequestError(Refusal.EXHAUSTED, "the server has no file descriptor to "
+                               "spare for another region now: retry later")  # fmt: skip
+
+    def _open(self, client: Client, name: str, key: object) -> tuple[int, str, int]:
         match = _KEY.fullmatch(key) if isinstance(key, str) else None
         if not isinstance(key, str) or match is None or match.group(1) in (".", ".."):
             raise RequestError.invalid(
                 f"region {name!r}: key {key!r} is not the name of a shared memory object "
                 f"(a name under {self._root}, such as '/my_region')"
             )
-        path = os.path.join(self._root, match.group(1))
+        # One answer for a missing object, a directory, a link, a FIFO or another user's
+        # object: nothing tells a client what it could not open itself.
+        refused = RequestError.invalid(f"region {name!r}: no shared memory object {key!r} "
+                                       "that this client may open")  # fmt: skip
         flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
         try:
-            fd = os.open(path, flags)
-        except OSError as exc:
-            raise RequestError.invalid(f"region {name!r}: cannot open {path}: "
-                                     f"{exc.strerror}") from None  # fmt: skip
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            fd = os.open(os.path.join(self._root, match.group(1)), flags)
+        except OSError:
+            raise refused from None
+        info = check_object(fd, client)
+        if info is None:
             os.close(fd)
-            raise RequestError.invalid(f"region {name!r}: {path} is not a shared memory object")
-        return fd, key
+            raise refused
+        return fd, key, info.st_size
 
-    def status(self, name: str = "") -> list[dict[str, Any]]:
+    def status(self, client: Client, name: str = "") -> list[dict[str, Any]]:
+        """``client``'s regions (or its region ``name``)."""
         with self._lock:
             if not name:
-                return [r.status() for r in self._regions.values()]
-            region = self._regions.get(name)
+                return [r.status() for (owner, _), r in self._regions.items()
+                        if owner == client.owner]  # fmt: skip
+            region = self._regions.get((client.owner, name))
         if region is None:
             raise RequestError.not_found(f"no shared memory region {name!r} is registered")
         return [region.status()]
 
-    def unregister(self, name: str = "") -> None:
-        """One region, or every one with ``name=""``; an unknown name is no error (as in
-        Triton: unregistering is idempotent)."""
+    def unregister(self, client: Client | None, name: str = "") -> None:
+        """``client``'s region ``name``, or all its regions with ``name=""`` (every region
+        of every client with ``client=None``); an unknown name is no error (as in Triton:
+        unregistering is idempotent)."""
         with self._lock:
-            if name:
-                gone = [self._regions.pop(name)] if name in self._regions else []
-            else:
+            if client is None:
                 gone, self._regions = list(self._regions.values()), {}
+            elif name:
+                region = self._regions.pop((client.owner, name), None)
+                gone = [region] if region is not None else []
+            else:
+                keys = [k for k in self._regions if k[0] == client.owner]
+                gone = [self._regions.pop(k) for k in keys]
         for region in gone:
             region.unregister()
 
-    def acquire(self, name: str) -> SharedRegion:
-        """The region ``name``, counted as used until :meth:`SharedRegion.release`."""
+    def acquire(self, client: Client, name: str) -> SharedRegion:
+        """``client``'s region ``name``, counted as used until :meth:`SharedRegion.release`."""
         with self._lock:
-            region = self._regions.get(name)
+            region = self._regions.get((client.owner, name))
         if region is None:
             raise RequestError.not_found(f"no shared memory region {name!r} is registered")
         return region.acquire()
@@ -215,12 +250,4 @@ class RegionTable:
             return len(self._regions)
 
     def close(self) -> None:
-        self.unregister()
-
-    @contextlib.contextmanager
-    def using(self, name: str) -> Iterator[SharedRegion]:
-        region = self.acquire(name)
-        try:
-            yield region
-        finally:
-            region.release()
+        self.unregister(None)

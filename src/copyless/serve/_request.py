@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._access import UNIDENTIFIED, Client
 from ._errors import RequestError
 from ._tensors import DATATYPES, ServedTensor, numpy_dtype
 
@@ -39,13 +40,16 @@ class RegionRange:
 @dataclass(frozen=True, slots=True)
 class InputTensor:
     """One input: ``data`` (a flat array of the datatype's numpy dtype, no copy of the
-    request's bytes where they were binary) or ``shm`` (a region range), never both."""
+    request's bytes where they were binary), ``values`` (numbers not yet converted: JSON
+    lists, or a protobuf repeated field; converted once the shape is checked) or ``shm`` (a
+    region range): exactly one of them."""
 
     name: str
     datatype: str
     shape: tuple[int, ...]
     data: np.ndarray | None = None
     shm: RegionRange | None = None
+    values: object | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +64,8 @@ class OutputWish:
 
 @dataclass(frozen=True, slots=True)
 class InferRequest:
-    """``outputs`` None: every output of the model, in the request's default form."""
+    """``outputs`` None: every output of the model, in the request's default form;
+    ``client``: who sent it (whose regions it may name)."""
 
     model: str
     version: str = ""
@@ -68,6 +73,12 @@ class InferRequest:
     inputs: tuple[InputTensor, ...] = ()
     outputs: tuple[OutputWish, ...] | None = None
     binary_outputs: bool = False
+    client: Client = UNIDENTIFIED
+
+    @property
+    def uses_regions(self) -> bool:
+        return any(t.shm is not None for t in self.inputs) or any(
+            w.shm is not None for w in self.outputs or ())
 
 
 @dataclass(slots=True)
@@ -89,6 +100,10 @@ class InferResponse:
     outputs: list[ResponseTensor] = field(default_factory=list)
 
 
+#: the numpy type a protobuf repeated field's values arrive as, by the datatype's kind
+_PROTO_TYPES = {"b": np.bool_, "i": np.int64, "u": np.uint64, "f": np.float64}
+
+
 def _dtype(datatype: str, where: str) -> np.dtype[np.generic]:
     dtype = numpy_dtype(datatype) if isinstance(datatype, str) else None
     if dtype is None:
@@ -107,14 +122,21 @@ def array_from_bytes(raw: bytes | bytearray | memoryview, datatype: str,
     return np.frombuffer(raw, dtype=dtype)
 
 
-def array_from_values(values: object, datatype: str, where: str) -> np.ndarray:
-    """A flat array of JSON (or typed protobuf) values as ``datatype``: numbers (booleans
-    for BOOL), nested lists row-major; anything else is one clear error."""
+def array_from_values(values: object, datatype: str, where: str,
+                      count: int | None = None) -> np.ndarray:  # fmt: skip
+    """A flat array of JSON values (numbers, booleans for BOOL; nested lists row-major) or
+    of a protobuf repeated field as ``datatype``; anything else is one clear error. ``count``:
+    the elements expected, checked on a repeated field before any is converted."""
     dtype = _dtype(datatype, where)
     kind = dtype.kind
+    if not isinstance(values, list):  # a protobuf repeated field: flat, typed by the schema
+        size = len(values)  # type: ignore[arg-type]
+        if count is not None and size != count:
+            raise RequestError.invalid(f"{where}: {size} values given; its shape holds {count}")
+        values = np.fromiter(values, _PROTO_TYPES[kind], count=size)  # type: ignore[call-overload]
     try:
         array = np.asarray(values)
-    except (ValueError, TypeError) as exc:  # ragged nesting
+    except (ValueError, TypeError, RecursionError) as exc:  # ragged or too deep
         raise RequestError.invalid(f"{where}: data is not a rectangular array: {exc}") from None
     if array.dtype == object or array.dtype.kind not in "biuf":
         raise RequestError.invalid(f"{where}: data must hold only numbers"

@@ -7,10 +7,19 @@ Routes (``/versions/{version}`` may follow a model's name): ``GET /v2/health/liv
 ``/v2/models/{model}/config``; ``POST /v2/models/{model}/infer`` (JSON data, or the binary
 tensor data extension: ``Inference-Header-Content-Length`` bytes of JSON, then each
 input's ``binary_data_size`` bytes in order), ``/v2/repository/index``; the system
-shared-memory extension under ``/v2/systemsharedmemory``. Errors are ``{"error": ...}``
-with the status of their :class:`Refusal`, as Triton answers and ``tritonclient`` reads.
-The request body is read up to ``max_request_bytes`` (413 past it); nothing is parsed by
-hand but the binary extension's split of the body.
+shared-memory extension under ``/v2/systemsharedmemory`` (CUDA shared memory: nothing is
+registered, status is empty, unregistering succeeds, registering is refused); statistics
+(``/v2/models[/{model}[/versions/{v}]]/stats``, Triton's). Errors are ``{"error": ...}`` with
+the status of their :class:`Refusal`, as Triton answers and ``tritonclient`` reads.
+
+Every malformed request is a 4xx, never a 500. An inference body is refused before it is
+read when its ``Content-Length`` passes the model's own bound (its inputs at its batch:
+:func:`~._admit.request_bound`) or the server's ``max_request_bytes`` (413), or when the
+bytes of requests in flight would pass ``max_inflight_bytes`` (503); the connection is then
+closed so the unread body is not taken. A body must arrive within ``body_timeout_s`` plus a
+second per MB, and no more than ``header_timeout_s`` may pass between two of its pieces.
+Nothing is parsed by hand but the binary extension's split of the body. Restricted API groups
+and client shared memory follow :mod:`._access`.
 """
 
 from __future__ import annotations
@@ -18,6 +27,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -26,6 +38,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ._access import UNIDENTIFIED, Client
+from ._admit import request_bound
+from ._connections import OVER_BUDGET, PEER, Peer
 from ._errors import Refusal, RequestError
 from ._request import (
     InferRequest,
@@ -34,7 +49,6 @@ from ._request import (
     OutputWish,
     RegionRange,
     array_from_bytes,
-    array_from_values,
 )
 from ._service import InferenceService
 
@@ -45,36 +59,82 @@ logger = logging.getLogger(__name__)
 HEADER_LENGTH = "Inference-Header-Content-Length"
 _MODEL = "/v2/models/{model}"
 _VERSIONED = "/v2/models/{model}/versions/{version}"
+#: A length as HTTP writes it: ASCII digits only (``int()`` takes ``"²"``-like digits too).
+_LENGTH = re.compile(r"[0-9]{1,18}")
+#: Bytes per second a body must arrive at, at least, past its ``body_timeout_s``.
+_MIN_BODY_RATE = 1_000_000
+#: How much more memory a parsed JSON request takes than its text, about (Python numbers).
+_JSON_INFLATION = 4
 
 
-def _error(refusal: Refusal, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=refusal.http_status)
+def _error(refusal: Refusal, message: str, close: bool = False) -> JSONResponse:
+    headers = {"connection": "close"} if close else None
+    return JSONResponse({"error": message}, status_code=refusal.http_status, headers=headers)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+def _length(text: str | None, what: str) -> int | None:
+    if text is None:
+        return None
+    if not _LENGTH.fullmatch(text):
+        raise RequestError.invalid(f"{what} {text!r} is not a length in bytes")
+    return int(text)
+
+
+class _BodyLimits:
+    """How a body is read: at most ``limit`` bytes, within the time the settings give."""
+
+    def __init__(self, limit: int, idle_s: float, base_s: float) -> None:
+        self.limit, self.idle_s, self.base_s = limit, idle_s, base_s
+
+    def deadline(self, nbytes: int) -> float:
+        return time.monotonic() + self.base_s + nbytes / _MIN_BODY_RATE
+
+
+async def _read_body(request: Request, limits: _BodyLimits) -> bytearray:
+    """The body, read into one buffer of its declared length (no list of chunks joined: the
+    memory goes back to the system when the request ends)."""
+    declared = _length(request.headers.get("content-length"), "Content-Length")
+    limit = limits.limit
+    if declared is not None and declared > limit:
         raise RequestError(Refusal.TOO_LARGE, f"the request's {declared} bytes exceed the "
-                         f"server's limit of {limit}")  # fmt: skip
-    chunks, size = [], 0
+                         f"limit of {limit} here")  # fmt: skip
+    body = bytearray(declared or 0)
+    size, deadline = 0, limits.deadline(declared or limit)
+    stream = request.stream()
     try:
-        async for chunk in request.stream():
+        while True:
+            wait = min(limits.idle_s, deadline - time.monotonic())
+            try:
+                chunk = await asyncio.wait_for(stream.__anext__(), max(wait, 0.001))
+            except StopAsyncIteration:
+                break
+            if size + len(chunk) > (declared if declared is not None else limit):
+                raise RequestError(Refusal.TOO_LARGE, "the request's body runs past its "
+                                   f"Content-Length or the limit of {limit} bytes here")
+            if declared is None:
+                body += chunk
+            else:
+                body[size : size + len(chunk)] = chunk
             size += len(chunk)
-            if size > limit:
-                raise RequestError(Refusal.TOO_LARGE, f"the request exceeds the server's limit "
-                                 f"of {limit} bytes")  # fmt: skip
-            chunks.append(chunk)
+    except asyncio.TimeoutError:
+        raise RequestError(Refusal.TIMEOUT, f"the request's body did not arrive in time "
+                           f"({size} bytes in)") from None  # fmt: skip
     except ClientDisconnect:  # nobody reads the answer; nothing was queued
         raise RequestError.invalid("the client went away before sending its whole request") \
             from None
-    return b"".join(chunks)
+    finally:
+        await stream.aclose()
+    if declared is not None and size != declared:
+        raise RequestError.invalid(f"the body has {size} bytes, its Content-Length {declared}")
+    return body
 
 
-def _json(raw: bytes | memoryview, what: str) -> Any:
+def _json(raw: bytes | bytearray | memoryview, what: str) -> Any:
     try:
-        return json.loads(bytes(raw))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError.invalid(f"malformed JSON in the {what}: {exc}") from None
+        return json.loads(raw if isinstance(raw, (bytes, bytearray)) else bytes(raw))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise RequestError.invalid(f"malformed JSON in the {what}: {reason}") from None
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
@@ -126,9 +186,12 @@ def _parse_inputs(doc: dict[str, Any], binary: memoryview) -> tuple[InputTensor,
                     "binary data after the JSON header"
                 )
             data, at = array_from_bytes(binary[at : at + size], datatype, where), at + size
-        elif "data" in entry:
-            data = array_from_values(entry["data"], datatype, where)
-        inputs.append(InputTensor(name, datatype, tuple(shape), data, shm))
+        values = entry.get("data")
+        if data is not None and values is not None:
+            raise RequestError.invalid(f"{where}: both 'data' and binary_data_size are given")
+        if values is not None and not isinstance(values, list):
+            values = [values]
+        inputs.append(InputTensor(name, datatype, tuple(shape), data, shm, values))
     if at != len(binary):
         raise RequestError.invalid(f"the request has {len(binary)} bytes of binary data after "
                                  f"its JSON header; its inputs declare {at}")  # fmt: skip
@@ -158,17 +221,18 @@ def _parse_outputs(doc: dict[str, Any]) -> tuple[OutputWish, ...] | None:
     return tuple(wishes)
 
 
-def parse_infer(model: str, version: str, body: bytes, header_length: str | None
-                ) -> InferRequest:  # fmt: skip
+def parse_infer(model: str, version: str, body: bytes | bytearray, header_length: str | None,
+                client: Client = UNIDENTIFIED) -> InferRequest:  # fmt: skip
     """An :class:`InferRequest` from a REST body (JSON, or JSON then binary data)."""
     view = memoryview(body)
-    if header_length is None:
+    length = _length(header_length, HEADER_LENGTH)
+    if length is None:
         head, binary = view, view[:0]
     else:
-        if not header_length.isdigit() or int(header_length) > len(body):
+        if length > len(body):
             raise RequestError.invalid(f"{HEADER_LENGTH} {header_length!r} is not a length "
                                      f"within the {len(body)}-byte body")  # fmt: skip
-        head, binary = view[: int(header_length)], view[int(header_length) :]
+        head, binary = view[:length], view[length:]
     doc = _object(_json(head, "request"), "the request")
     params = _object(doc.get("parameters", {}), "the request's parameters")
     binary_outputs = params.get("binary_data_output", False)
@@ -178,7 +242,7 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
     if not isinstance(request_id, str):
         raise RequestError.invalid("the request's 'id' must be a string")
     return InferRequest(model, version, request_id, _parse_inputs(doc, binary),
-                        _parse_outputs(doc), binary_outputs)  # fmt: skip
+                        _parse_outputs(doc), binary_outputs, client)  # fmt: skip
 
 
 def render_infer(response: InferResponse, binary_default: bool) -> Response:
@@ -189,10 +253,8 @@ def render_infer(response: InferResponse, binary_default: bool) -> Response:
                                  "shape": list(out.shape)}  # fmt: skip
         wish = out.wish
         if wish.shm is not None:
-            nbytes = (out.data.nbytes if out.data is not None
-                      else _nbytes(out.shape, out.tensor.dtype.itemsize))  # fmt: skip
-            entry["parameters"] = {"shared_memory_region": wish.shm.region,
-                                   "shared_memory_byte_size": nbytes}  # fmt: skip
+            pass  # written into the region; as Triton answers, no parameters (its C++ client
+            # reads binary_data_size from every output's parameters)
         elif out.data is not None and (wish.binary if wish.binary is not None
                                        else binary_default):  # fmt: skip
             entry["parameters"] = {"binary_data_size": out.data.nbytes}
@@ -214,106 +276,173 @@ def render_infer(response: InferResponse, binary_default: bool) -> Response:
                     headers={HEADER_LENGTH: str(len(head))})  # fmt: skip
 
 
-def _nbytes(shape: tuple[int, ...], itemsize: int) -> int:
-    size = itemsize
-    for dim in shape:
-        size *= dim
-    return size
+_Handler = Callable[[Request, Client], Awaitable[Response]]
+#: Paths a connection over the connection budget may still ask for.
+_HEALTH = ("/v2/health/live", "/v2/health/ready")
+
+
+def _client(request: Request) -> Client:
+    peer = request.scope.get("state", {}).get(PEER)
+    return peer.client if isinstance(peer, Peer) else UNIDENTIFIED
 
 
 def rest_app(service: InferenceService) -> Starlette:
     """The ASGI app serving ``service`` over REST (see the module docstring)."""
-    limit = service.settings.max_request_bytes
+    settings = service.settings
+    restrictions = service.restrictions["http"]
+
+    def guarded(category: str, handler: _Handler) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` behind the restriction of its API group, given the request's client."""
+        async def endpoint(request: Request) -> Response:
+            if request.scope.get("state", {}).get(OVER_BUDGET) and \
+                    request.url.path not in _HEALTH:  # fmt: skip
+                return _error(Refusal.EXHAUSTED, "the server holds as many connections as its "
+                              "descriptor budget allows: retry later", close=True)  # fmt: skip
+            granted = restrictions.check(category, request.headers)
+            client = _client(request)
+            if granted:
+                client = client.with_keys([category])
+            try:
+                return await handler(request, client)
+            except (ValueError, RecursionError, UnicodeError) as exc:  # a hostile request
+                raise RequestError.invalid(f"malformed request: {exc}") from None
+        return endpoint
 
     def ok(body: Any = None) -> Response:
         return JSONResponse(body) if body is not None else Response(status_code=200)
 
-    async def live(request: Request) -> Response:
+    async def live(request: Request, client: Client) -> Response:
         return ok() if service.live else _error(Refusal.UNAVAILABLE, "not live")
 
-    async def ready(request: Request) -> Response:
+    async def ready(request: Request, client: Client) -> Response:
         if service.ready:
             return ok()
         return _error(Refusal.INVALID_ARGUMENT, "the server is not ready: "
                       + ("shutting down" if service.draining else "loading its models"))
 
-    async def server_metadata(request: Request) -> Response:
+    async def server_metadata(request: Request, client: Client) -> Response:
         return ok(service.server_metadata())
 
     def _model(request: Request) -> Any:
         p = request.path_params
         return service.model(p["model"], p.get("version", ""))
 
-    async def model_metadata(request: Request) -> Response:
+    async def model_metadata(request: Request, client: Client) -> Response:
         return ok(_model(request).metadata())
 
-    async def model_ready(request: Request) -> Response:
+    async def model_ready(request: Request, client: Client) -> Response:
         model = _model(request)
         if model.ready and not service.draining:
             return ok()
         return _error(Refusal.INVALID_ARGUMENT, f"model {model.name!r} is not ready: "
                       f"{model.reason or 'the server is shutting down'}")  # fmt: skip
 
-    async def model_config(request: Request) -> Response:
+    async def model_config(request: Request, client: Client) -> Response:
         return ok(_model(request).config())
 
-    async def infer(request: Request) -> Response:
+    async def statistics(request: Request, client: Client) -> Response:
+        p = request.path_params
+        return ok({"model_stats": service.statistics(p.get("model", ""), p.get("version", ""))})
+
+    async def infer(request: Request, client: Client) -> Response:
         p = request.path_params
         if service.draining:
             raise RequestError(Refusal.UNAVAILABLE, "the server is shutting down")
-        service.model(p["model"], p.get("version", "")).check_ready()  # before reading
-        body = await _read_body(request, limit)
-        parsed = parse_infer(p["model"], p.get("version", ""), body,
-                             request.headers.get(HEADER_LENGTH))  # fmt: skip
-        response = await asyncio.wrap_future(service.infer(parsed))
-        return render_infer(response, parsed.binary_outputs)
+        header_length = request.headers.get(HEADER_LENGTH)
+        binary = header_length is not None
+        try:  # refused before the body is read: the connection closes (the body is not taken)
+            model = service.model(p["model"], p.get("version", ""))
+            model.check_ready()
+            limit = min(settings.max_request_bytes, request_bound(model.shape, binary))
+            declared = _length(request.headers.get("content-length"), "Content-Length")
+            if declared is not None and declared > limit:
+                raise RequestError(Refusal.TOO_LARGE, f"the request's {declared} bytes exceed "
+                                   f"the {limit} that model {model.name!r} can take")
+            held = (limit if declared is None else declared) * (1 if binary else _JSON_INFLATION)
+            service.hold_bytes(held)
+        except RequestError as refused:
+            return _error(refused.refusal, refused.message, close=True)
+        try:
+            body = await _read_body(request, _BodyLimits(limit, settings.header_timeout_s,
+                                                         settings.body_timeout_s))  # fmt: skip
+            parsed = parse_infer(p["model"], p.get("version", ""), body, header_length, client)
+            response = await asyncio.wrap_future(service.infer(parsed))
+            return render_infer(response, parsed.binary_outputs)
+        finally:
+            service.inflight.give(held)
 
-    async def index(request: Request) -> Response:
+    async def index(request: Request, client: Client) -> Response:
         return ok(service.index())
 
-    async def shm_status(request: Request) -> Response:
-        return ok(service.regions.status(request.path_params.get("name", "")))
+    async def _small_body(request: Request) -> dict[str, Any]:
+        limits = _BodyLimits(1 << 16, settings.header_timeout_s, settings.body_timeout_s)
+        return _object(_json(await _read_body(request, limits), "request"), "the request")
 
-    async def shm_register(request: Request) -> Response:
-        body = _object(_json(await _read_body(request, 1 << 16), "request"), "the request")
-        service.regions.register(request.path_params["name"], body.get("key"),
-                                 body.get("offset", 0), body.get("byte_size"))  # fmt: skip
+    async def shm_status(request: Request, client: Client) -> Response:
+        return ok(service.shm_status(client, request.path_params.get("name", "")))
+
+    async def shm_register(request: Request, client: Client) -> Response:
+        body = await _small_body(request)
+        service.shm_register(client, request.path_params["name"], body.get("key"),
+                             body.get("offset", 0), body.get("byte_size"))  # fmt: skip
         return ok()
 
-    async def shm_unregister(request: Request) -> Response:
-        service.regions.unregister(request.path_params.get("name", ""))
+    async def shm_unregister(request: Request, client: Client) -> Response:
+        service.shm_unregister(client, request.path_params.get("name", ""))
         return ok()
 
-    async def cuda_shm(request: Request) -> Response:
+    async def cuda_status(request: Request, client: Client) -> Response:
+        name = request.path_params.get("name", "")
+        if name:
+            raise RequestError.not_found(f"no CUDA shared memory region {name!r} is registered")
+        return ok([])
+
+    async def cuda_unregister(request: Request, client: Client) -> Response:
+        return ok()  # none is ever registered: unregistering is idempotent, as in Triton
+
+    async def cuda_register(request: Request, client: Client) -> Response:
         return _error(Refusal.UNSUPPORTED, "CUDA shared memory is not supported by this "
                       "server; use system shared memory")  # fmt: skip
 
     get, post = ["GET"], ["POST"]
-    routes = [
-        Route("/v2/health/live", live, methods=get),
-        Route("/v2/health/ready", ready, methods=get),
-        Route("/v2", server_metadata, methods=get),
-        Route("/v2/repository/index", index, methods=post),
-        Route("/v2/systemsharedmemory/status", shm_status, methods=get),
-        Route("/v2/systemsharedmemory/region/{name:path}/status", shm_status, methods=get),
-        Route("/v2/systemsharedmemory/region/{name:path}/register", shm_register, methods=post),
-        Route("/v2/systemsharedmemory/region/{name:path}/unregister", shm_unregister,
-              methods=post),
-        Route("/v2/systemsharedmemory/unregister", shm_unregister, methods=post),
-        Route("/v2/cudasharedmemory/{rest:path}", cuda_shm, methods=["GET", "POST"]),
+    table: list[tuple[str, str, _Handler, list[str]]] = [
+        ("/v2/health/live", "health", live, get),
+        ("/v2/health/ready", "health", ready, get),
+        ("/v2", "metadata", server_metadata, get),
+        ("/v2/repository/index", "model-repository", index, post),
+        ("/v2/models/stats", "statistics", statistics, get),
+        ("/v2/systemsharedmemory/status", "shared-memory", shm_status, get),
+        ("/v2/systemsharedmemory/region/{name:path}/status", "shared-memory", shm_status, get),
+        ("/v2/systemsharedmemory/region/{name:path}/register", "shared-memory", shm_register,
+         post),
+        ("/v2/systemsharedmemory/region/{name:path}/unregister", "shared-memory",
+         shm_unregister, post),
+        ("/v2/systemsharedmemory/unregister", "shared-memory", shm_unregister, post),
+        ("/v2/cudasharedmemory/status", "shared-memory", cuda_status, get),
+        ("/v2/cudasharedmemory/region/{name:path}/status", "shared-memory", cuda_status, get),
+        ("/v2/cudasharedmemory/region/{name:path}/register", "shared-memory", cuda_register,
+         post),
+        ("/v2/cudasharedmemory/region/{name:path}/unregister", "shared-memory",
+         cuda_unregister, post),
+        ("/v2/cudasharedmemory/unregister", "shared-memory", cuda_unregister, post),
     ]  # fmt: skip
     for base in (_MODEL, _VERSIONED):
-        routes += [
-            Route(base, model_metadata, methods=get),
-            Route(base + "/ready", model_ready, methods=get),
-            Route(base + "/config", model_config, methods=get),
-            Route(base + "/infer", infer, methods=post),
+        table += [
+            (base, "metadata", model_metadata, get),
+            (base + "/ready", "health", model_ready, get),
+            (base + "/config", "model-config", model_config, get),
+            (base + "/stats", "statistics", statistics, get),
+            (base + "/infer", "inference", infer, post),
         ]
+    routes = [Route(path, guarded(category, handler), methods=methods)
+              for path, category, handler, methods in table]  # fmt: skip
 
     async def on_serve_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, RequestError):
             raise exc
-        return _error(exc.refusal, exc.message)
+        # a body that ran past its limit or its time is left unread: close
+        return _error(exc.refusal, exc.message,
+                      close=exc.refusal in (Refusal.TOO_LARGE, Refusal.TIMEOUT))
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500

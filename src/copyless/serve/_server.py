@@ -3,10 +3,15 @@
 uvicorn on ``/metrics``), all on one asyncio loop on a thread of their own; the models'
 pipelines run on theirs.
 
-``start()`` binds every listener (an address in use raises at once), then loads the models
-in the background: the server answers live at once and ready once every model is loaded.
-``stop()`` drains: readiness goes false, new requests get 503 / UNAVAILABLE, every admitted
-request is answered, then the listeners close (what ``copyless-serve`` does on SIGTERM).
+``start()`` binds every listener (an address in use raises at once: every port is the
+server's alone, gRPC's included), then loads the models in the background: the server answers
+live at once and ready once every model is loaded. ``stop()`` drains: readiness goes false,
+new requests get 503 / UNAVAILABLE, every admitted request is answered, then the listeners
+close (what ``copyless-serve`` does on SIGTERM).
+
+An address is ``HOST:PORT`` or ``unix:PATH``: a Unix socket, created ``0600`` (only the
+server's user, or root, can connect), where client shared memory is on (:mod:`._access`). At
+start the server raises its descriptor limit and splits it (:mod:`._budget`).
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
+import stat
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +38,10 @@ from starlette.routing import Route
 from tritonclient.grpc import service_pb2_grpc
 
 from ..types import OptionError
+from ._budget import DescriptorBudget, raise_fd_limit
+from ._connections import guarded_protocol
 from ._grpc import InferenceServicer, grpc_options
+from ._regions import MAX_REGIONS
 from ._rest import rest_app
 from ._service import InferenceService
 from ._settings import ServeSettings
@@ -46,15 +56,25 @@ _GRACE_S = 5.0
 
 @dataclass(frozen=True, slots=True)
 class Address:
+    """A TCP ``host:port``, or a Unix socket at ``path`` (``host`` empty, ``port`` 0)."""
+
     host: str
     port: int
+    path: str | None = None
 
     def __str__(self) -> str:
+        if self.path is not None:
+            return f"unix:{self.path}"
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 def parse_address(text: str, default_host: str = "127.0.0.1") -> Address:
-    """``HOST:PORT``, ``[V6]:PORT`` or ``PORT``; raises :class:`OptionError`."""
+    """``HOST:PORT``, ``[V6]:PORT``, ``PORT`` or ``unix:PATH``; raises :class:`OptionError`."""
+    if text.startswith("unix:"):
+        path = text[len("unix:"):]
+        if not path or "\x00" in path or len(os.fsencode(path)) > 107:
+            raise OptionError(f"{text!r}: a Unix socket needs a path of 1 to 107 bytes")
+        return Address("", 0, os.path.abspath(path))
     host, sep, port = text.rpartition(":")
     if not sep:
         host, port = default_host, text
@@ -64,7 +84,49 @@ def parse_address(text: str, default_host: str = "127.0.0.1") -> Address:
     return Address(host, int(port))
 
 
+@contextlib.contextmanager
+def _private_files() -> Iterator[None]:
+    """Files created meanwhile are the user's alone (the umask is the process's: this runs
+    before the models load, while no other thread creates files)."""
+    old = os.umask(0o177)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _clear_stale_socket(path: str) -> None:
+    """Remove a socket file no server answers on (one a killed server left); refuse to
+    touch anything else."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise OptionError(f"cannot listen on unix:{path}: the path exists and is not a socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except ConnectionRefusedError:
+            os.unlink(path)
+            return
+        except OSError:
+            return
+    raise OptionError(f"cannot listen on unix:{path}: another server is listening there")
+
+
 def _listen(address: Address) -> socket.socket:
+    if address.path is not None:
+        _clear_stale_socket(address.path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with _private_files():
+                sock.bind(address.path)
+            sock.listen(1024)
+        except OSError as exc:
+            sock.close()
+            raise OptionError(f"cannot listen on {address}: {exc.strerror}") from None
+        return sock
     try:
         family, kind, proto, _, where = socket.getaddrinfo(
             address.host, address.port, type=socket.SOCK_STREAM)[0]
@@ -88,9 +150,18 @@ def _metrics_app(service: InferenceService) -> Starlette:
     return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
 
 
-def _uvicorn(app: Any) -> uvicorn.Server:
+def _uvicorn(app: Any, settings: ServeSettings | None = None,
+             budget: DescriptorBudget | None = None) -> uvicorn.Server:
+    """uvicorn for ``app``; with ``settings`` and ``budget``, on the guarded connections of
+    :mod:`._connections` (the REST listener; the metrics page takes plain ones)."""
+    http: Any = "auto"
+    if settings is not None and budget is not None:
+        connections = settings.max_connections or budget.connections
+        http = guarded_protocol(settings.header_timeout_s, connections,
+                                connections + budget.reserve // 2)  # fmt: skip
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=int(_GRACE_S), server_header=False)
+                            timeout_graceful_shutdown=int(_GRACE_S), server_header=False,
+                            http=http)  # fmt: skip
     return uvicorn.Server(config)
 
 
@@ -107,7 +178,8 @@ class InferenceServer:
         metrics: Address | None = Address("127.0.0.1", 8002),
         settings: ServeSettings | None = None,
     ) -> None:
-        self.service = InferenceService(repository, settings)
+        budget = DescriptorBudget.of(raise_fd_limit(), MAX_REGIONS)
+        self.service = InferenceService(repository, settings, budget)
         self._wanted = {"http": http, "grpc": grpc_address, "metrics": metrics}
         self.addresses: dict[str, Address] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -127,7 +199,8 @@ class InferenceServer:
                 address = self._wanted[name]
                 if address is not None:
                     sockets[name] = _listen(address)
-                    self.addresses[name] = Address(address.host, sockets[name].getsockname()[1])
+                    self.addresses[name] = address if address.path is not None else Address(
+                        address.host, sockets[name].getsockname()[1])
         except BaseException:
             for sock in sockets.values():
                 sock.close()
@@ -164,9 +237,11 @@ class InferenceServer:
         tasks: list[asyncio.Task[None]] = []
         if "grpc" in self._wanted and self._wanted["grpc"] is not None:
             await self._start_grpc(self._wanted["grpc"])
-        apps = {"http": rest_app(self.service), "metrics": _metrics_app(self.service)}
+        service = self.service
+        servers = {"http": _uvicorn(rest_app(service), service.settings, service.budget),
+                   "metrics": _uvicorn(_metrics_app(service))}  # fmt: skip
         for name, sock in sockets.items():
-            server = _uvicorn(apps[name])
+            server = servers[name]
             self._uvicorns.append(server)
             tasks.append(asyncio.create_task(_serve(server.serve(sockets=[sock]))))
         while not all(s.started for s in self._uvicorns):
@@ -180,18 +255,27 @@ class InferenceServer:
             await self._grpc.wait_for_termination()
 
     async def _start_grpc(self, address: Address) -> None:
-        server = grpc.aio.server(options=grpc_options(self.service.settings.max_request_bytes))
-        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
-            InferenceServicer(self.service), server)
+        settings = self.service.settings
+        options = grpc_options(settings.max_request_bytes,
+                               settings.max_connections or self.service.budget.connections,
+                               settings.idle_timeout_s)  # fmt: skip
+        server = grpc.aio.server(options=options)
+        servicer = InferenceServicer(self.service)
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
+        if address.path is not None:
+            _clear_stale_socket(address.path)
         try:
-            port = server.add_insecure_port(str(address))
+            with _private_files():
+                port = server.add_insecure_port(str(address))
         except RuntimeError as exc:
-            raise OptionError(f"cannot listen on {address} (gRPC): {exc}") from None
-        if port == 0:
+            raise OptionError(f"cannot listen on {address} (gRPC): {_reason(exc)}") from None
+        if port == 0 and address.path is None:
             raise OptionError(f"cannot listen on {address} (gRPC)")
         await server.start()
         self._grpc = server
-        self.addresses["grpc"] = Address(address.host, port)
+        self.addresses["grpc"] = address if address.path is not None else Address(
+            address.host, port)
+        servicer.local = None if address.path is not None else (address.host, port)
 
     # -- state ---------------------------------------------------------------------------
     def wait_ready(self, timeout_s: float) -> bool:
@@ -235,6 +319,12 @@ class InferenceServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _reason(error: RuntimeError) -> str:
+    """grpc's bind failure in words (it says only 'Failed to bind to address')."""
+    text = str(error)
+    return "address already in use" if "bind" in text.lower() else text
 
 
 async def _serve(serving: Coroutine[Any, Any, None]) -> None:

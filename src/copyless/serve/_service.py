@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ._access import Client, Restrictions, check_shm
+from ._budget import ByteBudget, DescriptorBudget, Throttled, fd_limit
 from ._errors import Refusal, RequestError
 from ._metrics import ServeMetrics
-from ._model import ServedModel
-from ._regions import RegionTable
+from ._model import VERSION, ServedModel
+from ._regions import MAX_REGIONS, RegionTable
 from ._repository import ModelRepository
 from ._request import InferRequest, InferResponse
 from ._settings import ServeSettings
@@ -23,6 +25,7 @@ from ._settings import ServeSettings
 __all__ = ["EXTENSIONS", "InferenceService"]
 
 logger = logging.getLogger(__name__)
+_throttled = Throttled(logger)
 
 #: The protocol extensions the server declares in its metadata.
 EXTENSIONS = ("binary_tensor_data", "system_shared_memory", "model_repository")
@@ -30,13 +33,20 @@ EXTENSIONS = ("binary_tensor_data", "system_shared_memory", "model_repository")
 
 class InferenceService:
     """One repository's models served (thread-safe; every call returns at once, ``infer``
-    with a future)."""
+    with a future). ``budget``: the process's descriptor budget (None: from the limit in
+    force; :class:`~._server.InferenceServer` raises the limit first)."""
 
-    def __init__(self, repository: str | Path, settings: ServeSettings | None = None) -> None:
-        self.settings = settings or ServeSettings()
+    def __init__(self, repository: str | Path, settings: ServeSettings | None = None,
+                 budget: DescriptorBudget | None = None) -> None:  # fmt: skip
+        self.settings = settings = settings or ServeSettings()
+        self.budget = budget or DescriptorBudget.of(fd_limit(), MAX_REGIONS)
         self.metrics = ServeMetrics()
-        self.regions = RegionTable()
-        self.repository = ModelRepository(repository, self.settings, self.metrics)
+        self.regions = RegionTable(budget=self.budget)
+        #: the bytes of requests being read, parsed or queued
+        self.inflight = ByteBudget(settings.max_inflight_bytes)
+        self.restrictions = {"http": Restrictions(settings.http_restrictions),
+                             "grpc": Restrictions(settings.grpc_restrictions)}  # fmt: skip
+        self.repository = ModelRepository(repository, settings, self.metrics)
         self._draining = False
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -72,6 +82,11 @@ class InferenceService:
         model.check_version(version)
         return model
 
+    def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
+        """Triton's statistics extension: every model's entry, or ``name``'s."""
+        models = [self.model(name, version)] if name else list(self.repository)
+        return [self.metrics.statistics(model.name, VERSION) for model in models]
+
     def index(self) -> list[dict[str, Any]]:
         """The repository index (Triton's model repository extension)."""
         rows = []
@@ -82,10 +97,37 @@ class InferenceService:
             rows.append(row)
         return rows
 
+    # -- shared memory (docs/serve.md, "Security") ---------------------------------------
+    def shm_register(self, client: Client, name: str, key: object, offset: object,
+                     byte_size: object) -> None:  # fmt: skip
+        check_shm(client, self.settings.allow_client_shm)
+        self.regions.register(client, name, key, offset, byte_size)
+
+    def shm_status(self, client: Client, name: str = "") -> list[dict[str, Any]]:
+        check_shm(client, self.settings.allow_client_shm)
+        return self.regions.status(client, name)
+
+    def shm_unregister(self, client: Client, name: str = "") -> None:
+        check_shm(client, self.settings.allow_client_shm)
+        self.regions.unregister(client, name)
+
     # -- inference -----------------------------------------------------------------------
     def infer(self, request: InferRequest) -> concurrent.futures.Future[InferResponse]:
         """Queue ``request`` on its model; raises :class:`RequestError` when it is refused at
         once, else the future resolves with the response or a RequestError."""
         if self._draining:
             raise RequestError(Refusal.UNAVAILABLE, "the server is shutting down")
+        if request.uses_regions:
+            check_shm(request.client, self.settings.allow_client_shm)
         return self.repository.get(request.model).submit(request, self.regions)
+
+    def hold_bytes(self, nbytes: int) -> None:
+        """Count ``nbytes`` of a request against the in-flight budget (give them back with
+        ``inflight.give``), or refuse it with 503 / RESOURCE_EXHAUSTED."""
+        if not self.inflight.take(nbytes):
+            _throttled.warning("bytes", f"a request of {nbytes} bytes was refused: "
+                               f"{self.inflight.held} bytes of requests are in flight "
+                               f"(--max-inflight-mb {self.inflight.capacity >> 20})")
+            raise RequestError(Refusal.EXHAUSTED, f"the server holds {self.inflight.held} "
+                               "bytes of requests in flight and cannot take this one's "
+                               f"{nbytes} now: retry later")  # fmt: skip

@@ -7,11 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..types import OptionError, RunnerType
+from ._access import Restriction
 
-__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "ServeSettings"]
+__all__ = ["DEFAULT_MAX_INFLIGHT_BYTES", "DEFAULT_MAX_REQUEST_BYTES", "ServeSettings"]
 
 #: The largest request body (REST) or message (gRPC) taken by default, bytes.
 DEFAULT_MAX_REQUEST_BYTES = 256 * 1024 * 1024
+#: The bytes of requests held at once (being read, parsed or queued), by default.
+DEFAULT_MAX_INFLIGHT_BYTES = 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +24,18 @@ class ServeSettings:
     waiting per model, at most (0: 8 batches); past it a request is refused with 503 /
     RESOURCE_EXHAUSTED. ``slots``: the model pipeline's jobs in flight (None: its default).
     ``runner_type`` and ``runner_options``: how each model's runner is created.
-    ``max_request_bytes``: the largest request taken (413 / RESOURCE_EXHAUSTED past it)."""
+    ``max_request_bytes``: the largest request taken (413 / RESOURCE_EXHAUSTED past it; a
+    model's own bound, from its inputs, is usually far lower). ``max_inflight_bytes``: the
+    bytes of requests held at once, at most (503 / RESOURCE_EXHAUSTED past it; 0: no bound).
+
+    Security (docs/serve.md): ``allow_client_shm`` opens client shared memory to TCP
+    clients; ``http_restrictions`` / ``grpc_restrictions`` guard API groups with a header
+    key (Triton's ``--http-restricted-api`` / ``--grpc-restricted-protocol``).
+    Connections: ``header_timeout_s`` (REST: a request's headers must arrive within it, and an
+    idle connection that sent nothing closes after it), ``body_timeout_s`` (REST: a body
+    must arrive within it plus a second per MB), ``idle_timeout_s`` (gRPC: a connection with
+    no call in flight closes after it), ``max_connections`` (per listener; 0: the descriptor
+    budget's share)."""
 
     max_queue_delay_ms: float = 0.0
     max_queue_size: int = 0
@@ -29,12 +43,25 @@ class ServeSettings:
     runner_type: RunnerType = RunnerType.VAIML
     runner_options: Mapping[str, Any] = field(default_factory=dict)
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
+    allow_client_shm: bool = False
+    http_restrictions: tuple[Restriction, ...] = ()
+    grpc_restrictions: tuple[Restriction, ...] = ()
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    idle_timeout_s: float = 300.0
+    max_connections: int = 0
 
     def __post_init__(self) -> None:
         delay = self.max_queue_delay_ms
         if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not delay >= 0:
             raise OptionError(f"max_queue_delay_ms must be a number >= 0, got {delay!r}")
-        for name in ("max_queue_size", "max_request_bytes"):
+        for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise OptionError(f"{name} must be a number > 0, got {value!r}")
+        for name in ("max_queue_size", "max_request_bytes", "max_inflight_bytes",
+                     "max_connections"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise OptionError(f"{name} must be an int >= 0, got {value!r}")
