@@ -103,7 +103,8 @@ def _start(name: str, onnx: Path, repository: Path, args: argparse.Namespace,
     if name == "copyless":
         command = [sys.executable, "-m", "copyless.apps.inference_server", str(repository),
                    f"--http=127.0.0.1:{http}", f"--grpc=127.0.0.1:{grpc}", "--metrics=off",
-                   "--runner=onnxruntime", f"--max-queue-delay-ms={args.delay_us / 1000}"]
+                   "--runner=onnxruntime", f"--max-queue-delay-ms={args.delay_us / 1000}",
+                   "--allow-client-shm"]  # its shm rows: the clients are this user
         server = Server(name, subprocess.Popen(command, **quiet), http, grpc, model)  # type: ignore[call-overload]
     elif name == "pytriton":
         script = scripts / "pytriton_server.py"

@@ -5,6 +5,7 @@ good request."""
 from __future__ import annotations
 
 import json
+import logging
 import struct
 
 import grpc
@@ -80,12 +81,15 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_each_bad_request_is_one_clear_4xx(server: InferenceServer, case: str) -> None:
+def test_each_bad_request_is_one_clear_4xx(server: InferenceServer, case: str,
+                                           caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
     model, body, headers, status, words = CASES[case]
-    got, answer = post(server.url("http"), f"/v2/models/{model}/infer", body, headers)
+    with caplog.at_level(logging.WARNING):
+        got, answer = post(server.url("http"), f"/v2/models/{model}/infer", body, headers)
     assert got == status, answer
     assert isinstance(answer, dict) and set(answer) == {"error"}, answer
     assert words in answer["error"], answer
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     good, _ = post(server.url("http"), "/v2/models/conv/infer", _json_data(768))
     assert good == 200
 

@@ -7,7 +7,8 @@ user's, when it runs as root or as a shared service account), so a registration 
 against the client, never against the server alone:
 
 * where the server can tell the client's user (a Unix-socket connection: ``SO_PEERCRED``; a
-  TCP connection from this host: the kernel's socket table, ``/proc/net/tcp{,6}``), the object
+  TCP connection from this host: the kernel's own record of the client's socket, asked by its
+  address through sock_diag, as ``ss -e`` reads it), the object
   is opened only if that user's permission bits allow reading and writing it;
 * client shared memory is off for TCP clients unless the server runs with
   ``--allow-client-shm`` (Triton's 2026 default), or the request carries the key of a
@@ -33,7 +34,6 @@ import pwd
 import socket
 import stat
 import struct
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -52,12 +52,12 @@ __all__ = [
     "parse_restriction",
     "tcp_peer_uid",
     "unix_peer",
+    "unix_socket_client",
 ]
 
 #: The API groups a restriction can name (Triton's).
 API_CATEGORIES = ("health", "metadata", "inference", "shared-memory", "model-config",
                   "model-repository", "statistics")  # fmt: skip
-_PROC_TCP = {socket.AF_INET: "/proc/net/tcp", socket.AF_INET6: "/proc/net/tcp6"}
 
 
 class Client:
@@ -122,53 +122,69 @@ def unix_peer(sock: socket.socket) -> tuple[int, int, int] | None:
     return pid, uid, gid
 
 
-def _proc_hex(host: str) -> str:
-    """An address as ``/proc/net/tcp{,6}`` prints it: 32-bit words in host byte order."""
-    packed = ipaddress.ip_address(host).packed
-    return "".join(f"{int.from_bytes(packed[i:i + 4], sys.byteorder):08X}"
-                   for i in range(0, len(packed), 4))  # fmt: skip
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST = 1
+_NLMSG_HEADER = struct.Struct("=IHHII")
+_NO_COOKIE = 0xFFFFFFFF
+#: inet_diag_msg: family, state, timer, retrans (4 bytes), inet_diag_sockid (48 bytes), then
+#: expires, rqueue, wqueue, uid, inode
+_UID_AT = _NLMSG_HEADER.size + 4 + 48 + 12
 
 
-def _endpoint(host: str, port: int) -> set[str] | None:
-    """The forms ``host:port`` takes in the socket tables (IPv4 also as IPv4-mapped IPv6);
-    None for a host that is no single address (a wildcard, a name): match the port alone."""
-    try:
-        address = ipaddress.ip_address(host.split("%")[0])
-    except ValueError:
-        return None
-    if address.is_unspecified:
-        return None
-    forms = {f"{_proc_hex(str(address))}:{port:04X}"}
+def _diag_uid(family: int, src: str, sport: int, dst: str, dport: int) -> int | None:
+    """The owner of the TCP socket ``src:sport -> dst:dport`` of ``family``, asked of the
+    kernel by its exact address (sock_diag: what ``ss -e`` reads), None if there is none."""
+    def packed(host: str) -> bytes:
+        return socket.inet_pton(family, host).ljust(16, b"\0")
+
+    sockid = struct.pack("!HH", sport, dport) + packed(src) + packed(dst) \
+        + struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE)  # fmt: skip
+    body = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    header = _NLMSG_HEADER.pack(_NLMSG_HEADER.size + len(body), _SOCK_DIAG_BY_FAMILY,
+                                _NLM_F_REQUEST, 1, 0)  # fmt: skip
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as link:
+        link.settimeout(1.0)
+        link.sendto(header + body, (0, 0))
+        answer = link.recv(8192)
+    if len(answer) < _UID_AT + 4 or _NLMSG_HEADER.unpack_from(answer)[1] != _SOCK_DIAG_BY_FAMILY:
+        return None  # NLMSG_ERROR: no such socket
+    return int(struct.unpack_from("=I", answer, _UID_AT)[0])
+
+
+def _forms(host: str) -> list[tuple[int, str]]:
+    """``(family, address)`` a host's socket may have: IPv4 also as IPv4-mapped IPv6."""
+    address = ipaddress.ip_address(host.split("%")[0])
     if isinstance(address, ipaddress.IPv4Address):
-        forms.add(f"{_proc_hex('::ffff:' + str(address))}:{port:04X}")
-    elif address.ipv4_mapped is not None:
-        forms.add(f"{_proc_hex(str(address.ipv4_mapped))}:{port:04X}")
-    return forms
+        return [(socket.AF_INET, str(address)), (socket.AF_INET6, f"::ffff:{address}")]
+    if address.ipv4_mapped is not None:
+        return [(socket.AF_INET, str(address.ipv4_mapped)), (socket.AF_INET6, str(address))]
+    return [(socket.AF_INET6, str(address))]
 
 
 def tcp_peer_uid(peer: tuple[str, int], local: tuple[str, int]) -> int | None:
     """The user owning the *client's* end of the TCP connection ``peer -> local``, where that
-    end is a socket of this host in this network namespace; None elsewhere. The kernel's
-    socket tables list every socket with its owner: the client's socket is the one whose
-    local address is ``peer`` and remote address is ``local`` (its port alone where ``local``
-    is a wildcard)."""
-    mine = _endpoint(*peer)
-    if mine is None:
-        return None
-    theirs = _endpoint(*local)
-    port = f":{local[1]:04X}"
-    for path in _PROC_TCP.values():
+    end is a socket of this host in this network namespace; None elsewhere. The client's
+    socket is the one whose local address is ``peer`` and remote address ``local``. Where
+    ``local`` is a wildcard or a name, the client connected to an address the server does
+    not know: its own (a client of this host on the host's address) and loopback are
+    tried."""
+    try:
+        clients = _forms(peer[0])
         try:
-            with open(path, encoding="ascii") as table:
-                next(table, None)
-                for line in table:
-                    fields = line.split()
-                    if len(fields) > 7 and fields[1] in mine and (
-                            fields[2] in theirs if theirs is not None
-                            else fields[2].endswith(port)):  # fmt: skip
-                        return int(fields[7])
-        except OSError:
-            continue
+            wildcard = ipaddress.ip_address(local[0].split("%")[0]).is_unspecified
+        except ValueError:
+            wildcard = True
+        targets = [peer[0], "127.0.0.1", "::1"] if wildcard else [local[0]]
+        for family, src in clients:
+            for target in targets:
+                for dst_family, dst in _forms(target):
+                    if dst_family == family:
+                        uid = _diag_uid(family, src, peer[1], dst, local[1])
+                        if uid is not None:
+                            return uid
+    except (OSError, ValueError):
+        return None
     return None
 
 
@@ -241,20 +257,34 @@ class Restrictions:
                     raise OptionError(f"API {category!r} is restricted twice for one protocol")
                 self._by_category[category] = restriction
 
-    def check(self, category: str, headers: Mapping[str, str]) -> bool:
+    def check(self, category: str, headers: Mapping[str, str]) -> frozenset[str]:
         """Refuse (403 / PERMISSION_DENIED) a request to a restricted group without its key;
-        True when the group is restricted and the key was given."""
+        else the groups whose keys the request carries (an inference naming a region needs
+        the shared-memory key beside its own)."""
         restriction = self._by_category.get(category)
-        if restriction is None:
-            return False
-        if not restriction.granted(headers):
+        if restriction is not None and not restriction.granted(headers):
             raise RequestError(Refusal.FORBIDDEN, f"This API is restricted, expecting "
                                f"header '{restriction.header}'")  # fmt: skip
-        return True
+        return frozenset(c for c, r in self._by_category.items() if r.granted(headers))
+
+
+def unix_socket_client(path: str) -> Client:
+    """A client of a Unix socket whose peer cannot be asked (gRPC's): the server's own user
+    while the socket file is the server's and ``0600`` (nobody else can connect), else
+    unidentified (the TCP rules apply)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return Client("unix-shared")
+    if stat.S_ISSOCK(info.st_mode) and info.st_uid == os.geteuid() \
+            and stat.S_IMODE(info.st_mode) & 0o077 == 0:  # fmt: skip
+        return Client("unix", os.geteuid(), os.getegid())
+    return Client("unix-shared")
 
 
 def check_shm(client: Client, allow_client_shm: bool) -> None:
-    """Refuse client shared memory to a client the rules above do not allow it."""
+    """Refuse client shared memory to a client the rules above do not allow it (a Unix
+    socket's client is always identified: its own user, or the server's)."""
     if client.transport == "unix" or allow_client_shm or "shared-memory" in client.keys:
         return
     raise RequestError(

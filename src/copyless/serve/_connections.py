@@ -4,7 +4,7 @@ there may be.
 uvicorn (with httptools, the ``serve`` extra's parser) runs the REST app; this module gives it
 a connection class of its own, :func:`guarded_protocol`, which adds what uvicorn leaves out:
 
-* the client of each connection (:class:`Peer`): ``SO_PEERCRED`` on a Unix socket, the
+* the client of each connection (:class:`ConnectionPeer`): ``SO_PEERCRED`` on a Unix socket, the
   kernel's socket table for a TCP client of this host (looked up once, when a request first
   needs it), handed to the app in the request's ``scope["state"]`` under :data:`PEER`;
 * a header deadline: a connection that sends nothing, or sends its request line and headers
@@ -12,8 +12,8 @@ a connection class of its own, :func:`guarded_protocol`, which adds what uvicorn
   (uvicorn's own keep-alive timeout closes idle connections between requests);
 * a connection budget: past ``max_connections`` open connections a new one may only ask for
   health (``/v2/health/...``; everything else gets 503 and the connection closes), with a
-  one-second header deadline; past half the descriptor reserve more it is closed at once.
-  One warning line per 10 s says so.
+  one-second header deadline; while the process's descriptors reach into the second half of
+  the reserve, it is closed at once. One warning line per 10 s says so.
 """
 
 from __future__ import annotations
@@ -26,21 +26,21 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ._access import Client, tcp_peer_uid, unix_peer
-from ._budget import Throttled
+from ._budget import DescriptorBudget, Throttled, open_descriptors
 
-__all__ = ["OVER_BUDGET", "PEER", "Peer", "guarded_protocol"]
+__all__ = ["OVER_BUDGET", "PEER", "ConnectionPeer", "guarded_protocol"]
 
 logger = logging.getLogger(__name__)
 _throttled = Throttled(logger)
 
-#: ``scope["state"]`` keys: the connection's :class:`Peer`; whether it is over the budget.
+#: ``scope["state"]`` keys: the connection's :class:`ConnectionPeer`; whether it is over the budget.
 PEER = "copyless.peer"
 OVER_BUDGET = "copyless.over_budget"
 #: The header deadline of a connection over the budget, seconds.
 _OVER_BUDGET_TIMEOUT_S = 1.0
 
 
-class Peer:
+class ConnectionPeer:
     """One connection's client, found once (the connection's end cannot change owner)."""
 
     def __init__(self, sock: socket.socket | None) -> None:
@@ -74,7 +74,7 @@ class Peer:
 
 
 def guarded_protocol(header_timeout_s: float, max_connections: int,
-                     hard_connections: int) -> type[HttpToolsProtocol]:  # fmt: skip
+                     budget: DescriptorBudget) -> type[HttpToolsProtocol]:  # fmt: skip
     """uvicorn's httptools connection with the module docstring's additions; pass it as
     ``uvicorn.Config(http=...)``."""
 
@@ -85,19 +85,19 @@ def guarded_protocol(header_timeout_s: float, max_connections: int,
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             count = len(self.connections)
-            if count > hard_connections:
-                _throttled.warning("closed", f"REST: {count} connections are open, past the "
-                                   f"descriptor budget's {hard_connections}: new ones are "
-                                   "closed at once")  # fmt: skip
+            over = count > max_connections
+            if over and open_descriptors() > budget.limit - budget.reserve // 2:
+                _throttled.warning("closed", f"REST: {count} connections are open and the "
+                                   "descriptors reach into the reserve: new ones are closed "
+                                   "at once")  # fmt: skip
                 transport.abort()
                 return
-            over = count > max_connections
             if over:
                 self._timeout_s = min(header_timeout_s, _OVER_BUDGET_TIMEOUT_S)
                 _throttled.warning("over", f"REST: {count} connections are open, past the "
                                    f"budget of {max_connections}: new ones answer health "
                                    "checks only")  # fmt: skip
-            peer = Peer(transport.get_extra_info("socket"))
+            peer = ConnectionPeer(transport.get_extra_info("socket"))
             self.app_state = {**self.app_state, PEER: peer, OVER_BUDGET: over}
             self._arm()
 

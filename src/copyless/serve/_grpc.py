@@ -13,8 +13,9 @@ are not run if not started).
 
 The client of a call (:mod:`._access`): on TCP, its user where its socket is on this host (the
 peer address gRPC gives, looked up in the kernel's socket table); on a Unix socket, the
-server's own user (the socket file is created ``0600``: only that user, or root, can connect;
-gRPC does not give the peer's credentials). Restricted API groups read the call's metadata.
+server's own user while the socket file is the server's and ``0600`` (only that user, or
+root, can connect; gRPC does not give the peer's credentials), unidentified once its mode
+lets others in. Restricted API groups read the call's metadata.
 The server's options (:func:`grpc_options`) own its port exclusively, bound its connections
 and close idle ones.
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +32,7 @@ import numpy as np
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
-from ._access import Client, tcp_peer_uid
+from ._access import Client, tcp_peer_uid, unix_socket_client
 from ._errors import Refusal, RequestError
 from ._request import (
     InferRequest,
@@ -58,27 +58,29 @@ _CONTENTS = {
 
 
 def grpc_options(max_request_bytes: int, max_connections: int = 0,
-                 idle_timeout_s: float = 300.0) -> list[tuple[str, int]]:  # fmt: skip
+                 idle_timeout_s: float = 300.0,
+                 handshake_timeout_s: float = 10.0) -> list[tuple[str, int]]:  # fmt: skip
     """The server's channel options: messages up to ``max_request_bytes``; the port its own
     (grpc.aio binds with SO_REUSEPORT otherwise: a second server would silently share it);
     at most ``max_connections`` connections (0: no bound); idle connections (no call in
-    flight) closed after ``idle_timeout_s``; a connection's HTTP/2 handshake within 10 s."""
+    flight) closed after ``idle_timeout_s``; a connection's HTTP/2 handshake within
+    ``handshake_timeout_s``."""
     options = [("grpc.max_receive_message_length", max_request_bytes),
                ("grpc.max_send_message_length", -1),
                ("grpc.so_reuseport", 0),
                ("grpc.max_connection_idle_ms", int(idle_timeout_s * 1000)),
-               ("grpc.server_handshake_timeout_ms", 10_000)]  # fmt: skip
+               ("grpc.server_handshake_timeout_ms", int(handshake_timeout_s * 1000))]
     if max_connections:
         options.append(("grpc.max_allowed_incoming_connections", max_connections))
     return options
 
 
-def client_of(peer: str, local: tuple[str, int] | None) -> Client:
+def client_of(peer: str, local: tuple[str, int] | str | None) -> Client:
     """The :class:`Client` of a call from ``context.peer()`` (``ipv4:H:P``, ``ipv6:[H]:P``,
-    ``unix:...``) and the listener's address."""
+    ``unix:...``) and the listener's address (a Unix socket's path)."""
     scheme, _, rest = peer.partition(":")
-    if scheme in ("unix", "unix-abstract"):
-        return Client("unix", os.geteuid(), os.getegid())
+    if isinstance(local, str):
+        return unix_socket_client(local)
     host, _, port = rest.rpartition(":")
     if scheme not in ("ipv4", "ipv6") or not port.isdigit() or local is None:
         return Client("tcp")
@@ -166,9 +168,10 @@ def render_infer(response: InferResponse) -> Any:
 
 class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
     """``GRPCInferenceService`` over an :class:`InferenceService`; ``local``: the listener's
-    address (to find a TCP client's user), None where it cannot tell."""
+    address (to find a TCP client's user) or its Unix socket's path, None where unknown."""
 
-    def __init__(self, service: InferenceService, local: tuple[str, int] | None = None) -> None:
+    def __init__(self, service: InferenceService,
+                 local: tuple[str, int] | str | None = None) -> None:  # fmt: skip
         self._service = service
         self._restrictions = service.restrictions["grpc"]
         self.local = local
@@ -182,7 +185,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
                     if isinstance(value, str)}  # fmt: skip
         granted = self._restrictions.check(category, metadata)
         client = client_of(context.peer() or "", self.local)
-        return client.with_keys([category]) if granted else client
+        return client.with_keys(granted) if granted else client
 
     async def _answer(self, context: Any, category: str, call: Callable[[Client], Any]) -> Any:
         try:

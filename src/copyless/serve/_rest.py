@@ -40,7 +40,7 @@ from starlette.routing import Route
 
 from ._access import UNIDENTIFIED, Client
 from ._admit import request_bound
-from ._connections import OVER_BUDGET, PEER, Peer
+from ._connections import OVER_BUDGET, PEER, ConnectionPeer
 from ._errors import Refusal, RequestError
 from ._request import (
     InferRequest,
@@ -283,7 +283,7 @@ _HEALTH = ("/v2/health/live", "/v2/health/ready")
 
 def _client(request: Request) -> Client:
     peer = request.scope.get("state", {}).get(PEER)
-    return peer.client if isinstance(peer, Peer) else UNIDENTIFIED
+    return peer.client if isinstance(peer, ConnectionPeer) else UNIDENTIFIED
 
 
 def rest_app(service: InferenceService) -> Starlette:
@@ -301,7 +301,7 @@ def rest_app(service: InferenceService) -> Starlette:
             granted = restrictions.check(category, request.headers)
             client = _client(request)
             if granted:
-                client = client.with_keys([category])
+                client = client.with_keys(granted)
             try:
                 return await handler(request, client)
             except (ValueError, RecursionError, UnicodeError) as exc:  # a hostile request

@@ -156,9 +156,8 @@ def _uvicorn(app: Any, settings: ServeSettings | None = None,
     :mod:`._connections` (the REST listener; the metrics page takes plain ones)."""
     http: Any = "auto"
     if settings is not None and budget is not None:
-        connections = settings.max_connections or budget.connections
-        http = guarded_protocol(settings.header_timeout_s, connections,
-                                connections + budget.reserve // 2)  # fmt: skip
+        http = guarded_protocol(settings.header_timeout_s,
+                                settings.max_connections or budget.connections, budget)
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                             timeout_graceful_shutdown=int(_GRACE_S), server_header=False,
                             http=http)  # fmt: skip
@@ -258,12 +257,14 @@ class InferenceServer:
         settings = self.service.settings
         options = grpc_options(settings.max_request_bytes,
                                settings.max_connections or self.service.budget.connections,
-                               settings.idle_timeout_s)  # fmt: skip
+                               settings.idle_timeout_s, settings.header_timeout_s)
         server = grpc.aio.server(options=options)
         servicer = InferenceServicer(self.service)
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
         if address.path is not None:
             _clear_stale_socket(address.path)
+        elif address.port:  # say "in use" in one line, before gRPC logs its own lines
+            _listen(address).close()
         try:
             with _private_files():
                 port = server.add_insecure_port(str(address))
@@ -275,7 +276,7 @@ class InferenceServer:
         self._grpc = server
         self.addresses["grpc"] = address if address.path is not None else Address(
             address.host, port)
-        servicer.local = None if address.path is not None else (address.host, port)
+        servicer.local = address.path if address.path is not None else (address.host, port)
 
     # -- state ---------------------------------------------------------------------------
     def wait_ready(self, timeout_s: float) -> bool:

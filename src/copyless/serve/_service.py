@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 _throttled = Throttled(logger)
 
 #: The protocol extensions the server declares in its metadata.
-EXTENSIONS = ("binary_tensor_data", "system_shared_memory", "model_repository")
+EXTENSIONS = ("binary_tensor_data", "system_shared_memory", "model_repository", "statistics")
 
 
 class InferenceService:
