@@ -19,11 +19,14 @@ count of the ones it held back.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import logging
 import os
 import resource
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = [
@@ -55,6 +58,31 @@ def raise_fd_limit() -> int:
         with contextlib.suppress(ValueError, OSError):  # not ours to raise: keep the soft one
             resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     return fd_limit()
+
+
+#: Requests at least this large give their memory back to the system when they end.
+TRIM_BYTES = 16 << 20
+
+
+def _libc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None)
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_malloc_trim = _libc_trim()
+
+
+def give_back_memory() -> None:
+    """Free what a large request left and return the heap's free pages to the system: an
+    aborted gRPC call's exception keeps its frames, hence its message, in a reference cycle
+    until the collector runs; glibc keeps freed pages of gRPC's and the parsers' arenas
+    unless trimmed (``malloc_trim``)."""
+    gc.collect()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
 
 
 def open_descriptors() -> int:

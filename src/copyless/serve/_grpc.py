@@ -252,13 +252,14 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             held = size
             parsed = parse_infer(request, client)
             response = await asyncio.wrap_future(self._service.infer(parsed))
+            return render_infer(response)
         except RequestError as error:
-            await self._abort(context, error)
+            refusal = error
         except (ValueError, RecursionError, UnicodeError) as exc:  # a hostile request
-            await self._abort(context, RequestError.invalid(f"malformed request: {exc}"))
+            refusal = RequestError.invalid(f"malformed request: {exc}")
         finally:
-            self._service.inflight.give(held)
-        return render_infer(response)
+            self._service.give_bytes(held)
+        await self._abort(context, refusal)
 
     async def SystemSharedMemoryStatus(self, request: Any, context: Any) -> Any:
         def call(client: Client) -> Any:

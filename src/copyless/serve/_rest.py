@@ -369,7 +369,7 @@ def rest_app(service: InferenceService) -> Starlette:
             response = await asyncio.wrap_future(service.infer(parsed))
             return render_infer(response, parsed.binary_outputs)
         finally:
-            service.inflight.give(held)
+            service.give_bytes(held)
 
     async def index(request: Request, client: Client) -> Response:
         return ok(service.index())

@@ -6,6 +6,7 @@ one :class:`InferenceService` behind both answers alike.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ._access import Client, Restrictions, check_shm
-from ._budget import ByteBudget, DescriptorBudget, Throttled, fd_limit
+from ._budget import TRIM_BYTES, ByteBudget, DescriptorBudget, Throttled, fd_limit, give_back_memory
 from ._errors import Refusal, RequestError
 from ._metrics import ServeMetrics
 from ._model import VERSION, ServedModel
@@ -121,9 +122,20 @@ class InferenceService:
             check_shm(request.client, self.settings.allow_client_shm)
         return self.repository.get(request.model).submit(request, self.regions)
 
+    def give_bytes(self, nbytes: int) -> None:
+        """Give back what :meth:`hold_bytes` held; after a large request (once its buffers
+        are dropped, a moment later on the event loop) the heap's free pages go back to the
+        system."""
+        self.inflight.give(nbytes)
+        if nbytes >= TRIM_BYTES:
+            try:
+                asyncio.get_running_loop().call_later(0.1, give_back_memory)
+            except RuntimeError:  # no loop here
+                give_back_memory()
+
     def hold_bytes(self, nbytes: int) -> None:
         """Count ``nbytes`` of a request against the in-flight budget (give them back with
-        ``inflight.give``), or refuse it with 503 / RESOURCE_EXHAUSTED."""
+        :meth:`give_bytes`), or refuse it with 503 / RESOURCE_EXHAUSTED."""
         if not self.inflight.take(nbytes):
             _throttled.warning("bytes", f"a request of {nbytes} bytes was refused: "
                                f"{self.inflight.held} bytes of requests are in flight "
