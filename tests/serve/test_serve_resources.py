@@ -237,7 +237,7 @@ def test_memory_is_bounded_before_parsing(repository: Path) -> None:
         tensor.contents.fp32_contents.extend([0.5] * 24_000_000)
         assert request.ByteSize() > 95_000_000
         after_grpc = []
-        for _ in range(3):  # what stays is bounded: it does not grow request by request
+        for _ in range(4):  # what stays is bounded: it does not grow request by request
             with grpc.insecure_channel(server.url("grpc")) as channel, \
                     pytest.raises(grpc.RpcError) as caught:  # fmt: skip
                 service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request,
@@ -248,8 +248,9 @@ def test_memory_is_bounded_before_parsing(repository: Path) -> None:
             after_grpc.append(server.rss())
         assert _infer_ok(url)
     assert after_json - before < 50 << 20, (before, after_json)
-    assert after_grpc[0] - before < 150 << 20, (before, after_grpc)
-    assert after_grpc[-1] - after_grpc[0] < 30 << 20, (before, after_grpc)
+    # at most about one message's worth stays (the one request kept 1.38 GB; four
+    # kept without the collection and trim grew by a message each)
+    assert max(after_grpc) - before < 170 << 20, (before, after_grpc)
 
 
 def test_bytes_in_flight_are_bounded(repository: Path) -> None:

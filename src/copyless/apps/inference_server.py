@@ -54,6 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument(flag, metavar="HOST:PORT", default=f"127.0.0.1:{port}",
                             help=f"{what} address (default 127.0.0.1:{port}; unix:PATH: a Unix "
                             "socket; off: none)")  # fmt: skip
+    parser.add_argument("--model-control-mode", choices=("none", "poll", "explicit"),
+                        default="none", help="none: every model loads at start and stays; "
+                        "poll: the repository is rescanned (--repository-poll-secs) and "
+                        "changed versions reload without downtime; explicit: the repository "
+                        "API's load/unload (and --load-model at start) decide (Triton's modes)")
+    parser.add_argument("--repository-poll-secs", type=float, default=15.0, metavar="S",
+                        help="poll mode: seconds between scans (default 15)")
+    parser.add_argument("--load-model", action="append", default=[], metavar="NAME",
+                        help="explicit mode: a model to load at start (repeatable; * loads "
+                        "all)")
     parser.add_argument("--allow-client-shm", action="store_true",
                         help="let TCP clients register system shared memory (off by default; "
                         "over a Unix socket it is on, checked against the client's user)")
@@ -107,6 +117,9 @@ def _server(args: argparse.Namespace) -> InferenceServer:
         max_inflight_bytes=int(args.max_inflight_mb * 1024 * 1024),
         max_connections=args.max_connections,
         allow_client_shm=args.allow_client_shm,
+        model_control=args.model_control_mode,
+        repository_poll_s=args.repository_poll_secs,
+        load_models=tuple(args.load_model),
         http_restrictions=tuple(args.http_restricted_api),
         grpc_restrictions=tuple(args.grpc_restricted_protocol),
     )
@@ -131,16 +144,23 @@ def _report_models(server: InferenceServer, stop: threading.Event, out: Output) 
     while not repository.wait_loaded(0.2):
         if stop.is_set():
             return
-    for model in repository:
-        if model.ready:
-            out.say(f"model {model.name!r}: ready on {model.engine}, max batch "
-                    f"{model.max_batch_size}", flush=True)  # fmt: skip
-        else:
-            print(f"model {model.name!r}: {model.reason}", file=sys.stderr, flush=True)
-        out.record("model", name=model.name, ready=model.ready,
-                   engine=str(model.engine) if model.ready else None,
-                   max_batch_size=model.max_batch_size if model.ready else None,
-                   reason=None if model.ready else model.reason)  # fmt: skip
+    for entry in repository.entries():
+        models = entry.served()
+        if not models and (entry.loaded or server.service.settings.model_control != "explicit"):
+            print(f"model {entry.name!r}: {entry.reason}", file=sys.stderr, flush=True)
+            out.record("model", name=entry.name, ready=False, reason=entry.reason)
+        for model in models:
+            name = model.name if model.version == "1" and len(models) == 1 \
+                else f"{model.name} version {model.version}"  # fmt: skip
+            if model.ready:
+                out.say(f"model {name!r}: ready on {model.engine}, max batch "
+                        f"{model.max_batch_size}", flush=True)  # fmt: skip
+            else:
+                print(f"model {name!r}: {model.reason}", file=sys.stderr, flush=True)
+            out.record("model", name=model.name, version=model.version, ready=model.ready,
+                       engine=str(model.engine) if model.ready else None,
+                       max_batch_size=model.max_batch_size if model.ready else None,
+                       reason=None if model.ready else model.reason)  # fmt: skip
     if server.service.ready:
         out.say(f"{PROG}: ready", flush=True)
         out.record("ready")
@@ -154,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--max-queue-size, --max-queue-delay-ms, --max-request-mb, "
                      "--max-inflight-mb and --max-connections must be positive")
     try:
-        find_models(Path(args.repository))
+        find_models(Path(args.repository), required=args.model_control_mode == "none")
+        if args.repository_poll_secs <= 0:
+            raise OptionError("--repository-poll-secs must be positive")
         server = _server(args)
     except (OptionError, CopylessError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -41,6 +41,7 @@ from ._request import (
     OutputWish,
     RegionRange,
     array_from_bytes,
+    schedule_parameters,
 )
 from ._service import InferenceService
 
@@ -146,8 +147,10 @@ def parse_infer(message: Any, client: Client | None = None) -> InferRequest:
             wishes.append(OutputWish(output.name, True,
                                      _region_range(params, f"output {output.name!r}")))
         outputs = tuple(wishes)
+    priority, timeout_us = schedule_parameters(_params(message.parameters), "the request")
     return InferRequest(message.model_name, message.model_version, message.id, tuple(inputs),
-                        outputs, True, client or Client("tcp"))  # fmt: skip
+                        outputs, True, client or Client("tcp"), priority,
+                        timeout_us)  # fmt: skip
 
 
 def render_infer(response: InferResponse) -> Any:
@@ -219,7 +222,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
 
     async def ModelMetadata(self, request: Any, context: Any) -> Any:
         def call(client: Client) -> Any:
-            meta = self._service.model(request.name, request.version).metadata()
+            meta = self._service.model_metadata(request.name, request.version)
             return json_format.ParseDict(meta, service_pb2.ModelMetadataResponse())
         return await self._answer(context, "metadata", call)
 
@@ -241,7 +244,28 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
         return await self._answer(context, "model-repository", lambda client:
                                   service_pb2.RepositoryIndexResponse(models=[
                                       service_pb2.RepositoryIndexResponse.ModelIndex(**row)
-                                      for row in self._service.index()]))  # fmt: skip
+                                      for row in self._service.index()
+                                      if not request.ready or row["state"] == "READY"]))
+
+    async def RepositoryModelLoad(self, request: Any, context: Any) -> Any:
+        def call(client: Client) -> Any:
+            if len(request.parameters):
+                raise RequestError(Refusal.UNSUPPORTED, "load parameters (a config or files "
+                                   "sent with the call) are not supported: put the model in "
+                                   "the repository and load it by name")  # fmt: skip
+            loop = asyncio.get_running_loop()
+            return loop.run_in_executor(None, self._loaded, request.model_name)
+        return await self._answer(context, "model-repository", call)
+
+    def _loaded(self, name: str) -> Any:
+        self._service.load_model(name)
+        return service_pb2.RepositoryModelLoadResponse()
+
+    async def RepositoryModelUnload(self, request: Any, context: Any) -> Any:
+        def call(client: Client) -> Any:
+            self._service.unload_model(request.model_name)
+            return service_pb2.RepositoryModelUnloadResponse()
+        return await self._answer(context, "model-repository", call)
 
     async def ModelInfer(self, request: Any, context: Any) -> Any:
         held = 0

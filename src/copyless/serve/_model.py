@@ -1,13 +1,23 @@
 """One served model: its runner, its :class:`~copyless.Pipeline` (the dynamic batcher) and
 the bounded queue in front of it.
 
+One version of one model: the repository (:mod:`._repository`) keeps a ServedModel per
+version it serves, and replaces one by loading its successor first.
+
 Dynamic batching is the pipeline's own: the model's rows are one endless source of
 ``Pipeline.map_sources``, run at the model's compiled batch size with ``batch_wait_ms`` =
-the server's ``max_queue_delay_ms`` (a batch waits at most that long for more rows once it
-has one; 0 runs what is there). In front of the pipeline, a queue of at most
-``max_queue_size`` rows: a request that does not fit is refused whole, with 503 /
-RESOURCE_EXHAUSTED, so memory never grows with the load. A request of ``k`` rows is ``k``
-items (:mod:`._pending`).
+``max_queue_delay_ms`` (the model's config.pbtxt, else the server's: a batch waits at most
+that long for more rows once it has one; 0 runs what is there). In front of the pipeline, a
+queue of at most ``max_queue_size`` rows: a request that does not fit is refused whole, with
+503 / RESOURCE_EXHAUSTED, so memory never grows with the load. A request of ``k`` rows is
+``k`` items (:mod:`._pending`).
+
+Queue policy (Triton's schedule-policy extension): the queue has the model's priority levels
+(1 first; a request's ``priority`` 0 takes the default level) and a request may carry a
+``timeout`` (microseconds in the queue; the model's policy may set a default and forbid
+overriding it): a row still queued past its request's deadline is not run, and the request
+is refused with 408 / DEADLINE_EXCEEDED. A request whose client went away is dropped before
+its rows run.
 
 Copies: an input row is written into the pipeline's batch tensor once (from the request's
 bytes, or straight from a shared-memory region with ``preadv``); an output row is read out
@@ -34,6 +44,7 @@ from ..runner import Runner, RunnerFactory
 from ..types import TensorDirection, TensorType
 from ._admit import ModelShape, admit
 from ._errors import Refusal, RequestError
+from ._layout import ModelPolicy
 from ._metrics import ServeMetrics
 from ._pending import PendingRequest, RowItem, flat_bytes
 from ._regions import RegionTable
@@ -41,12 +52,16 @@ from ._request import InferRequest, InferResponse
 from ._settings import ServeSettings
 from ._tensors import ServedTensor, served_tensors
 
-__all__ = ["VERSION", "ModelState", "ServedModel"]
+__all__ = ["VERSION", "ModelRetired", "ModelState", "ServedModel"]
 
 logger = logging.getLogger(__name__)
 
-#: The one version each model has (a repository holds no version folders).
+#: The version of a model in the flat layout (a folder holding the model itself).
 VERSION = "1"
+
+
+class ModelRetired(RequestError):
+    """The version a request was routed to is being replaced or unloaded: route it again."""
 
 
 class ModelState(enum.Enum):
@@ -62,9 +77,10 @@ class ServedModel:
     """A model of the repository (see the module docstring). ``load()`` runs on the
     repository's loading thread; ``submit()`` from any thread."""
 
-    def __init__(self, name: str, path: Path, settings: ServeSettings,
-                 metrics: ServeMetrics) -> None:  # fmt: skip
-        self.name, self.path = name, path
+    def __init__(self, name: str, path: Path, settings: ServeSettings, metrics: ServeMetrics,
+                 version: str = VERSION, policy: ModelPolicy | None = None) -> None:  # fmt: skip
+        self.name, self.path, self.version = name, path, version
+        self.policy = policy or ModelPolicy()
         self._settings, self._metrics = settings, metrics
         self._state, self._reason = ModelState.LOADING, "loading"
         self._runner: Runner | None = None
@@ -72,14 +88,18 @@ class ServedModel:
         self.inputs: list[ServedTensor] = []
         self.outputs: list[ServedTensor] = []
         self.max_batch_size = 0
-        self._shape = ModelShape(name, VERSION, [], [], 0)
-        self._queue: collections.deque[RowItem] = collections.deque()
+        self._shape = ModelShape(name, version, [], [], 0)
+        self._levels = max(1, self.policy.priority_levels)
+        self._queues: list[collections.deque[RowItem]] = [collections.deque()
+                                                          for _ in range(self._levels)]
+        self._queued = 0
         self._capacity = 0
         self._cond = threading.Condition()
         self._closing = False
+        self._retired = False
         self._consumer: threading.Thread | None = None
         self._local = threading.local()
-        metrics.add_model(name, VERSION)
+        metrics.add_model(name, version)
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -106,7 +126,7 @@ class ServedModel:
 
     def _set_state(self, state: ModelState, reason: str = "") -> None:
         self._state, self._reason = state, reason
-        self._metrics.ready(self.name, VERSION, state is ModelState.READY)
+        self._metrics.ready(self.name, self.version, state is ModelState.READY)
 
     # -- loading -------------------------------------------------------------------------
     def load(self) -> None:
@@ -135,26 +155,25 @@ class ServedModel:
         batch = runner.get_batch_size()
         self.inputs, self.outputs, self.max_batch_size = served_tensors(
             ins, outs, list(runner.model.outputs), batch)
-        self._shape = ModelShape(self.name, VERSION, self.inputs, self.outputs,
+        self._shape = ModelShape(self.name, self.version, self.inputs, self.outputs,
                                  self.max_batch_size)  # fmt: skip
         runner.warm_up()
         self._pipeline = Pipeline(runner, self._prepare, self._finish, slots=self._settings.slots,
-                                  batch=batch,
-                                  batch_wait_ms=self._settings.max_queue_delay_ms)  # fmt: skip
+                                  batch=batch, batch_wait_ms=self.max_queue_delay_ms)
         self._runner = runner
-        self._capacity = self._settings.queue_size(batch)
+        self._capacity = self.policy.max_queue_size or self._settings.queue_size(batch)
         self._consumer = threading.Thread(target=self._consume, args=(self._pipeline,),
                                           daemon=True,
                                           name=f"copyless-serve-{self.name}")  # fmt: skip
         self._consumer.start()
         self._set_state(ModelState.READY)
 
-    # -- requests ------------------------------------------------------------------------
-    def check_version(self, version: str) -> None:
-        if version not in ("", VERSION):
-            raise RequestError.not_found(f"model {self.name!r} has no version {version!r} "
-                                       f"(its one version is {VERSION})")  # fmt: skip
+    @property
+    def max_queue_delay_ms(self) -> float:
+        delay = self.policy.max_queue_delay_ms
+        return self._settings.max_queue_delay_ms if delay is None else delay
 
+    # -- requests ------------------------------------------------------------------------
     def check_ready(self) -> None:
         if self._state is not ModelState.READY:
             raise RequestError(Refusal.UNAVAILABLE, f"model {self.name!r} is not ready: "
@@ -163,42 +182,76 @@ class ServedModel:
     def submit(self, request: InferRequest, regions: RegionTable
                ) -> concurrent.futures.Future[InferResponse]:  # fmt: skip
         """Check ``request`` and queue its rows; the future resolves with the response or a
-        :class:`RequestError`. Raises :class:`RequestError` for a request refused at once."""
-        self.check_version(request.version)
+        :class:`RequestError`. Raises :class:`RequestError` for a request refused at once
+        (:class:`ModelRetired` when this version is being replaced: route it again)."""
         self.check_ready()
         try:
+            level, timeout_us = self._schedule(request)
             pending = admit(self._shape, request, regions)
         except RequestError:
-            self._metrics.request_failed(self.name, VERSION, "OTHER", 0.0)
+            self._metrics.request_failed(self.name, self.version, "OTHER", 0.0)
             raise
+        now = time.perf_counter()
+        pending.deadline = now + timeout_us / 1e6 if timeout_us else None
         with self._cond:
-            refusal = None
-            if self._closing:
+            refusal: RequestError | None = None
+            if self._retired:
+                refusal = ModelRetired(Refusal.UNAVAILABLE, f"model {self.name!r} version "
+                                       f"{self.version} is being replaced")  # fmt: skip
+            elif self._closing:
                 refusal = RequestError(Refusal.UNAVAILABLE, "the server is shutting down")
-            elif len(self._queue) + pending.rows > self._capacity:
+            elif self._queued + pending.rows > self._capacity:
                 refusal = RequestError(Refusal.EXHAUSTED, (
-                    f"model {self.name!r} is busy: its queue holds {len(self._queue)} of "
+                    f"model {self.name!r} is busy: its queue holds {self._queued} of "
                     f"{self._capacity} rows and this request has {pending.rows}; retry later"))
             else:
-                now = time.perf_counter()
-                self._queue.extend(RowItem(pending, r, now) for r in range(pending.rows))
+                self._queues[level - 1].extend(RowItem(pending, r, now)
+                                               for r in range(pending.rows))  # fmt: skip
+                self._queued += pending.rows
                 self._cond.notify_all()
         if refusal is not None:
             pending.release()
-            self._metrics.request_failed(self.name, VERSION, "REJECTED", 0.0)
+            if not isinstance(refusal, ModelRetired):
+                self._metrics.request_failed(self.name, self.version, "REJECTED", 0.0)
             raise refusal
-        self._metrics.pending(self.name, VERSION, +1)
+        self._metrics.pending(self.name, self.version, +1)
         return pending.future
 
+    def _schedule(self, request: InferRequest) -> tuple[int, int]:
+        """``(level, timeout_us)`` of a request, from its parameters and the policy."""
+        policy = self.policy
+        priority, timeout = request.priority, request.timeout_us
+        if priority and not 1 <= priority <= self._levels:
+            levels = (f"its priority levels are 1 to {self._levels}" if policy.priority_levels
+                      else "it has one priority level (config.pbtxt's "
+                      "dynamic_batching.priority_levels sets more)")  # fmt: skip
+            raise RequestError.invalid(f"priority {priority} is not one of model "
+                                       f"{self.name!r}'s: {levels}; 0 is the default")
+        level = priority or policy.default_priority or self._levels
+        return level, policy.timeout_us(timeout)
+
     def _rows(self) -> Iterator[RowItem]:
-        """The pipeline's source: queued rows, until the model drains."""
+        """The pipeline's source: queued rows, highest priority first, until the model
+        drains; a row whose request timed out or was abandoned is answered here instead."""
         while True:
             with self._cond:
-                while not self._queue and not self._closing:
+                while not self._queued and not self._closing:
                     self._cond.wait()
-                if not self._queue:
+                if not self._queued:
                     return
-                row = self._queue.popleft()
+                row = next(q for q in self._queues if q).popleft()
+                self._queued -= 1
+            request = row.request
+            if request.deadline is not None and time.perf_counter() > request.deadline:
+                waited = time.perf_counter() - row.queued_at
+                if request.row_failed(RequestError(Refusal.TIMEOUT, "Request timeout expired: "
+                                                   f"queued {waited * 1e3:.1f} ms")):
+                    self._answered(request, "REJECTED")  # Triton counts timeouts so
+                continue
+            if request.abandoned:
+                if request.row_failed(RequestError(Refusal.UNAVAILABLE, "the client went away")):
+                    self._answered(request, "CANCELED")
+                continue
             yield row
 
     # -- the pipeline's callbacks (worker threads) ---------------------------------------
@@ -222,7 +275,7 @@ class ServedModel:
 
     def _finish(self, item: RowItem, outputs: ItemTensors) -> None:
         if outputs.row == 0:
-            self._metrics.batch(self.name, VERSION, getattr(self._local, "rows", 1))
+            self._metrics.batch(self.name, self.version, getattr(self._local, "rows", 1))
         request, row = item.request, item.row
         for target, tensor in zip(request.outputs, outputs, strict=True):
             if target.wish is None:
@@ -249,11 +302,11 @@ class ServedModel:
 
     def _answered(self, request: PendingRequest, reason: str | None) -> None:
         seconds = time.perf_counter() - request.received
-        self._metrics.pending(self.name, VERSION, -1)
+        self._metrics.pending(self.name, self.version, -1)
         if reason is None:
-            self._metrics.request_done(self.name, VERSION, seconds)
+            self._metrics.request_done(self.name, self.version, seconds)
         else:
-            self._metrics.request_failed(self.name, VERSION, reason, seconds)
+            self._metrics.request_failed(self.name, self.version, reason, seconds)
 
     # -- the consumer thread -------------------------------------------------------------
     def _consume(self, pipeline: Pipeline) -> None:
@@ -263,7 +316,7 @@ class ServedModel:
                 if item is None:
                     continue
                 if result.error is None:
-                    self._metrics.row(self.name, VERSION, item.queued_at, result.timings)
+                    self._metrics.row(self.name, self.version, item.queued_at, result.timings)
                     continue
                 request = item.request
                 if request.row_failed(result.error):
@@ -276,20 +329,25 @@ class ServedModel:
     def _fail_queued(self, error: RequestError) -> None:
         with self._cond:
             self._closing = True
-            rows, self._queue = list(self._queue), collections.deque()
+            rows = [row for queue in self._queues for row in queue]
+            for queue in self._queues:
+                queue.clear()
+            self._queued = 0
         for item in rows:
             if item.request.row_failed(error):
                 self._answered(item.request, "OTHER")
 
     # -- metadata ------------------------------------------------------------------------
-    def metadata(self) -> dict[str, Any]:
-        """The protocol's model metadata: the HW view of each tensor."""
+    def metadata(self, versions: list[str] | None = None) -> dict[str, Any]:
+        """The protocol's model metadata: the HW view of each tensor; ``versions``: the
+        model's versions served (default: this one)."""
         def tensors(served: list[ServedTensor]) -> list[dict[str, Any]]:
             return [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)}
                     for t in served]  # fmt: skip
 
-        return {"name": self.name, "versions": [VERSION], "platform": "copyless",
-                "inputs": tensors(self.inputs), "outputs": tensors(self.outputs)}  # fmt: skip
+        return {"name": self.name, "versions": versions or [self.version],
+                "platform": "copyless", "inputs": tensors(self.inputs),
+                "outputs": tensors(self.outputs)}  # fmt: skip
 
     def config(self) -> dict[str, Any]:
         """Triton's model configuration (its JSON form), as far as it applies."""
@@ -298,17 +356,36 @@ class ServedModel:
                      "dims": list(t.rest if t.batched or t.dynamic else t.shape)}
                     for t in served]  # fmt: skip
 
-        delay_us = int(self._settings.max_queue_delay_ms * 1000)
+        policy = self.policy
         config: dict[str, Any] = {
             "name": self.name, "platform": "copyless", "backend": self.engine,
             "max_batch_size": self.max_batch_size,
             "input": tensors(self.inputs), "output": tensors(self.outputs),
+            "version_policy": ({"all": {}} if policy.versions == "all" else
+                               {"specific": {"versions": list(policy.specific)}}
+                               if policy.versions == "specific" else
+                               {"latest": {"num_versions": policy.latest}}),
         }  # fmt: skip
         if self.max_batch_size:
-            config["dynamic_batching"] = {"max_queue_delay_microseconds": delay_us}
+            config["dynamic_batching"] = {
+                "max_queue_delay_microseconds": int(self.max_queue_delay_ms * 1000),
+                "priority_levels": policy.priority_levels,
+                "default_priority_level": policy.default_priority,
+                "default_queue_policy": {
+                    "max_queue_size": self._capacity,
+                    "default_timeout_microseconds": policy.default_timeout_us,
+                    "allow_timeout_override": policy.allow_timeout_override,
+                },
+            }  # fmt: skip
         return config
 
     # -- the end -------------------------------------------------------------------------
+    def retire(self) -> None:
+        """Take no new request (they are routed to the successor: :class:`ModelRetired`);
+        the queued and running ones are answered by :meth:`drain`."""
+        with self._cond:
+            self._retired = True
+
     def drain(self, timeout_s: float) -> None:
         """Take no more requests, answer the queued and running ones (at most
         ``timeout_s``), then close the pipeline and the runner."""

@@ -67,6 +67,8 @@ class PendingRequest:
         self.inputs, self.outputs = list(inputs), list(outputs)
         self.future: concurrent.futures.Future[InferResponse] = concurrent.futures.Future()
         self.received = time.perf_counter()
+        #: when its rows stop being worth running (perf_counter; None: never)
+        self.deadline: float | None = None
         self._regions = list(regions)
         self._left = rows
         self._error: RequestError | None = None

@@ -25,6 +25,7 @@ __all__ = [
     "ResponseTensor",
     "array_from_bytes",
     "array_from_values",
+    "schedule_parameters",
 ]
 
 
@@ -65,7 +66,8 @@ class OutputWish:
 @dataclass(frozen=True, slots=True)
 class InferRequest:
     """``outputs`` None: every output of the model, in the request's default form;
-    ``client``: who sent it (whose regions it may name)."""
+    ``client``: who sent it (whose regions it may name); ``priority`` (0: the model's
+    default level) and ``timeout_us`` (0: none): its queue policy parameters."""
 
     model: str
     version: str = ""
@@ -74,6 +76,8 @@ class InferRequest:
     outputs: tuple[OutputWish, ...] | None = None
     binary_outputs: bool = False
     client: Client = UNIDENTIFIED
+    priority: int = 0
+    timeout_us: int = 0
 
     @property
     def uses_regions(self) -> bool:
@@ -102,6 +106,20 @@ class InferResponse:
 
 #: the numpy type a protobuf repeated field's values arrive as, by the datatype's kind
 _PROTO_TYPES = {"b": np.bool_, "i": np.int64, "u": np.uint64, "f": np.float64}
+
+
+def schedule_parameters(params: dict[str, object], where: str) -> tuple[int, int]:
+    """``(priority, timeout_us)`` from a request's parameters (both protocols name them
+    alike, Triton's schedule-policy extension); one clear error for anything else."""
+    found = []
+    for key in ("priority", "timeout"):
+        value = params.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise RequestError.invalid(f"{where}: parameter {key!r} must be an integer >= 0"
+                                       f"{' (microseconds)' if key == 'timeout' else ''}, "
+                                       f"got {value!r}")  # fmt: skip
+        found.append(value)
+    return found[0], found[1]
 
 
 def _dtype(datatype: str, where: str) -> np.dtype[np.generic]:

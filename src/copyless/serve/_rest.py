@@ -25,6 +25,7 @@ and client shared memory follow :mod:`._access`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import re
@@ -49,6 +50,7 @@ from ._request import (
     OutputWish,
     RegionRange,
     array_from_bytes,
+    schedule_parameters,
 )
 from ._service import InferenceService
 
@@ -241,8 +243,10 @@ def parse_infer(model: str, version: str, body: bytes | bytearray, header_length
     request_id = doc.get("id", "")
     if not isinstance(request_id, str):
         raise RequestError.invalid("the request's 'id' must be a string")
+    priority, timeout_us = schedule_parameters(params, "the request")
     return InferRequest(model, version, request_id, _parse_inputs(doc, binary),
-                        _parse_outputs(doc), binary_outputs, client)  # fmt: skip
+                        _parse_outputs(doc), binary_outputs, client, priority,
+                        timeout_us)  # fmt: skip
 
 
 def render_infer(response: InferResponse, binary_default: bool) -> Response:
@@ -277,6 +281,22 @@ def render_infer(response: InferResponse, binary_default: bool) -> Response:
 
 
 _Handler = Callable[[Request, Client], Awaitable[Response]]
+#: How often a queued request checks that its client is still there, seconds.
+_DISCONNECT_POLL_S = 0.05
+
+
+async def _answer_or_cancel(request: Request, future: concurrent.futures.Future[InferResponse]
+                            ) -> InferResponse:  # fmt: skip
+    """The response, unless the client goes away first: then the request is cancelled (its
+    rows not yet run are dropped) and counted as such."""
+    answer = asyncio.wrap_future(future)
+    while True:
+        done, _ = await asyncio.wait({answer}, timeout=_DISCONNECT_POLL_S)
+        if done:
+            return answer.result()
+        if await request.is_disconnected():
+            answer.cancel()
+            raise RequestError(Refusal.UNAVAILABLE, "the client went away")
 #: Paths a connection over the connection budget may still ask for.
 _HEALTH = ("/v2/health/live", "/v2/health/ready")
 
@@ -328,7 +348,8 @@ def rest_app(service: InferenceService) -> Starlette:
         return service.model(p["model"], p.get("version", ""))
 
     async def model_metadata(request: Request, client: Client) -> Response:
-        return ok(_model(request).metadata())
+        p = request.path_params
+        return ok(service.model_metadata(p["model"], p.get("version", "")))
 
     async def model_ready(request: Request, client: Client) -> Response:
         model = _model(request)
@@ -366,13 +387,35 @@ def rest_app(service: InferenceService) -> Starlette:
             body = await _read_body(request, _BodyLimits(limit, settings.header_timeout_s,
                                                          settings.body_timeout_s))  # fmt: skip
             parsed = parse_infer(p["model"], p.get("version", ""), body, header_length, client)
-            response = await asyncio.wrap_future(service.infer(parsed))
+            del body  # the parsed request holds what it needs of it
+            response = await _answer_or_cancel(request, service.infer(parsed))
             return render_infer(response, parsed.binary_outputs)
         finally:
             service.give_bytes(held)
 
     async def index(request: Request, client: Client) -> Response:
-        return ok(service.index())
+        body = await _small_body(request) if request.headers.get("content-length") not in \
+            (None, "0") else {}  # fmt: skip
+        ready = body.get("ready", False)
+        if not isinstance(ready, bool):
+            raise RequestError.invalid("'ready' must be true or false")
+        return ok([row for row in service.index() if not ready or row["state"] == "READY"])
+
+    async def load(request: Request, client: Client) -> Response:
+        if request.headers.get("content-length") not in (None, "0"):
+            params = (await _small_body(request)).get("parameters", {})
+            if params:
+                raise RequestError(Refusal.UNSUPPORTED, "load parameters (a config or files "
+                                   "sent with the call) are not supported: put the model in "
+                                   "the repository and load it by name")  # fmt: skip
+        await asyncio.get_running_loop().run_in_executor(None, service.load_model,
+                                                         request.path_params["model"])
+        return ok()
+
+    async def unload(request: Request, client: Client) -> Response:
+        await asyncio.get_running_loop().run_in_executor(None, service.unload_model,
+                                                         request.path_params["model"])
+        return ok()
 
     async def _small_body(request: Request) -> dict[str, Any]:
         limits = _BodyLimits(1 << 16, settings.header_timeout_s, settings.body_timeout_s)
@@ -410,6 +453,8 @@ def rest_app(service: InferenceService) -> Starlette:
         ("/v2/health/ready", "health", ready, get),
         ("/v2", "metadata", server_metadata, get),
         ("/v2/repository/index", "model-repository", index, post),
+        ("/v2/repository/models/{model}/load", "model-repository", load, post),
+        ("/v2/repository/models/{model}/unload", "model-repository", unload, post),
         ("/v2/models/stats", "statistics", statistics, get),
         ("/v2/systemsharedmemory/status", "shared-memory", shm_status, get),
         ("/v2/systemsharedmemory/region/{name:path}/status", "shared-memory", shm_status, get),

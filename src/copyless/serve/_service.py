@@ -17,9 +17,9 @@ from ._access import Client, Restrictions, check_shm
 from ._budget import TRIM_BYTES, ByteBudget, DescriptorBudget, Throttled, fd_limit, give_back_memory
 from ._errors import Refusal, RequestError
 from ._metrics import ServeMetrics
-from ._model import VERSION, ServedModel
+from ._model import ModelRetired, ServedModel
 from ._regions import MAX_REGIONS, RegionTable
-from ._repository import ModelRepository
+from ._repository import ControlMode, ModelRepository
 from ._request import InferRequest, InferResponse
 from ._settings import ServeSettings
 
@@ -29,7 +29,8 @@ logger = logging.getLogger(__name__)
 _throttled = Throttled(logger)
 
 #: The protocol extensions the server declares in its metadata.
-EXTENSIONS = ("binary_tensor_data", "system_shared_memory", "model_repository", "statistics")
+EXTENSIONS = ("binary_tensor_data", "system_shared_memory", "model_repository",
+              "schedule_policy", "statistics")
 
 
 class InferenceService:
@@ -47,7 +48,9 @@ class InferenceService:
         self.inflight = ByteBudget(settings.max_inflight_bytes)
         self.restrictions = {"http": Restrictions(settings.http_restrictions),
                              "grpc": Restrictions(settings.grpc_restrictions)}  # fmt: skip
-        self.repository = ModelRepository(repository, settings, self.metrics)
+        self.repository = ModelRepository(
+            repository, settings, self.metrics, ControlMode(settings.model_control),
+            settings.repository_poll_s, settings.load_models)  # fmt: skip
         self._draining = False
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -79,24 +82,35 @@ class InferenceService:
         return {"name": "copyless", "version": __version__, "extensions": list(EXTENSIONS)}
 
     def model(self, name: str, version: str = "") -> ServedModel:
-        model = self.repository.get(name)
-        model.check_version(version)
-        return model
+        """The served ``version`` of ``name`` ('': its newest ready one)."""
+        return self.repository.get(name, version)
+
+    def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
+        return self.model(name, version).metadata(self.repository.entry(name).versions())
 
     def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
-        """Triton's statistics extension: every model's entry, or ``name``'s."""
-        models = [self.model(name, version)] if name else list(self.repository)
-        return [self.metrics.statistics(model.name, VERSION) for model in models]
+        """Triton's statistics extension: every version of every model, or ``name``'s (all
+        its versions, or ``version``)."""
+        if name and version:
+            models = [self.model(name, version)]
+        elif name:
+            models = self.repository.entry(name).served()
+        else:
+            models = list(self.repository)
+        return [self.metrics.statistics(model.name, model.version) for model in models]
 
     def index(self) -> list[dict[str, Any]]:
-        """The repository index (Triton's model repository extension)."""
-        rows = []
-        for model in self.repository:
-            row = {"name": model.name, "version": "1", "state": model.state.value}
-            if model.reason:
-                row["reason"] = model.reason
-            rows.append(row)
-        return rows
+        """The repository index (Triton's model repository extension): a row per version."""
+        return [row for entry in self.repository.entries() for row in entry.index()]
+
+    def load_model(self, name: str) -> None:
+        """The repository extension's load (explicit mode; blocks while it loads)."""
+        if self._draining:
+            raise RequestError(Refusal.UNAVAILABLE, "the server is shutting down")
+        self.repository.load_model(name)
+
+    def unload_model(self, name: str) -> None:
+        self.repository.unload_model(name)
 
     # -- shared memory (docs/serve.md, "Security") ---------------------------------------
     def shm_register(self, client: Client, name: str, key: object, offset: object,
@@ -120,7 +134,14 @@ class InferenceService:
             raise RequestError(Refusal.UNAVAILABLE, "the server is shutting down")
         if request.uses_regions:
             check_shm(request.client, self.settings.allow_client_shm)
-        return self.repository.get(request.model).submit(request, self.regions)
+        for _ in range(3):  # a version replaced under the request: route it again
+            model = self.repository.get(request.model, request.version)
+            try:
+                return model.submit(request, self.regions)
+            except ModelRetired:
+                continue
+        raise RequestError(Refusal.UNAVAILABLE, f"model {request.model!r} is being reloaded: "
+                           "retry")  # fmt: skip
 
     def give_bytes(self, nbytes: int) -> None:
         """Give back what :meth:`hold_bytes` held; after a large request (once its buffers

@@ -35,7 +35,11 @@ class ServeSettings:
     idle connection that sent nothing closes after it), ``body_timeout_s`` (REST: a body
     must arrive within it plus a second per MB), ``idle_timeout_s`` (gRPC: a connection with
     no call in flight closes after it), ``max_connections`` (per listener; 0: the descriptor
-    budget's share)."""
+    budget's share).
+
+    The repository (:mod:`._repository`): ``model_control`` (``none``, ``poll``,
+    ``explicit``: Triton's modes), ``repository_poll_s`` (poll mode's period),
+    ``load_models`` (explicit mode: the models loaded at start; ``*``: all)."""
 
     max_queue_delay_ms: float = 0.0
     max_queue_size: int = 0
@@ -51,12 +55,19 @@ class ServeSettings:
     body_timeout_s: float = 60.0
     idle_timeout_s: float = 300.0
     max_connections: int = 0
+    model_control: str = "none"
+    repository_poll_s: float = 15.0
+    load_models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         delay = self.max_queue_delay_ms
         if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not delay >= 0:
             raise OptionError(f"max_queue_delay_ms must be a number >= 0, got {delay!r}")
-        for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s"):
+        if self.model_control not in ("none", "poll", "explicit"):
+            raise OptionError(f"model_control must be none, poll or explicit, got "
+                              f"{self.model_control!r}")  # fmt: skip
+        for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s",
+                     "repository_poll_s"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise OptionError(f"{name} must be a number > 0, got {value!r}")
