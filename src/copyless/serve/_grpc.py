@@ -211,8 +211,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
 
     async def ModelReady(self, request: Any, context: Any) -> Any:
         def call(client: Client) -> Any:
-            model = self._service.model(request.name, request.version)
-            ready = model.ready and not self._service.draining
+            ready, _ = self._service.model_ready(request.name, request.version)
             return service_pb2.ModelReadyResponse(ready=ready)
         return await self._answer(context, "health", call)
 

@@ -188,6 +188,10 @@ class ModelEntry:
             self._error = ""
             for version in wanted:
                 self._load_version(version, available[version], policy, config)
+            with self._lock:
+                serving = [v for v in wanted if v in self._served and self._served[v].ready]
+            if not serving:  # what it should serve failed: keep what serves now
+                return
             for version in sorted(set(self._served) - set(wanted)):
                 self._retire(version, "its version policy no longer serves it")
 

@@ -352,11 +352,11 @@ def rest_app(service: InferenceService) -> Starlette:
         return ok(service.model_metadata(p["model"], p.get("version", "")))
 
     async def model_ready(request: Request, client: Client) -> Response:
-        model = _model(request)
-        if model.ready and not service.draining:
+        p = request.path_params
+        ready, reason = service.model_ready(p["model"], p.get("version", ""))
+        if ready:
             return ok()
-        return _error(Refusal.INVALID_ARGUMENT, f"model {model.name!r} is not ready: "
-                      f"{model.reason or 'the server is shutting down'}")  # fmt: skip
+        return _error(Refusal.INVALID_ARGUMENT, f"model {p['model']!r} is not ready: {reason}")
 
     async def model_config(request: Request, client: Client) -> Response:
         return ok(_model(request).config())

@@ -85,6 +85,17 @@ class InferenceService:
         """The served ``version`` of ``name`` ('': its newest ready one)."""
         return self.repository.get(name, version)
 
+    def model_ready(self, name: str, version: str = "") -> tuple[bool, str]:
+        """Whether ``name`` (``version``) takes requests, and why not; NOT_FOUND for a model
+        the repository lacks or a version it does not serve."""
+        entry = self.repository.entry(name)
+        if self._draining:
+            return False, "the server is shutting down"
+        if not version and not entry.ready:
+            return False, entry.reason
+        model = entry.get(version)
+        return model.ready, model.reason
+
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
         return self.model(name, version).metadata(self.repository.entry(name).versions())
 
