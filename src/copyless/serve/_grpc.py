@@ -111,7 +111,7 @@ def _region_range(params: dict[str, Any], where: str) -> RegionRange | None:
     return RegionRange(name, int(size), int(offset))  # type: ignore[arg-type]
 
 
-def parse_infer(message: Any, client: Client | None = None) -> InferRequest:
+def parse_infer(message: Any, client: Client | None = None, nbytes: int = 0) -> InferRequest:
     """An :class:`InferRequest` from a ``ModelInferRequest`` (typed contents are converted
     once admission has checked their count)."""
     raw = list(message.raw_input_contents)
@@ -149,8 +149,8 @@ def parse_infer(message: Any, client: Client | None = None) -> InferRequest:
         outputs = tuple(wishes)
     priority, timeout_us = schedule_parameters(_params(message.parameters), "the request")
     return InferRequest(message.model_name, message.model_version, message.id, tuple(inputs),
-                        outputs, True, client or Client("tcp"), priority,
-                        timeout_us)  # fmt: skip
+                        outputs, True, client or Client("tcp"), priority, timeout_us,
+                        nbytes)  # fmt: skip
 
 
 def render_infer(response: InferResponse) -> Any:
@@ -273,7 +273,7 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type:
             size = request.ByteSize()
             self._service.hold_bytes(size)
             held = size
-            parsed = parse_infer(request, client)
+            parsed = parse_infer(request, client, size)
             response = await asyncio.wrap_future(self._service.infer(parsed))
             return render_infer(response)
         except RequestError as error:

@@ -13,7 +13,17 @@ durations in microseconds, no ``_total`` suffix):
   ``nv_inference_compute_output_duration_us`` (rows read out);
 * ``nv_inference_pending_request_count`` (gauge: requests admitted and not yet answered).
 
-copyless's own: ``copyless_serve_batch_size`` (histogram of rows per batch run) and
+Latency distributions, as Triton's summaries name them (``--metrics-config
+summary_latencies=true`` there; always on here): ``nv_inference_request_summary_us``,
+``nv_inference_queue_summary_us``, ``nv_inference_compute_input_summary_us``,
+``nv_inference_compute_infer_summary_us``, ``nv_inference_compute_output_summary_us``:
+quantiles 0.5 / 0.9 / 0.95 / 0.99 of the last minute, with ``_count`` and ``_sum``
+(:mod:`._summaries`). The request duration is also a histogram,
+``copyless_serve_request_duration_us`` (buckets from 100 us to 10 s: aggregate it across
+servers with ``histogram_quantile``).
+
+copyless's own: ``copyless_serve_batch_size`` (histogram of rows per batch run),
+``copyless_serve_request_bytes`` (histogram of request sizes: body or message bytes) and
 ``copyless_serve_model_ready`` (gauge, 1 when the model takes requests).
 
 A :class:`ServeMetrics` has a registry of its own (two servers in one process do not mix);
@@ -29,6 +39,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+from ._summaries import Summaries
 
 __all__ = ["FAILURE_REASONS", "ServeMetrics"]
 
@@ -46,6 +58,14 @@ _COUNTERS = {
 }
 #: not exported: the request durations of successes and failures apart (statistics)
 _SUCCESS_US, _FAIL_US = "success_us", "fail_us"
+_SUMMARIES = {
+    "nv_inference_request_summary_us": "Summary of inference request duration in usec",
+    "nv_inference_queue_summary_us": "Summary of inference queuing duration in usec",
+    "nv_inference_compute_input_summary_us": "Summary of compute input duration in usec",
+    "nv_inference_compute_infer_summary_us": "Summary of compute inference duration in usec",
+    "nv_inference_compute_output_summary_us": "Summary of inference compute output duration "
+    "in usec",
+}
 _FAILURE = "nv_inference_request_failure"
 _PENDING = "nv_inference_pending_request_count"
 _READY = "copyless_serve_model_ready"
@@ -80,6 +100,16 @@ class ServeMetrics:
         self._batch = Histogram("copyless_serve_batch_size", "Rows per batch the model ran",
                                 ["model", "version"], registry=self.registry,
                                 buckets=(1, 2, 4, 8, 16, 32, 64, 128))  # fmt: skip
+        self._summaries = Summaries(_SUMMARIES)
+        self._durations = Histogram(
+            "copyless_serve_request_duration_us", "Inference request duration in usec",
+            ["model", "version"], registry=self.registry,
+            buckets=(100, 250, 500, 1e3, 2.5e3, 5e3, 1e4, 2.5e4, 5e4, 1e5, 2.5e5, 5e5, 1e6,
+                     2.5e6, 1e7))  # fmt: skip
+        self._bytes = Histogram(
+            "copyless_serve_request_bytes", "Inference request size in bytes (body or message)",
+            ["model"], registry=self.registry,
+            buckets=tuple(float(4**k) for k in range(5, 15)))  # 1 KiB .. 256 MiB
 
     def add_model(self, model: str, version: str) -> None:
         """Show the model's series (at zero) before its first request."""
@@ -101,6 +131,9 @@ class ServeMetrics:
         self._add((model, version), {"nv_inference_request_success": 1.0,
                                      "nv_inference_request_duration_us": seconds * 1e6,
                                      _SUCCESS_US: seconds * 1e6})  # fmt: skip
+        labels = {"model": model, "version": version}
+        self._summaries.observe("nv_inference_request_summary_us", labels, seconds * 1e6)
+        self._durations.labels(model, version).observe(seconds * 1e6)
         with self._lock:
             self._last[(model, version)] = time.time()
 
@@ -112,13 +145,17 @@ class ServeMetrics:
 
     def row(self, model: str, version: str, queue: float, timings: Mapping[str, float]) -> None:
         """One row's stages, seconds (``timings``: a pipeline Result's)."""
-        self._add((model, version), {
-            "nv_inference_count": 1.0,
-            "nv_inference_queue_duration_us": queue * 1e6,
-            "nv_inference_compute_input_duration_us": timings.get("prepare", 0.0) * 1e6,
-            "nv_inference_compute_infer_duration_us": timings.get("infer", 0.0) * 1e6,
-            "nv_inference_compute_output_duration_us": timings.get("finish", 0.0) * 1e6,
-        })  # fmt: skip
+        stages = {"queue": queue, "compute_input": timings.get("prepare", 0.0),
+                  "compute_infer": timings.get("infer", 0.0),
+                  "compute_output": timings.get("finish", 0.0)}  # fmt: skip
+        values = {f"nv_inference_{stage}_duration_us": s * 1e6 for stage, s in stages.items()}
+        self._add((model, version), {"nv_inference_count": 1.0, **values})
+        labels = {"model": model, "version": version}
+        for stage, seconds in stages.items():
+            self._summaries.observe(f"nv_inference_{stage}_summary_us", labels, seconds * 1e6)
+
+    def request_bytes(self, model: str, nbytes: int) -> None:
+        self._bytes.labels(model).observe(nbytes)
 
     def batch(self, model: str, version: str, rows: int) -> None:
         self._add((model, version), {"nv_inference_exec_count": 1.0})
@@ -198,5 +235,5 @@ class ServeMetrics:
 
     def render(self) -> bytes:
         """The Prometheus text format of every metric."""
-        text = "\n".join(self._triton_lines()) + "\n"
+        text = "\n".join(self._triton_lines() + self._summaries.render()) + "\n"
         return text.encode() + generate_latest(self.registry)

@@ -67,7 +67,8 @@ class OutputWish:
 class InferRequest:
     """``outputs`` None: every output of the model, in the request's default form;
     ``client``: who sent it (whose regions it may name); ``priority`` (0: the model's
-    default level) and ``timeout_us`` (0: none): its queue policy parameters."""
+    default level) and ``timeout_us`` (0: none): its queue policy parameters; ``nbytes``: its
+    size on the wire."""
 
     model: str
     version: str = ""
@@ -78,6 +79,7 @@ class InferRequest:
     client: Client = UNIDENTIFIED
     priority: int = 0
     timeout_us: int = 0
+    nbytes: int = 0  # its body's or message's size, for the metrics
 
     @property
     def uses_regions(self) -> bool:

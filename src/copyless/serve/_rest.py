@@ -245,8 +245,8 @@ def parse_infer(model: str, version: str, body: bytes | bytearray, header_length
         raise RequestError.invalid("the request's 'id' must be a string")
     priority, timeout_us = schedule_parameters(params, "the request")
     return InferRequest(model, version, request_id, _parse_inputs(doc, binary),
-                        _parse_outputs(doc), binary_outputs, client, priority,
-                        timeout_us)  # fmt: skip
+                        _parse_outputs(doc), binary_outputs, client, priority, timeout_us,
+                        len(body))  # fmt: skip
 
 
 def render_infer(response: InferResponse, binary_default: bool) -> Response:

@@ -148,7 +148,9 @@ class InferenceService:
         for _ in range(3):  # a version replaced under the request: route it again
             model = self.repository.get(request.model, request.version)
             try:
-                return model.submit(request, self.regions)
+                future = model.submit(request, self.regions)
+                self.metrics.request_bytes(model.name, request.nbytes)
+                return future
             except ModelRetired:
                 continue
         raise RequestError(Refusal.UNAVAILABLE, f"model {request.model!r} is being reloaded: "
