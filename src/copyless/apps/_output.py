@@ -36,16 +36,18 @@ __all__ = [
 
 
 def add_output_arguments(
-    parser: argparse.ArgumentParser, *, json_flag: str = "--json", quiet: bool = True
+    parser: argparse.ArgumentParser, *, json_flag: str = "--json", quiet: bool = True,
+    json_help: str | None = None,
 ) -> None:
     """``--json`` (one JSON object a line on stdout, human lines off) and ``--quiet``
-    (no timing block); read back with :meth:`Output.from_args`."""
+    (no timing block); read back with :meth:`Output.from_args`. ``json_help``: what this
+    app's JSON lines are, where they are not one per result then a summary."""
     parser.add_argument(
         json_flag,
         dest="json_lines",
         action="store_true",
-        help="print one JSON object a line on stdout (one per result, then a 'summary' "
-        "object with the timings) instead of the human lines",
+        help=json_help or "print one JSON object a line on stdout (one per result, then a "
+        "'summary' object with the timings) instead of the human lines",
     )
     if quiet:
         parser.add_argument(

@@ -92,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="connections per listener, at most (default: the descriptor "
                         "budget's share)")
     add_runner_argument(parser)
-    add_output_arguments(parser, quiet=False)
+    add_output_arguments(parser, quiet=False, json_help="print the server's events as JSON "
+                         "lines on stdout instead of the human lines: 'listening' (the URLs), "
+                         "a 'model' per model version, 'ready', 'draining', then 'summary'")
     return parser
 
 
