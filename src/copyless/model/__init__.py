@@ -4,6 +4,9 @@
 (see :mod:`._compiler` for the options); ``load_model`` reads one back from a ``.rai`` file or
 a ``vaiml_par_0`` directory. ``class_names(model, labels_file=None)`` names a model's classes
 (the user's file, the model's record, or a zoo model's own): the one rule every app uses.
+``task_of(path)`` returns a compiled model's task record (what its outputs mean, its labels
+and the preprocessing it was compiled with; see :mod:`._task`): apps read a model's task
+from it, never from its name.
 
 The compiler (onnx, onnxruntime's quantization tools: about a second of imports) loads on
 first use of ``compile_model`` / ``compile_to_memory``: a process that only loads and runs
@@ -27,6 +30,7 @@ from ._options import CompileOptions, parse_shape
 from ._precision import precision_line, precision_of, run_precision
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
 from ._rounds import best_round_medians
+from ._task import TASKS, TaskRecord, record_of, task_of
 
 if TYPE_CHECKING:
     from ._compiler import compile_model, compile_to_memory
@@ -47,6 +51,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ELEM_OF",
     "INPUT_FORMATS",
+    "TASKS",
     "CompileOptions",
     "CompiledModel",
     "ConfigFile",
@@ -54,6 +59,7 @@ __all__ = [
     "Intermediate",
     "Partition",
     "ResizePolicy",
+    "TaskRecord",
     "TensorSpec",
     "artifact_key",
     "best_round_medians",
@@ -73,6 +79,8 @@ __all__ = [
     "preprocessing_of",
     "read_class_names",
     "read_config",
+    "record_of",
     "run_precision",
+    "task_of",
     "write_atomically",
 ]
