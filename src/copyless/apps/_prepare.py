@@ -29,6 +29,7 @@ from ..vision import (
     DeviceImage,
     ImageSource,
     Letterbox,
+    Placement,
     classify_preprocess,
     colour_format_for,
     decode,
@@ -114,6 +115,21 @@ class Preparer:
             frame = tensor.numpy()[batch_index]
             self._finish(frame if self.colour.planar else frame.transpose(2, 0, 1))
         return placed
+
+    def to_photo(self, placed: Letterbox, size: tuple[int, int]) -> Placement:
+        """Where the photo of ``size`` (H, W) lies in the frame, for mapping outputs back
+        (:func:`copyless.vision.to_image`, :func:`copyless.vision.mask_to_image`): the
+        letterbox :meth:`__call__` returned, a crop as a letterbox with negative pads (the
+        torchvision geometry), a stretch as its ``(sx, sy)``."""
+        height, width = size
+        if self.policy.policy == "letterbox":
+            return placed
+        if self.policy.policy == "stretch":
+            return (width / self.width, height / self.height)
+        scale = self.policy.short_side(self.height) / min(height, width)
+        pad_x = round((self.width - width * scale) / 2)
+        pad_y = round((self.height - height * scale) / 2)
+        return Letterbox(scale, pad_x, pad_y, width, height, self.height)
 
     def writer(
         self,

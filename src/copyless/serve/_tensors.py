@@ -91,6 +91,12 @@ def _served(info: NpuTensorInfo, batch: int, dynamic: bool) -> ServedTensor:
             )
         return ServedTensor(info.name, datatype, dtype, (-1,) * len(info.shape),
                             tuple(info.shape), False, True)  # fmt: skip
+    if info.shape and batch_axis(info) == 0 and info.shape[0] != batch:
+        raise UnsupportedError(
+            f"tensor {info.describe()} has no batch dimension (its first dim is "
+            f"{info.shape[0]}, the model's batch {batch}): the server batches rows along it; "
+            "recompile the model with copyless-compile, which adds one to a [3, H, W] input"
+        )
     if info.shape and batch_axis(info) == 0 and info.strides is None:
         rest = tuple(info.shape[1:])
         return ServedTensor(info.name, datatype, dtype, (-1, *rest), rest, True)
