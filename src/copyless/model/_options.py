@@ -196,7 +196,7 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
     post_raw = raw.get("postprocess")
     keys = ("score_threshold", "iou_threshold", "max_detections")
     thresholds = None
-    if post_raw is None and task == "detect" and any(raw.get(k) is not None for k in keys):
+    if post_raw is None and task in (None, "detect") and any(raw.get(k) is not None for k in keys):
         parse_postprocess("yolo", *(raw.get(k) for k in keys))  # checks their ranges
         thresholds = (raw.get(keys[0]), raw.get(keys[1]), raw.get(keys[2]))
     return CompileOptions(

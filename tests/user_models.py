@@ -1,0 +1,243 @@
+"""Users' own models, exported as their users export them (imported by basename).
+
+torchvision architectures with ``weights=None`` through ``torch.onnx.export`` (opset 17, the
+TorchScript exporter), ultralytics' YOLOv8n / YOLO11n built from their yaml (random weights,
+no download) through ``model.export(format="onnx")``. Each export is made once per machine
+and cached under the user cache root's ``exports/`` (shared with the test sessions, see
+tests/conftest.py), keyed by the package versions. Small input sizes where the architecture
+allows (CI has two cores); torchvision's 320 detectors keep their 320.
+
+Random weights give degenerate outputs, so two changes a trained model would not need:
+Faster R-CNN keeps boxes of any score (``box_score_thresh=0``: a random 91-class softmax is
+~0.011, under its 0.05), and the YOLOs' batch-norm statistics are measured on real photos and
+their class logits spread (``_spread_yolo``), else every anchor scores the same 0.00016.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from copyless.model import zoo
+from copyless.model.zoo._cache import cached_file
+
+#: ultralytics must never reach the network (no settings sync, no pip installs)
+YOLO_ENV = {"YOLO_OFFLINE": "1", "YOLO_AUTOINSTALL": "false", "YOLO_VERBOSE": "false"}
+
+
+@dataclass(frozen=True, slots=True)
+class UserModel:
+    """One row of docs/guides/your-model.md's table."""
+
+    name: str
+    task: str
+    size: tuple[int, int]  # the exported input's (H, W)
+    outputs: tuple[str, ...]
+    batched: bool = True  # False: torchvision's [3, H, W] detection export
+
+
+MODELS: dict[str, UserModel] = {
+    m.name: m
+    for m in (
+        UserModel("resnet18", "classify", (96, 96), ("logits",)),
+        UserModel("mobilenet_v3_small", "classify", (96, 96), ("logits",)),
+        UserModel("vit_b_16", "classify", (64, 64), ("logits",)),
+        UserModel("lraspp_mobilenet_v3_large", "segment", (128, 128), ("out",)),
+        UserModel("deeplabv3_mobilenet_v3_large", "segment", (128, 128), ("out",)),
+        UserModel("ssdlite320_mobilenet_v3_large", "detect", (320, 320),
+                  ("boxes", "scores", "labels"), batched=False),
+        UserModel("fasterrcnn_mobilenet_v3_large_320_fpn", "detect", (320, 320),
+                  ("boxes", "labels", "scores"), batched=False),
+        UserModel("yolov8n", "detect", (320, 320), ("output0",)),
+        UserModel("yolo11n", "detect", (320, 320), ("output0",)),
+    )
+}  # fmt: skip
+
+
+def need_torch() -> Any:
+    """torch, or the test is skipped (the test extra installs it on x86_64)."""
+    return pytest.importorskip("torch")
+
+
+def exports_root() -> Path:
+    return zoo.cache_root() / "exports"
+
+
+def export(name: str) -> Path:
+    """The ONNX file of model ``name`` (exported once per machine, then a cache hit)."""
+    torch = need_torch()
+    spec = MODELS[name]
+    if name.startswith("yolo"):
+        ultralytics = pytest.importorskip("ultralytics")
+        version = f"u{ultralytics.__version__}-t{torch.__version__}"
+    else:
+        torchvision = pytest.importorskip("torchvision")
+        version = f"tv{torchvision.__version__}-t{torch.__version__}"
+    h, w = spec.size
+    path = exports_root() / f"{name}-{h}x{w}-{version}-v1.onnx".replace("+", "_")
+    maker = _yolo if name.startswith("yolo") else _torchvision
+    cached_file(path, lambda: maker(spec))
+    return path
+
+
+def _torchvision(spec: UserModel) -> bytes:
+    torch = need_torch()
+    from torchvision import models
+    from torchvision.models import detection, segmentation
+
+    torch.manual_seed(0)
+    h, w = spec.size
+    build: dict[str, Callable[[], Any]] = {
+        "resnet18": lambda: models.resnet18(weights=None),
+        "mobilenet_v3_small": lambda: models.mobilenet_v3_small(weights=None),
+        "vit_b_16": lambda: models.vit_b_16(weights=None, image_size=h),
+        "lraspp_mobilenet_v3_large": lambda: segmentation.lraspp_mobilenet_v3_large(
+            weights=None, weights_backbone=None),
+        "deeplabv3_mobilenet_v3_large": lambda: segmentation.deeplabv3_mobilenet_v3_large(
+            weights=None, weights_backbone=None),
+        "ssdlite320_mobilenet_v3_large": lambda: detection.ssdlite320_mobilenet_v3_large(
+            weights=None, weights_backbone=None),
+        "fasterrcnn_mobilenet_v3_large_320_fpn":
+            lambda: detection.fasterrcnn_mobilenet_v3_large_320_fpn(
+                weights=None, weights_backbone=None, box_score_thresh=0.0),
+    }  # fmt: skip
+    model = build[spec.name]().eval()
+    args = (torch.rand(1, 3, h, w),) if spec.batched else ([torch.rand(3, h, w)],)
+    with _temporary(".onnx") as out, _quiet_warnings():
+        torch.onnx.export(model, args, str(out), input_names=["images"],
+                          output_names=list(spec.outputs), opset_version=17, dynamo=False)  # fmt: skip
+        return out.read_bytes()
+
+
+def torchvision_model(name: str) -> Any:
+    """The same torchvision module :func:`export` exported (same seed: same weights)."""
+    torch = need_torch()
+    from torchvision import models
+    from torchvision.models import detection, segmentation
+
+    torch.manual_seed(0)
+    spec = MODELS[name]
+    if spec.task == "classify":
+        kwargs = {"image_size": spec.size[0]} if name == "vit_b_16" else {}
+        return getattr(models, name)(weights=None, **kwargs).eval()
+    module = segmentation if spec.task == "segment" else detection
+    extra = {"box_score_thresh": 0.0} if name.startswith("fasterrcnn") else {}
+    return getattr(module, name)(weights=None, weights_backbone=None, **extra).eval()
+
+
+def _yolo(spec: UserModel) -> bytes:
+    torch = need_torch()
+    with _yolo_env():
+        from ultralytics import YOLO
+
+        torch.manual_seed(0)
+        model = YOLO(f"{spec.name}.yaml")
+        _spread_yolo(model.model, spec.size)
+        here = os.getcwd()
+        with tempfile.TemporaryDirectory() as folder:
+            os.chdir(folder)  # the export writes beside the working directory
+            try:
+                out = model.export(format="onnx", imgsz=list(spec.size), verbose=False)
+                return Path(out).read_bytes()
+            finally:
+                os.chdir(here)
+
+
+def _spread_yolo(net: Any, size: tuple[int, int]) -> None:
+    """Batch-norm statistics of three real photos (as training would measure them), class
+    logits spread around a low bias, box regressions spread: boxes of varied sizes and
+    scores (none saturated at 1.0: no ties), from none to about a thousand anchors above 0.1
+    per photo."""
+    torch = need_torch()
+    from PIL import Image
+
+    batch = torch.stack([
+        torch.from_numpy(np.asarray(Image.fromarray(photo).resize(size[::-1]))).permute(2, 0, 1)
+        for photo in photos().values()
+    ]).float() / 255  # fmt: skip
+    net.train()
+    for module in net.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.momentum = None  # the plain average of what it sees
+    with torch.no_grad():
+        net(batch)
+        head = net.model[-1]
+        for conv in head.cv3:
+            conv[-1].weight.mul_(1.5)
+            conv[-1].bias.fill_(-2.5)
+        for conv in head.cv2:
+            conv[-1].weight.mul_(3.0)
+    net.eval()
+
+
+def photos() -> dict[str, np.ndarray]:
+    """Real photos of several sizes (scikit-image's, in its wheel)."""
+    from skimage import data
+
+    return {"chelsea": data.chelsea(), "coffee": data.coffee(), "astronaut": data.astronaut()}
+
+
+@contextlib.contextmanager
+def _yolo_env() -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in YOLO_ENV}
+    os.environ.update(YOLO_ENV)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+yolo_env = _yolo_env
+
+
+@contextlib.contextmanager
+def _temporary(suffix: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as folder:
+        yield Path(folder) / f"model{suffix}"
+
+
+@contextlib.contextmanager
+def _quiet_warnings() -> Iterator[None]:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box of ``a`` [n, 4] with every box of ``b`` [m, 4] (x0, y0, x1, y1)."""
+    x0 = np.maximum(a[:, None, 0], b[None, :, 0])
+    y0 = np.maximum(a[:, None, 1], b[None, :, 1])
+    x1 = np.minimum(a[:, None, 2], b[None, :, 2])
+    y1 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = area_a[:, None] + area_b[None, :] - inter
+    out: np.ndarray = np.where(union > 0, inter / np.maximum(union, 1e-9), 0.0)
+    return out
+
+
+def matched(ref_boxes: np.ndarray, ref_classes: np.ndarray, boxes: np.ndarray,
+            classes: np.ndarray, threshold: float = 0.9) -> float:  # fmt: skip
+    """The fraction of reference boxes with a box of the same class at IoU >= threshold."""
+    if len(ref_boxes) == 0:
+        return 1.0 if len(boxes) == 0 else 0.0
+    if len(boxes) == 0:
+        return 0.0
+    overlap = iou(ref_boxes, boxes)
+    same = ref_classes[:, None] == classes[None, :]
+    return float(((overlap >= threshold) & same).any(axis=1).mean())
