@@ -9,7 +9,8 @@ allows (CI has two cores); torchvision's 320 detectors keep their 320.
 
 Random weights give degenerate outputs, so two changes a trained model would not need:
 Faster R-CNN keeps boxes of any score (``box_score_thresh=0``: a random 91-class softmax is
-~0.011, under its 0.05), and the YOLOs' batch-norm statistics are measured on real photos and
+~0.011, under its 0.05), the torchvision detectors' class logits are spread, and the YOLOs'
+batch-norm statistics are measured on real photos and
 their class logits spread (``_spread_yolo``), else every anchor scores the same 0.00016.
 """
 
@@ -82,7 +83,7 @@ def export(name: str) -> Path:
         torchvision = pytest.importorskip("torchvision")
         version = f"tv{torchvision.__version__}-t{torch.__version__}"
     h, w = spec.size
-    path = exports_root() / f"{name}-{h}x{w}-{version}-v1.onnx".replace("+", "_")
+    path = exports_root() / f"{name}-{h}x{w}-{version}-v4.onnx".replace("+", "_")
     maker = _yolo if name.startswith("yolo") else _torchvision
     cached_file(path, lambda: maker(spec))
     return path
@@ -90,26 +91,8 @@ def export(name: str) -> Path:
 
 def _torchvision(spec: UserModel) -> bytes:
     torch = need_torch()
-    from torchvision import models
-    from torchvision.models import detection, segmentation
-
-    torch.manual_seed(0)
+    model = torchvision_model(spec.name)
     h, w = spec.size
-    build: dict[str, Callable[[], Any]] = {
-        "resnet18": lambda: models.resnet18(weights=None),
-        "mobilenet_v3_small": lambda: models.mobilenet_v3_small(weights=None),
-        "vit_b_16": lambda: models.vit_b_16(weights=None, image_size=h),
-        "lraspp_mobilenet_v3_large": lambda: segmentation.lraspp_mobilenet_v3_large(
-            weights=None, weights_backbone=None),
-        "deeplabv3_mobilenet_v3_large": lambda: segmentation.deeplabv3_mobilenet_v3_large(
-            weights=None, weights_backbone=None),
-        "ssdlite320_mobilenet_v3_large": lambda: detection.ssdlite320_mobilenet_v3_large(
-            weights=None, weights_backbone=None),
-        "fasterrcnn_mobilenet_v3_large_320_fpn":
-            lambda: detection.fasterrcnn_mobilenet_v3_large_320_fpn(
-                weights=None, weights_backbone=None, box_score_thresh=0.0),
-    }  # fmt: skip
-    model = build[spec.name]().eval()
     args = (torch.rand(1, 3, h, w),) if spec.batched else ([torch.rand(3, h, w)],)
     with _temporary(".onnx") as out, _quiet_warnings():
         torch.onnx.export(model, args, str(out), input_names=["images"],
@@ -118,7 +101,11 @@ def _torchvision(spec: UserModel) -> bytes:
 
 
 def torchvision_model(name: str) -> Any:
-    """The same torchvision module :func:`export` exported (same seed: same weights)."""
+    """The torchvision module :func:`export` exports (seeded: the same weights each time).
+
+    The detectors' class logits are spread (x3): a random 91-class softmax gives every box
+    about 1/91, and which 300 of thousands of equal scores survive is then up to rounding;
+    a trained model's scores are distinct."""
     torch = need_torch()
     from torchvision import models
     from torchvision.models import detection, segmentation
@@ -128,9 +115,42 @@ def torchvision_model(name: str) -> Any:
     if spec.task == "classify":
         kwargs = {"image_size": spec.size[0]} if name == "vit_b_16" else {}
         return getattr(models, name)(weights=None, **kwargs).eval()
-    module = segmentation if spec.task == "segment" else detection
+    if spec.task == "segment":
+        return getattr(segmentation, name)(weights=None, weights_backbone=None).eval()
     extra = {"box_score_thresh": 0.0} if name.startswith("fasterrcnn") else {}
-    return getattr(module, name)(weights=None, weights_backbone=None, **extra).eval()
+    model = getattr(detection, name)(weights=None, weights_backbone=None, **extra).eval()
+    _measure_batch_norms(model, [_tensor(p, spec.size) for p in photos().values()])
+    with torch.no_grad():
+        if name.startswith("fasterrcnn"):
+            model.roi_heads.box_predictor.cls_score.weight.mul_(3.0)
+        else:
+            for module in model.head.classification_head.modules():
+                if isinstance(module, torch.nn.Conv2d) and module.out_channels % 91 == 0:
+                    module.weight.mul_(3.0)
+    return model
+
+
+def _tensor(photo: np.ndarray, size: tuple[int, int]) -> Any:
+    """A photo as torch's float [3, H, W] in 0..1 at ``size``."""
+    torch = need_torch()
+    from PIL import Image
+
+    pixels = np.asarray(Image.fromarray(photo).resize(size[::-1], Image.BILINEAR))
+    return torch.from_numpy(pixels.transpose(2, 0, 1).astype(np.float32) / 255)
+
+
+def _measure_batch_norms(model: Any, images: list[Any]) -> None:
+    """Set every batch norm's statistics from ``images`` (the model stays in eval mode):
+    random init leaves SSDLite's features near zero, so every box scores exactly 1/91."""
+    torch = need_torch()
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    for norm in norms:
+        norm.train()
+        norm.momentum = None
+    with torch.no_grad():
+        model(images)
+    for norm in norms:
+        norm.eval()
 
 
 def _yolo(spec: UserModel) -> bytes:

@@ -13,7 +13,7 @@ import skimage.data
 from PIL import Image
 
 import copyless as cl
-from copyless.model import load_model, zoo
+from copyless.model import load_model, task_of, zoo
 from copyless.model.zoo._sources import package_file
 from detector_helpers import (
     assert_same_detections,
@@ -84,7 +84,8 @@ def test_max_detections_is_the_capacity_and_keeps_the_best(object_detector) -> N
     shapes = {spec.name: spec.hw.shape for spec in compiled.outputs}
     assert shapes == {"boxes": (2, 4), "scores": (2,), "classes": (2,)}
     assert all(spec.dynamic for spec in compiled.outputs)
-    assert json.loads(compiled.metadata["labels"])[:2] == ["text", "title"]
+    record = task_of(compiled)
+    assert record.labels[:2] == ("text", "title") and record.head == "picodet"
     found = run_engine(model, page, "onnxruntime")
     reference = rapid_layout(page)
     best = np.argsort(-reference.scores)[:2]
