@@ -147,7 +147,7 @@ def _measure_batch_norms(model: Any, images: list[Any]) -> None:
     for norm in norms:
         norm.train()
         norm.momentum = None
-    with torch.no_grad():
+    with torch.no_grad(), _quiet_warnings():
         model(images)
     for norm in norms:
         norm.eval()
@@ -155,7 +155,7 @@ def _measure_batch_norms(model: Any, images: list[Any]) -> None:
 
 def _yolo(spec: UserModel) -> bytes:
     torch = need_torch()
-    with _yolo_env():
+    with _yolo_env(), _quiet_warnings():
         from ultralytics import YOLO
 
         torch.manual_seed(0)
@@ -180,7 +180,7 @@ def _spread_yolo(net: Any, size: tuple[int, int]) -> None:
     from PIL import Image
 
     batch = torch.stack([
-        torch.from_numpy(np.asarray(Image.fromarray(photo).resize(size[::-1]))).permute(2, 0, 1)
+        torch.from_numpy(np.array(Image.fromarray(photo).resize(size[::-1]))).permute(2, 0, 1)
         for photo in photos().values()
     ]).float() / 255  # fmt: skip
     net.train()
