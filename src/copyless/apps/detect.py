@@ -224,7 +224,8 @@ def _detect_text(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Na
     (out_info,) = runner.get_tensors_info(TensorDirection.OUTPUT, view)
     prepare = preparer_for(runner, in_info)
     if prepare.assumed:
-        print(warning(args.model_dir or runner.model.name, prepare.assumed), file=sys.stderr)
+        print(warning(args.model_dir or runner.model.name, prepare.assumed, prepare.policy),
+              file=sys.stderr)
     x = runner.allocate_npu_tensor(in_info)
     y = runner.allocate_npu_tensor(out_info)
     threshold = TEXT_THRESHOLD if args.threshold is None else args.threshold
@@ -336,7 +337,8 @@ def _preparer(runner: Runner, info: NpuTensorInfo, args: argparse.Namespace) -> 
     """The record's preparer, with the app's warning for what the record lacks."""
     prepare = preparer_for(runner, info)
     if prepare.assumed:
-        print(warning(args.model_dir or runner.model.name, prepare.assumed), file=sys.stderr)
+        print(warning(args.model_dir or runner.model.name, prepare.assumed, prepare.policy),
+              file=sys.stderr)
     return prepare
 
 

@@ -30,7 +30,7 @@ from ._options import CompileOptions, parse_shape
 from ._precision import precision_line, precision_of, run_precision
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
 from ._rounds import best_round_medians
-from ._task import TASKS, TaskRecord, record_of, task_of
+from ._task import TASKS, TaskRecord, record_of, task_of, usual_preprocessing
 
 if TYPE_CHECKING:
     from ._compiler import compile_model, compile_to_memory
@@ -82,5 +82,6 @@ __all__ = [
     "record_of",
     "run_precision",
     "task_of",
+    "usual_preprocessing",
     "write_atomically",
 ]

@@ -54,6 +54,7 @@ __all__ = [
     "recognise",
     "record_of",
     "task_of",
+    "usual_preprocessing",
     "yolo_anchors",
 ]
 
@@ -137,6 +138,24 @@ class TaskRecord:
             batch_added=bool(data.get("batch_added", False)),
             preprocessing=pre,
         )
+
+
+#: head -> (colour order, resize policy) its users' reference pipelines use: torchvision's
+#: classifiers (Resize + CenterCrop), detectors and segmenters fed at their input size,
+#: ultralytics' letterbox of 114-grey
+_USUAL = {
+    "logits": ("RGB", "crop:0.875"),
+    "decoded": ("RGB", "stretch"),
+    "scores": ("RGB", "stretch"),
+    "mask": ("RGB", "stretch"),
+    "yolo": ("RGB", "letterbox:114"),
+}
+
+
+def usual_preprocessing(head: str | None) -> tuple[str, str] | None:
+    """``(colour order, resize policy)`` a model with this head is usually fed with (the
+    reference pipelines'), None for heads with no usual one."""
+    return _USUAL.get(head or "")
 
 
 def yolo_anchors(height: int, width: int) -> int:

@@ -29,6 +29,7 @@ from ._task import (
     check_labels,
     check_task,
     recognise,
+    usual_preprocessing,
 )
 from .postprocess import KINDS, Folded, PostprocessOptions, fold_mask, parse_postprocess
 
@@ -175,24 +176,13 @@ def plan_task(
     return TaskPlan(found.task, found, None, mask_of, labels)
 
 
-#: head -> (colour order, resize policy) its users' reference pipelines use: torchvision's
-#: classifiers (Resize + CenterCrop), detectors and segmenters fed at their input size,
-#: ultralytics' letterbox of 114-grey
-_USUAL = {
-    "logits": ("RGB", "crop:0.875"),
-    "decoded": ("RGB", "stretch"),
-    "scores": ("RGB", "stretch"),
-    "yolo": ("RGB", "letterbox:114"),
-}
-
-
 def task_defaults(
     plan: TaskPlan, colour: str | None, resize: ResizePolicy | None
 ) -> tuple[str | None, ResizePolicy | None]:
     """The colour order and resize policy to record for a model given its normalisation
-    (mean/std) but not these: what its task's reference pipeline uses (``_USUAL``); what
-    the user gave always wins."""
-    usual = _USUAL.get(plan.found.head or "")
+    (mean/std) but not these: what its task's reference pipeline uses
+    (:func:`usual_preprocessing`); what the user gave always wins."""
+    usual = usual_preprocessing(plan.found.head)
     if usual is None:
         return colour, resize
     return colour or usual[0], resize or ResizePolicy.parse(usual[1])
