@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +96,8 @@ def _torchvision(spec: UserModel) -> bytes:
     args = (torch.rand(1, 3, h, w),) if spec.batched else ([torch.rand(3, h, w)],)
     with _temporary(".onnx") as out, _quiet_warnings():
         torch.onnx.export(model, args, str(out), input_names=["images"],
-                          output_names=list(spec.outputs), opset_version=17, dynamo=False)  # fmt: skip
+                          output_names=list(spec.outputs), opset_version=17,
+                          dynamo=False)  # fmt: skip
         return out.read_bytes()
 
 

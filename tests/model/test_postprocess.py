@@ -3,8 +3,6 @@ against the packages' own pipelines on real images, on onnxruntime and OpenVINO.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import onnx
 import onnxruntime as ort

@@ -138,7 +138,7 @@ def test_an_unrecognised_layout_is_refused_naming_what_each_task_expects(tmp_pat
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
     model.ir_version = 10
     for task in cl.model.TASKS:
-        with pytest.raises(cl.UnsupportedError, match=rf"y FLOAT32 \[1, 4, 5\]\) fit no task"):
+        with pytest.raises(cl.UnsupportedError, match=r"y FLOAT32 \[1, 4, 5\]\) fit no task"):
             compile_model(model, tmp_path / "odd.rai", task=task)
     plain = compile_model(model, tmp_path / "odd.rai")  # no task asked: compiles, none recorded
     assert task_of(plain).task is None
