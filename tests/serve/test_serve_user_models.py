@@ -1,6 +1,7 @@
-"""Users' own models served: a torchvision SSDLite (exported [3, H, W], a batch dimension
-added at compile time), a YOLOv8n (decoding and NMS folded in), an LR-ASPP segmenter (its
-argmax folded in) and a ResNet-18: metadata and config agree with the requests that work,
+"""Users' own models served, every row of docs/guides/your-model.md's table (torchvision's
+SSDLite and Faster R-CNN exported [3, H, W], a batch dimension added at compile time; the
+YOLOs with decoding and NMS folded in; the segmenters with their argmax folded in; the
+classifiers): metadata and config agree with the requests that work,
 and the answers are the Runner's. A model compiled before the batch dimension was added
 (its input ``[3, H, W]``) is refused at load in one line, never READY yet unusable."""
 
@@ -17,16 +18,18 @@ from serve_helpers import start
 import copyless as cl
 from copyless.model import compile_model
 from copyless.serve import InferenceServer
+from user_models import MODELS as USER_MODELS
 from user_models import export
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("torch")
 
+_PIXELS = ((0.0, 0.0, 0.0), (255.0, 255.0, 255.0))
+_IMAGENET = ((123.7, 116.3, 103.5), (58.4, 57.1, 57.4))
+#: served name -> (user model, mean, std): every row of docs/guides/your-model.md's table
 MODELS = {
-    "ssdlite": ("ssdlite320_mobilenet_v3_large", (0.0, 0.0, 0.0), (255.0, 255.0, 255.0)),
-    "yolo": ("yolov8n", (0.0, 0.0, 0.0), (255.0, 255.0, 255.0)),
-    "lraspp": ("lraspp_mobilenet_v3_large", (123.7, 116.3, 103.5), (58.4, 57.1, 57.4)),
-    "resnet": ("resnet18", (123.7, 116.3, 103.5), (58.4, 57.1, 57.4)),
+    name.split("_")[0]: (name, *(_PIXELS if spec.task == "detect" else _IMAGENET))
+    for name, spec in USER_MODELS.items()
 }
 
 
@@ -70,7 +73,7 @@ def test_metadata_config_and_requests_agree(server: InferenceServer, name: str) 
         assert out["name"] == declared["name"]
         dims = declared["dims"]
         assert out["shape"] == ([-1, *dims] if batch and -1 not in dims else dims)
-        if name in ("ssdlite", "yolo") and out["name"] == "boxes":
+        if USER_MODELS[MODELS[name][0]].task == "detect" and out["name"] == "boxes":
             assert dims == [-1, 4]  # the detections' count is the data's: -1 in both
     frame = np.random.default_rng(3).integers(0, 256, (1, *conf["dims"]), dtype=np.uint8)
     request = httpclient.InferInput(given["name"], list(frame.shape), "UINT8")
