@@ -44,7 +44,6 @@ from ..vision import (
 from ._models import (
     CLASSIFIER,
     DETECTOR,
-    DETECTOR_SIZE,
     OBJECT_DETECTORS,
     builtin_model,
     builtin_object_detector,
@@ -237,10 +236,12 @@ def builtin_for(
     if name in OBJECT_DETECTORS:  # decoding and NMS folded in, batched (batch_index rows)
         return builtin_object_detector(OBJECT_DETECTORS[name], (info.height, info.width),
                                        **options)  # fmt: skip
-    prep = zoo.preprocessing(name)
-    if name == DETECTOR:  # any multiple of 32: keep the frame's aspect, long side <= 640
-        scale = min(1.0, DETECTOR_SIZE / max(info.height, info.width))
-        h, w = (max(32, round(side * scale / 32) * 32) for side in (info.height, info.width))
+    entry = zoo.entry(name)
+    prep = entry.preprocessing
+    if entry.fixed_side is not None:  # a multiple of the model's: the frame's aspect kept,
+        m = prep.size_multiple  # the long side at most the side the apps compile it at
+        scale = min(1.0, entry.fixed_side / max(info.height, info.width))
+        h, w = (max(m, round(side * scale / m) * m) for side in (info.height, info.width))
         options["input_shapes"] = {"x": (batch, 3, h, w)}
     elif prep.resize:
         options["input_crop"] = prep.size[0] / prep.resize

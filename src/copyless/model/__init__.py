@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._artifact import artifact_key
 from ._bf16 import bf16_available, bf16_refusal, cpu_capabilities
-from ._class_names import class_names, read_class_names
+from ._class_names import class_names
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._config import ConfigFile, check_compiled_with, read_config
 from ._directory import write_atomically
@@ -30,7 +30,14 @@ from ._options import CompileOptions, parse_shape
 from ._precision import precision_line, precision_of, run_precision
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
 from ._rounds import best_round_medians
-from ._task import TASKS, TaskRecord, record_of, task_of, usual_preprocessing
+from ._task import (
+    TASKS,
+    TaskRecord,
+    read_class_names,
+    record_of,
+    task_of,
+    usual_preprocessing,
+)
 
 if TYPE_CHECKING:
     from ._compiler import compile_model, compile_to_memory

@@ -11,32 +11,16 @@ none (the apps then print ``class N``).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from ..types import CopylessError, OptionError
 from . import zoo
 from ._compiled import CompiledModel
-from ._task import record_of
+from ._task import read_class_names, record_of
 
-__all__ = ["class_names", "read_class_names"]
+__all__ = ["class_names"]
 
 #: what a model built by the zoo records as its producer (its ONNX ``producer_name``)
 _ZOO_PRODUCER = "copyless.model.zoo"
-
-
-def read_class_names(path: str | os.PathLike[str]) -> list[str]:
-    """The names in a text file, one per line (class id = line number from 0; surrounding
-    spaces and trailing empty lines dropped). Raises :class:`OptionError` for a file that
-    cannot be read or holds no name, or an empty line among the names."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise OptionError(f"cannot read the class names in {os.fspath(path)}: {exc}") from None
-    names = [line.strip() for line in text.rstrip().splitlines()]
-    if not names or not all(names):
-        where = "no name" if not names else f"an empty line {names.index('') + 1}"
-        raise OptionError(f"{os.fspath(path)} has {where}: give one class name per line")
-    return names
 
 
 def class_names(

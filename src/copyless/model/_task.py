@@ -51,6 +51,7 @@ __all__ = [
     "check_labels",
     "check_task",
     "parse_labels",
+    "read_class_names",
     "recognise",
     "record_of",
     "task_of",
@@ -261,14 +262,27 @@ def parse_labels(value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, (str, os.PathLike)):
-        from ._class_names import read_class_names
-
         return tuple(read_class_names(value))
     if isinstance(value, Sequence) and all(isinstance(v, str) and v.strip() for v in value):
         if not value:
             raise OptionError("labels: an empty list of class names")
         return tuple(v.strip() for v in value)
     raise OptionError(f"labels must be a names file or a list of names, got {value!r}")
+
+
+def read_class_names(path: str | os.PathLike[str]) -> list[str]:
+    """The names in a text file, one per line (class id = line number from 0; surrounding
+    spaces and trailing empty lines dropped). Raises :class:`OptionError` for a file that
+    cannot be read or holds no name, or an empty line among the names."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OptionError(f"cannot read the class names in {os.fspath(path)}: {exc}") from None
+    names = [line.strip() for line in text.rstrip().splitlines()]
+    if not names or not all(names):
+        where = "no name" if not names else f"an empty line {names.index('') + 1}"
+        raise OptionError(f"{os.fspath(path)} has {where}: give one class name per line")
+    return names
 
 
 def check_labels(labels: Sequence[str], classes: int | None, outputs: str) -> None:
