@@ -60,6 +60,7 @@ CHECKOUT_PROGRAMS = (
     "soak",
     "video",
     "video_batch",
+    "yolo_video",
 )
 
 
