@@ -17,7 +17,10 @@ their class logits spread (``_spread_yolo``), else every anchor scores the same 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,6 +71,18 @@ def need_torch() -> Any:
     return pytest.importorskip("torch")
 
 
+def ultralytics_version() -> str:
+    """ultralytics' version (never imported in the test process: see :func:`_yolo`); the
+    test is skipped when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("ultralytics")
+    except metadata.PackageNotFoundError:
+        pytest.skip("needs ultralytics (the test extra)")
+        raise  # pytest.skip raises: for the type checker
+
+
 def exports_root() -> Path:
     return zoo.cache_root() / "exports"
 
@@ -77,8 +92,7 @@ def export(name: str) -> Path:
     torch = need_torch()
     spec = MODELS[name]
     if name.startswith("yolo"):
-        ultralytics = pytest.importorskip("ultralytics")
-        version = f"u{ultralytics.__version__}-t{torch.__version__}"
+        version = f"u{ultralytics_version()}-t{torch.__version__}"
     else:
         torchvision = pytest.importorskip("torchvision")
         version = f"tv{torchvision.__version__}-t{torch.__version__}"
@@ -155,21 +169,59 @@ def _measure_batch_norms(model: Any, images: list[Any]) -> None:
 
 
 def _yolo(spec: UserModel) -> bytes:
+    """ultralytics' export, in a child process: importing ultralytics patches
+    ``PIL.Image.open`` for the whole process (a HEIF opener it tries to pip-install), which
+    would change what every later test of this process sees."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "model.onnx"
+        code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+                f"import user_models; user_models.yolo_in_child({spec.name!r}, {str(out)!r})")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, **YOLO_ENV}, cwd=folder, check=False)  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"ultralytics' export of {spec.name} failed: {done.stderr[-3000:]}")
+        return out.read_bytes()
+
+
+def yolo_in_child(name: str, out: str) -> None:
+    """The export itself (run by :func:`_yolo` in its child process)."""
     torch = need_torch()
-    with _yolo_env(), _quiet_warnings():
+    spec = MODELS[name]
+    with _quiet_warnings():
         from ultralytics import YOLO
 
         torch.manual_seed(0)
         model = YOLO(f"{spec.name}.yaml")
         _spread_yolo(model.model, spec.size)
-        here = os.getcwd()
-        with tempfile.TemporaryDirectory() as folder:
-            os.chdir(folder)  # the export writes beside the working directory
-            try:
-                out = model.export(format="onnx", imgsz=list(spec.size), verbose=False)
-                return Path(out).read_bytes()
-            finally:
-                os.chdir(here)
+        exported = model.export(format="onnx", imgsz=list(spec.size), verbose=False)
+        Path(exported).replace(out)
+
+
+def yolo_predict(onnx_path: Path, photos: list[Path], conf: float, iou: float,
+                 side: int) -> list[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """``YOLO(onnx_path).predict`` on each photo, in a child process (see :func:`_yolo`):
+    ``(boxes [n, 4], class ids [n])`` per photo."""
+    code = """
+import json, sys
+from ultralytics import YOLO
+model = YOLO(sys.argv[1], task="detect")
+for photo in sys.argv[5:]:
+    r = model.predict(photo, conf=float(sys.argv[2]), iou=float(sys.argv[3]),
+                      imgsz=int(sys.argv[4]), verbose=False)[0]
+    print(json.dumps([r.boxes.xyxy.numpy().tolist(), r.boxes.cls.numpy().tolist()]))
+"""
+    args = [str(onnx_path), str(conf), str(iou), str(side), *map(str, photos)]
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env={**os.environ, **YOLO_ENV}, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"ultralytics' predict failed: {done.stderr[-3000:]}")
+    results = []
+    for line in done.stdout.splitlines():
+        if line.startswith("["):
+            boxes, classes = json.loads(line)
+            results.append((np.asarray(boxes, np.float32).reshape(-1, 4),
+                            np.asarray(classes, np.int64)))  # fmt: skip
+    return results
 
 
 def _spread_yolo(net: Any, size: tuple[int, int]) -> None:

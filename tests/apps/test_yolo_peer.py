@@ -1,6 +1,7 @@
 """copyless-detect against ultralytics' own ``YOLO("model.onnx").predict``: a YOLOv8n and a
 YOLO11n built from their yaml (random weights, no download), exported by ultralytics, on the
 same photos at the same thresholds give the same boxes (IoU >= 0.9, same class).
+ultralytics runs in a child process (importing it patches ``PIL.Image.open`` process-wide).
 
 The photos are real (scikit-image's), at the model's input size (square, no resize: both
 sides see the same pixels) and padded (a 320 x 213 photo: ultralytics' letterbox and
@@ -19,10 +20,9 @@ from PIL import Image
 
 from copyless.apps import detect
 from copyless.model import compile_model, task_of
-from user_models import export, matched, photos, yolo_env
+from user_models import export, matched, photos, ultralytics_version, yolo_predict
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("ultralytics")
 
 CONF, IOU, SIDE = 0.1, 0.7, 320
 
@@ -55,6 +55,7 @@ def _ours(model: Path, photo: Path, capsys: pytest.CaptureFixture[str]) -> tuple
 def test_the_same_boxes_as_ultralytics_predict(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    ultralytics_version()  # skips without ultralytics
     onnx_path = export(name)
     model = compile_model(onnx_path, tmp_path / f"{name}.rai", input_format="rgbx",
                           mean=(0, 0, 0), std=(255, 255, 255), score_threshold=CONF,
@@ -62,18 +63,14 @@ def test_the_same_boxes_as_ultralytics_predict(
     record = task_of(model)
     assert (record.task, record.head, record.classes) == ("detect", "yolo", 80)
     assert str(record.preprocessing.resize) == "letterbox:114"
-    with yolo_env():
-        from ultralytics import YOLO
-
-        peer = YOLO(str(onnx_path), task="detect")
-        compared = 0
-        for photo in _photos(tmp_path):
-            result = peer.predict(str(photo), conf=CONF, iou=IOU, imgsz=SIDE, verbose=False)[0]
-            ref_boxes = result.boxes.xyxy.numpy()
-            ref_classes = result.boxes.cls.numpy().astype(np.int64)
-            boxes, classes = _ours(model, photo, capsys)
-            assert abs(len(boxes) - len(ref_boxes)) <= max(1, len(ref_boxes) // 100), photo.name
-            assert matched(ref_boxes, ref_classes, boxes, classes) >= 0.99, photo.name
-            assert matched(boxes, classes, ref_boxes, ref_classes) >= 0.99, photo.name
-            compared += len(ref_boxes)
+    photos_ = _photos(tmp_path)
+    compared = 0
+    for photo, (ref_boxes, ref_classes) in zip(
+        photos_, yolo_predict(onnx_path, photos_, CONF, IOU, SIDE), strict=True
+    ):
+        boxes, classes = _ours(model, photo, capsys)
+        assert abs(len(boxes) - len(ref_boxes)) <= max(1, len(ref_boxes) // 100), photo.name
+        assert matched(ref_boxes, ref_classes, boxes, classes) >= 0.99, photo.name
+        assert matched(boxes, classes, ref_boxes, ref_classes) >= 0.99, photo.name
+        compared += len(ref_boxes)
     assert compared >= 100  # the thresholds leave boxes to compare

@@ -301,14 +301,16 @@ def main(argv: list[str] | None = None) -> int:
     lines = Output.from_args(args)
     took = "" if lines.quiet else f" in {seconds:.2f} s"
     lines.say(f"compiled {args.model} -> {out}{took}")
-    lines.say(_task_line(compiled))
+    if not lines.quiet and not lines.json_lines:
+        print(_task_line(compiled), file=sys.stderr)
     if note is not None:
         lines.say(note)
     elif args.quantize is None and _offers_bf16(compiled):
         print("note: this CPU computes in BF16 (OpenVINO): --precision bf16 --calibration DIR "
               "measures its agreement with fp32 and its speed and records them; the model "
               "runs in fp32 until then", file=sys.stderr)  # fmt: skip
-    lines.record("compiled", model=args.model, output=str(out), precision=note)
+    lines.record("compiled", model=args.model, output=str(out), precision=note,
+                 task=task_of(compiled).task)
     lines.timing([], {"seconds": round(seconds, 3)})
     lines.summary(compiled=1)
     return 0

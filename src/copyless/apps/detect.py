@@ -169,7 +169,8 @@ def _task(args: argparse.Namespace) -> str:
     if refusal is not None:
         raise UsageError(refusal)
     if args.model is not None and args.model != task:
-        raise UsageError(f"{path} is a {task} model, not a {args.model} one (--model)")
+        what = "segmenter" if task == "segment" else f"{task} detector"
+        raise UsageError(f"{path} is a {what}, not a {args.model} one (--model)")
     return task
 
 

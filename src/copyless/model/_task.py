@@ -74,6 +74,10 @@ EXPECTS = {
 #: A = sum (H / s) (W / s) over them.
 YOLO_STRIDES = (8, 16, 32)
 
+#: channel counts of an image, not of class scores: an image-to-image model (RGB, RGBA out)
+#: is recognised as no task; ``task="segment"`` takes such a model as a segmenter all the same
+_IMAGE_CHANNELS = (3, 4)
+
 _INTS = (DataType.INT64, DataType.INT32, DataType.UINT8, DataType.INT8, DataType.UINT32)
 _FLOATS = (DataType.FLOAT32, DataType.FP16, DataType.BF16)
 
@@ -175,7 +179,7 @@ def recognise(
     if len(outputs) == 1:
         return _single(outputs[0], image)
     # a segmenter with torchvision's auxiliary classifier: "out" and "aux", the same shape
-    scores = [o for o in outputs if _class_scores(o)]
+    scores = [o for o in outputs if _class_scores(o) and o.shape[1] not in _IMAGE_CHANNELS]
     if scores and len({o.shape for o in scores}) == 1 and len(scores) == len(outputs):
         first = next((o for o in scores if o.name == "out"), scores[0])
         return Recognised("segment", "scores", (("class_scores", first.name),), first.shape[1])
@@ -193,7 +197,7 @@ def _single(out: OutputDesc, image: tuple[int, int] | None) -> Recognised:
         return Recognised("classify", "logits", (("logits", name),), shape[1])
     if len(shape) == 4 and shape[1] == 1 and shape[2] > 1 and shape[3] > 1:
         return Recognised("text", "map", (("text_map", name),))
-    if _class_scores(out):
+    if _class_scores(out) and shape[1] not in _IMAGE_CHANNELS:
         return Recognised("segment", "scores", (("class_scores", name),), shape[1])
     if (len(shape) == 3 and shape[1] > 4 and image is not None and shape[2] > 0
             and shape[2] == yolo_anchors(*image)):  # fmt: skip
@@ -245,12 +249,19 @@ def _fits(role: str, out: OutputDesc) -> bool:
     return out.data_type in _INTS and len(shape) == 1  # classes, batch_index
 
 
-def check_task(wanted: str | None, found: Recognised, outputs: Sequence[OutputDesc]) -> None:
-    """:class:`UnsupportedError` (one line naming the outputs and what the task expects)
-    when the outputs do not fit ``wanted``; nothing for ``wanted`` None (a model whose
-    outputs fit no task compiles with none recorded)."""
+def check_task(wanted: str | None, found: Recognised,
+               outputs: Sequence[OutputDesc]) -> Recognised:  # fmt: skip
+    """What the outputs are for ``wanted``: ``found``, or a segmenter of 3 or 4 classes that
+    recognition took for an image (:data:`_IMAGE_CHANNELS`); :class:`UnsupportedError` (one
+    line naming the outputs and what the task expects) when they do not fit ``wanted``.
+    Nothing is refused for ``wanted`` None (a model whose outputs fit no task compiles with
+    none recorded)."""
     if wanted is None or found.task == wanted:
-        return
+        return found
+    scores = [o for o in outputs if _class_scores(o)]
+    if wanted == "segment" and found.task is None and len(scores) == len(outputs) == 1:
+        return Recognised("segment", "scores", (("class_scores", scores[0].name),),
+                          scores[0].shape[1])  # fmt: skip
     have = "; ".join(o.describe() for o in outputs)
     what = "fit no task" if found.task is None else f"are a {found.task} model's"
     raise UnsupportedError(f"task={wanted!r}: the outputs ({have}) {what}; {wanted} expects "

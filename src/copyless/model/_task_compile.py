@@ -160,7 +160,7 @@ def plan_task(
                         labels)  # fmt: skip
     outputs = _described(model, inputs)
     found = recognise(outputs, _image(inputs))
-    check_task(wanted, found, outputs)
+    found = check_task(wanted, found, outputs)
     if thresholds is not None and found.head != "yolo":
         raise OptionError("score_threshold/iou_threshold/max_detections apply to a detector "
                           "whose decoding the compiler folds in (a YOLO head, or "
