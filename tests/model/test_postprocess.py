@@ -103,8 +103,9 @@ def test_score_threshold_drops_weaker_detections(object_detector) -> None:
 @pytest.mark.parametrize(
     ("options", "match"),
     [
-        ({"postprocess": "yolo"}, "postprocess must be one of"),
-        ({"score_threshold": 0.3}, "need.* postprocess="),
+        ({"postprocess": "retinanet"}, "postprocess must be one of"),
+        ({"score_threshold": 0.3}, "apply to a detector whose decoding the compiler folds in"),
+        ({"score_threshold": 0.3, "task": "classify"}, "need.* postprocess="),
         ({"postprocess": "picodet", "max_detections": 0}, "max_detections"),
         ({"postprocess": "picodet", "iou_threshold": 1.5}, "iou_threshold"),
         ({"postprocess": "picodet", "score_threshold": "high"}, "score_threshold"),

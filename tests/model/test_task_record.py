@@ -66,15 +66,16 @@ def _segmenter(classes: int = 5, size: int = 16) -> onnx.ModelProto:
     return model
 
 
-def _unbatched() -> onnx.ModelProto:
-    """images [3, 8, 8] -> logits [1, 4] (torchvision's detection export takes [3, H, W])."""
+def _unbatched(side: int = 32) -> onnx.ModelProto:
+    """images [3, s, s] -> logits [1, 4] (torchvision's detection export takes [3, H, W])."""
     w = onh.from_array(np.ones((4, 3), np.float32), "w")
     nodes = [oh.make_node("ReduceMean", ["images"], ["m"], axes=[1, 2], keepdims=0),
              oh.make_node("Unsqueeze", ["m", "zero"], ["u"]),
              oh.make_node("Gemm", ["u", "w"], ["logits"], transB=1)]  # fmt: skip
     zero = onh.from_array(np.array([0], np.int64), "zero")
     graph = oh.make_graph(nodes, "unbatched",
-                          [oh.make_tensor_value_info("images", onnx.TensorProto.FLOAT, [3, 8, 8])],
+                          [oh.make_tensor_value_info("images", onnx.TensorProto.FLOAT,
+                                                     [3, side, side])],
                           [oh.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, [1, 4])],
                           [w, zero])  # fmt: skip
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
@@ -96,7 +97,9 @@ def test_a_classifier_records_its_task_labels_and_usual_preprocessing(tmp_path: 
 
 def test_a_segmenter_gets_its_argmax_folded_in(tmp_path: Path) -> None:
     model = _segmenter()
-    out = compile_model(model, tmp_path / "s.rai")
+    plain = task_of(compile_model(model, tmp_path / "plain.rai"))  # recognised, not folded
+    assert (plain.task, plain.head, plain.output("class_scores")) == ("segment", "scores", "out")
+    out = compile_model(model, tmp_path / "s.rai", task="segment")
     record = task_of(out)
     assert (record.task, record.head, record.classes) == ("segment", "mask", 5)
     x = np.random.default_rng(2).standard_normal((1, 3, 16, 16)).astype(np.float32)
@@ -118,9 +121,11 @@ def test_a_model_without_batch_dimension_gets_one_recorded(tmp_path: Path) -> No
     record = task_of(out)
     assert record.batch_added
     (spec,) = load_model(out).inputs
-    assert spec.cpu.shape == (1, 3, 8, 8) and spec.hw.shape == (1, 8, 8, 4)
+    assert spec.cpu.shape == (1, 3, 32, 32) and spec.hw.shape == (1, 32, 32, 4)
     with pytest.raises(cl.UnsupportedError, match=r"no batch dimension.*batch 1 only"):
         compile_model(_unbatched(), tmp_path / "u4.rai", batch_size=4)
+    small = compile_model(_unbatched(8), tmp_path / "small.rai")  # [3, 8, 8]: no image
+    assert not task_of(small).batch_added and load_model(small).inputs[0].cpu.shape == (3, 8, 8)
 
 
 def test_a_task_the_outputs_contradict_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -150,7 +155,7 @@ def test_labels_of_the_wrong_length_are_refused(tmp_path: Path) -> None:
     names = tmp_path / "names.txt"
     names.write_text("a\nb\n")
     with pytest.raises(cl.OptionError, match="2 names"):
-        compile_model(_segmenter(), tmp_path / "s.rai", labels=str(names))
+        compile_model(_segmenter(), tmp_path / "s.rai", labels=str(names), task="segment")
 
 
 def test_thresholds_need_a_head_the_compiler_decodes(tmp_path: Path) -> None:

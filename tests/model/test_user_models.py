@@ -34,7 +34,9 @@ def normalisation(name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
 def compiled(name: str, folder: Path) -> Path:
     """``name`` compiled with its normalisation folded into an RGBx uint8 input."""
     mean, std = normalisation(name)
-    extra = {"score_threshold": 0.1} if name.startswith("yolo") else {}
+    extra: dict[str, object] = {"task": MODELS[name].task}  # a segmenter: its argmax folded in
+    if name.startswith("yolo"):
+        extra["score_threshold"] = 0.1
     return compile_model(export(name), folder / f"{name}.rai", input_format="rgbx", mean=mean,
                          std=std, **extra)  # fmt: skip
 

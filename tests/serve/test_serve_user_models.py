@@ -39,7 +39,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InferenceServer
     for name, (source, mean, std) in MODELS.items():
         (root / name).mkdir()
         compile_model(export(source), root / name / f"{name}.rai", input_format="rgbx",
-                      mean=mean, std=std)  # fmt: skip
+                      mean=mean, std=std, task=USER_MODELS[source].task)  # fmt: skip
     served = start(root)
     yield served
     served.stop()

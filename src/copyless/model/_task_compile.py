@@ -61,9 +61,15 @@ class TaskPlan:
     labels: tuple[str, ...] | None
 
 
+#: The smallest side of an input taken for an image ``[3, H, W]`` without a batch dimension:
+#: smaller ones are tensors of another kind (ONNX's own test cases take ``[3, 4, 5]``).
+MIN_IMAGE_SIDE = 32
+
+
 def add_batch_dim(model: onnx.ModelProto, batch_size: int, given: bool) -> bool:
-    """Give a single ``[3, H, W]`` float input (torchvision's detection export) a batch
-    dimension, in place: the new input ``[1, 3, H, W]`` feeds a Squeeze into the graph.
+    """Give a single ``[3, H, W]`` float input (torchvision's detection export; H and W
+    symbolic or at least :data:`MIN_IMAGE_SIDE`) a batch dimension, in place: the new
+    input ``[1, 3, H, W]`` feeds a Squeeze into the graph.
     Returns whether it did; ``given``: the user fixed the input's shape (nothing is added)."""
     inputs = graph_inputs(model.graph)
     if given or len(inputs) != 1:
@@ -72,8 +78,9 @@ def add_batch_dim(model: onnx.ModelProto, batch_size: int, given: bool) -> bool:
     tensor = vi.type.tensor_type
     dims = list(tensor.shape.dim) if tensor.HasField("shape") else []
     if len(dims) != 3 or not dims[0].HasField("dim_value") or dims[0].dim_value != 3 \
-            or tensor.elem_type != onnx.TensorProto.FLOAT:  # fmt: skip
-        return False
+            or tensor.elem_type != onnx.TensorProto.FLOAT \
+            or any(d.HasField("dim_value") and d.dim_value < MIN_IMAGE_SIDE for d in dims[1:]):
+        return False  # fmt: skip
     if batch_size != 1:
         raise UnsupportedError(
             f"input {vi.name!r} {_dims(dims)} has no batch dimension: the model takes one image "
@@ -172,7 +179,9 @@ def plan_task(
         post = parse_postprocess("yolo", *(thresholds or (None, None, None)))
         _log.info("recognised a YOLO head %s: folding its decoding and NMS", outputs[0].shape)
         return TaskPlan(found.task, found, post, None, labels)
-    mask_of = dict(found.roles).get("class_scores") if found.task == "segment" else None
+    # the argmax only when asked: a feature map [N, C, H, W] is recognised as class scores
+    # too, and must keep its values
+    mask_of = dict(found.roles).get("class_scores") if wanted == "segment" else None
     return TaskPlan(found.task, found, None, mask_of, labels)
 
 
