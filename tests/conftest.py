@@ -84,13 +84,14 @@ def object_detector() -> Callable[..., Path]:
 # -- The cache root: the session's own, sharing only the built models --------------------
 
 #: The cache root's folders the tests share with the user's cache: the zoo's ONNX files,
-#: compiled models, photos and the benchmarks' artifacts, each built once per machine and
+#: compiled models, photos, the benchmarks' artifacts and users' exported models
+#: (tests/user_models.py), each built once per machine and
 #: keyed by what made it. Everything else is the session's own, above all ``engines/``,
 #: VAIML's measured engine choices: a choice measured earlier (by another session, another
 #: user of the cache, under other load) decided which engine a later test ran on, and
 #: with it what the test saw (test_engine_cache's counts differed between a runner that
 #: measured both engines on a fresh cache and one that read a cached choice).
-SHARED_CACHE = ("zoo", "compiled", "photos", "bench")
+SHARED_CACHE = ("zoo", "compiled", "photos", "bench", "exports")
 
 
 @pytest.fixture(scope="session", autouse=True)

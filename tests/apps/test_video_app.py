@@ -170,7 +170,7 @@ def test_a_model_that_is_no_classifier_is_refused(
     model = compile_model(identity_net(8, 8), tmp_path / "id.rai", input_format="i420",
                           input_size=SIZE)  # fmt: skip
     assert video.main(["-i", str(clip), "-m", str(model)]) == 2
-    assert "[B, classes] logits or a [B, 1, h, w] text" in capsys.readouterr().err
+    assert "[B, classes] logits, a [B, 1, h, w] text" in capsys.readouterr().err
 
 
 def test_the_built_in_text_detector_prints_and_draws_boxes(

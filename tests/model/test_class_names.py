@@ -41,9 +41,13 @@ def test_a_names_file_that_does_not_fit_is_one_clear_error(
 
 def test_the_record_names_a_detector_and_the_zoo_its_own_models() -> None:
     model = compile_to_memory(conv_net(), name="mine")
-    metadata = {**model.metadata, "labels": json.dumps(["cat", "dog"])}
-    recorded = dataclasses.replace(model, metadata=metadata)
+    record = {**json.loads(model.metadata["task"]), "labels": ["cat", "dog"]}
+    recorded = dataclasses.replace(model, metadata={**model.metadata, "task": json.dumps(record)})
     assert class_names(recorded) == ["cat", "dog"]
+    # a model compiled before the task record: its "labels" key
+    legacy = {k: v for k, v in model.metadata.items() if k != "task"}
+    older = dataclasses.replace(model, metadata={**legacy, "labels": json.dumps(["cat", "dog"])})
+    assert class_names(older) == ["cat", "dog"]
     lite0 = compile_to_memory(zoo.build("efficientnet-lite0", progress=False))
     names = class_names(lite0)
     assert len(names) == 1000 and names[285] == "Egyptian cat"

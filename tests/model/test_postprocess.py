@@ -3,8 +3,6 @@ against the packages' own pipelines on real images, on onnxruntime and OpenVINO.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -13,7 +11,7 @@ import skimage.data
 from PIL import Image
 
 import copyless as cl
-from copyless.model import load_model, zoo
+from copyless.model import load_model, task_of, zoo
 from copyless.model.zoo._sources import package_file
 from detector_helpers import (
     assert_same_detections,
@@ -84,7 +82,8 @@ def test_max_detections_is_the_capacity_and_keeps_the_best(object_detector) -> N
     shapes = {spec.name: spec.hw.shape for spec in compiled.outputs}
     assert shapes == {"boxes": (2, 4), "scores": (2,), "classes": (2,)}
     assert all(spec.dynamic for spec in compiled.outputs)
-    assert json.loads(compiled.metadata["labels"])[:2] == ["text", "title"]
+    record = task_of(compiled)
+    assert record.labels[:2] == ("text", "title") and record.head == "picodet"
     found = run_engine(model, page, "onnxruntime")
     reference = rapid_layout(page)
     best = np.argsort(-reference.scores)[:2]
@@ -104,8 +103,9 @@ def test_score_threshold_drops_weaker_detections(object_detector) -> None:
 @pytest.mark.parametrize(
     ("options", "match"),
     [
-        ({"postprocess": "yolo"}, "postprocess must be one of"),
-        ({"score_threshold": 0.3}, "need.* postprocess="),
+        ({"postprocess": "retinanet"}, "postprocess must be one of"),
+        ({"score_threshold": 0.3}, "apply to a detector whose decoding the compiler folds in"),
+        ({"score_threshold": 0.3, "task": "classify"}, "need.* postprocess="),
         ({"postprocess": "picodet", "max_detections": 0}, "max_detections"),
         ({"postprocess": "picodet", "iou_threshold": 1.5}, "iou_threshold"),
         ({"postprocess": "picodet", "score_threshold": "high"}, "score_threshold"),

@@ -40,7 +40,8 @@ def test_what_is_not_told_is_named_missing() -> None:
     host = compile_to_memory(conv_net(size=16), mean=MEAN, std=STD, resize="letterbox")
     pre = preprocessing_of(host.metadata)  # no input_format: the app must normalise
     assert pre.normalization == "host" and pre.resize == ResizePolicy("letterbox", fill=114)
-    assert pre.missing() == ["colour order"]
+    # mean/std given and no colour order: the task's usual one (a classifier's RGB) recorded
+    assert pre.missing() == [] and pre.colour_order == "RGB"
 
 
 def test_graph_resized_frames_are_recorded_as_such() -> None:

@@ -5,19 +5,18 @@ status 2 instead of a traceback or a finished run thrown away:
   extension names a format the app writes (a ``.jpg`` gets JPEG bytes, never PNG);
 - :func:`check_model_path`: a model path exists, and an ``.onnx`` given where a compiled
   model is wanted says how to compile it;
-- :func:`model_task`: what a compiled model does, read from its record (the postprocess
-  folded in, else its output shape), so an app refuses a model made for another task.
+- :func:`model_task`: what a compiled model does, read from its task record, so an app
+  refuses a model made for another task.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..model import CompiledModel
+from ..model import CompiledModel, record_of
 
 __all__ = [
     "UsageError",
@@ -89,20 +88,15 @@ def check_model_path(path: str | os.PathLike[str]) -> Path:
 
 
 def model_task(model: CompiledModel) -> str:
-    """What ``model`` does: ``"face"`` / ``"layout"`` (a detector compiled with that
-    postprocess), ``"text"`` (one ``[N, 1, H, W]`` probability map), ``"classifier"`` (one
-    ``[N, classes]`` output), else ``"unknown"``."""
-    record = json.loads(model.metadata.get("options") or "{}")
-    post = record.get("postprocess") if isinstance(record, dict) else None
-    if isinstance(post, dict) and post.get("kind") in _DETECTOR_TASKS:
-        return _DETECTOR_TASKS[str(post["kind"])]
-    if len(model.outputs) == 1:
-        shape = model.outputs[0].cpu.shape
-        if len(shape) == 2:
-            return "classifier"
-        if len(shape) == 4 and shape[1] == 1 and shape[2] > 1:
-            return "text"
-    return "unknown"
+    """What ``model`` does, read from its task record (:func:`copyless.model.task_of`):
+    ``"face"`` / ``"layout"`` (the zoo's detectors, by their folded postprocess),
+    ``"detect"`` (any other detector: boxes, scores, class ids), ``"segment"``, ``"text"``
+    (one ``[N, 1, H, W]`` probability map), ``"classifier"``, else ``"unknown"``."""
+    record = record_of(model)
+    if record.task == "detect":
+        return _DETECTOR_TASKS.get(record.head or "", "detect")
+    return {"classify": "classifier", "segment": "segment", "text": "text"}.get(
+        record.task or "", "unknown")
 
 
 def task_mismatch(path: str | os.PathLike[str], task: str, wanted: Iterable[str]) -> str | None:
@@ -110,6 +104,7 @@ def task_mismatch(path: str | os.PathLike[str], task: str, wanted: Iterable[str]
     accepted = tuple(wanted)
     if task in accepted:
         return None
-    what = {"classifier": "a classifier", "unknown": "not a model copyless recognises for "
-            "this app"}.get(task, f"a {task} detector")  # fmt: skip
+    what = {"classifier": "a classifier", "segment": "a segmenter", "detect": "a detector",
+            "unknown": "not a model copyless recognises for this app (compile it with --task "
+            "classify|detect|segment)"}.get(task, f"a {task} detector")  # fmt: skip
     return f"{path} is {what}; this app runs {' / '.join(accepted)} models"

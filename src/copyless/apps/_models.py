@@ -1,48 +1,28 @@
 """The apps' built-in models: zoo models compiled with the RGBx input option, cached.
 
 Each is compiled with its preprocessing recorded (mean/std folded into the graph, RGB, the
-resize policy: torchvision's crop for the classifiers, a 114-grey letterbox for the
-detector), so the apps prepare photos from the record. The compiled artifact is cached
-beside the zoo's ONNX file, keyed by that file's name (which carries the source package and
-builder versions) and the compile options.
+resize policy its zoo catalog entry names: torchvision's crop for the classifiers, a
+114-grey letterbox for the text detector), so the apps prepare photos from the record. The
+compiled artifacts live in the zoo's one locked cache (:func:`copyless.model.zoo.compiled`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import onnx
 
-from ..model import artifact_key, graph_inputs, zoo
+from ..model import graph_inputs, zoo
 from ._output import progress_wanted
 
 logger = logging.getLogger(__name__)
 
 CLASSIFIER = "efficientnet-lite0"
 DETECTOR = "ppocr-det"
-DETECTOR_SIZE = 640
-#: Models the zoo holds with dynamic H, W, and the square size the apps compile them at.
-_FIXED_SIZE = {DETECTOR: DETECTOR_SIZE}
-
-
-def recorded_preprocessing(name: str) -> dict[str, Any]:
-    """The compile options that record zoo model ``name``'s preprocessing: mean/std, RGB,
-    and its resize policy (a crop of ``size / resize`` for classifiers, a letterbox for the
-    text detector as copyless-detect feeds it, a stretch for the models the zoo resizes
-    straight to size: CenterFace, PicoDet)."""
-    prep = zoo.preprocessing(name)
-    crop = None if prep.resize is None else prep.size[0] / prep.resize
-    if crop is not None:
-        resize = f"crop:{crop:g}"
-    else:
-        resize = "letterbox:114" if name == DETECTOR else "stretch"
-    return {"mean": tuple(prep.mean), "std": tuple(prep.std), "colour_order": "rgb",
-            "resize": resize}  # fmt: skip
 
 
 #: copyless-detect --model NAME -> zoo detector with a folded postprocess
@@ -70,25 +50,19 @@ def builtin_alias(name: str | None, accepted: Sequence[str]) -> str | None:
 
 def builtin_model(name: str, *, progress: bool | None = None, **extra: Any) -> Path:
     """Compile zoo model ``name`` with its normalisation folded into an RGBx uint8 input
-    (``progress``: the zoo's bar while it builds; default: when stderr is a terminal)."""
-    source = zoo.build(name, progress=progress_wanted() if progress is None else progress)
-    options: dict[str, Any] = {"input_format": "rgbx", **recorded_preprocessing(name)}
-    if name in _FIXED_SIZE:
-        side = _FIXED_SIZE[name]
-        options["input_shapes"] = {"x": (1, 3, side, side)}
+    (``progress``: the zoo's bar while it builds; default: when stderr is a terminal); a
+    model of dynamic H, W at its catalog entry's ``fixed_side``."""
+    entry = zoo.entry(name)
+    options: dict[str, Any] = {"input_format": "rgbx", **entry.compile_options()}
+    if entry.fixed_side is not None and "input_shapes" not in extra:
+        source = zoo.build(name, progress=progress_wanted() if progress is None else progress)
+        (first,) = graph_inputs(onnx.load(str(source), load_external_data=False).graph)
+        side = entry.fixed_side
+        options["input_shapes"] = {first.name: (1, 3, side, side)}
     options.update(extra)
-    key = artifact_key(source.name, options)
-    target = zoo.cache_root() / "compiled" / f"{name}-{options['input_format']}-{key}.rai"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.rai")
-    logger.info("compiling %s for %s input -> %s", name, options["input_format"], target)
-    from ..model import compile_model  # the compiler: loaded only to compile
-
-    compile_model(source, tmp, **options)
-    os.replace(tmp, target)
-    return target
+    wanted = progress_wanted() if progress is None else progress
+    return zoo.compiled(name, options, prefix=f"{name}-{options['input_format']}",
+                        progress=wanted)  # fmt: skip
 
 
 def builtin_classifier(progress: bool | None = None) -> Path:

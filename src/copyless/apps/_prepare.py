@@ -5,8 +5,10 @@ a :class:`Preparer`: it decodes a photo at the smallest libjpeg-turbo DCT scale 
 covers what the resize policy needs (so the fused kernel resizes less), writes one frame into
 the input tensor in one fused pass (crop, letterbox or stretch; RGB or BGR), and normalises
 in place when the record says the host must. What the record lacks is filled with the
-classifier defaults (mean/std left to the model, RGB, torchvision's crop) and named in
-:attr:`Preparer.assumed`, for the app's warning.
+task's usual choices (:func:`copyless.model.usual_preprocessing`: RGB; torchvision's crop for
+a classifier, a stretch for torchvision's detectors and segmenters, a letterbox for a YOLO;
+else a classifier's; mean/std left to the model) and named in :attr:`Preparer.assumed`, for
+the app's warning.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..model import InputPreprocessing, ResizePolicy, preprocessing_of
+from ..model import (
+    InputPreprocessing,
+    ResizePolicy,
+    preprocessing_of,
+    record_of,
+    usual_preprocessing,
+)
 from ..runner import Runner
 from ..types import LayoutError, NpuTensorInfo, UnsupportedError
 from ..vision import (
@@ -29,6 +37,7 @@ from ..vision import (
     DeviceImage,
     ImageSource,
     Letterbox,
+    Placement,
     classify_preprocess,
     colour_format_for,
     decode,
@@ -115,6 +124,21 @@ class Preparer:
             self._finish(frame if self.colour.planar else frame.transpose(2, 0, 1))
         return placed
 
+    def to_photo(self, placed: Letterbox, size: tuple[int, int]) -> Placement:
+        """Where the photo of ``size`` (H, W) lies in the frame, for mapping outputs back
+        (:func:`copyless.vision.to_image`, :func:`copyless.vision.mask_to_image`): the
+        letterbox :meth:`__call__` returned, a crop as a letterbox with negative pads (the
+        torchvision geometry), a stretch as its ``(sx, sy)``."""
+        height, width = size
+        if self.policy.policy == "letterbox":
+            return placed
+        if self.policy.policy == "stretch":
+            return (width / self.width, height / self.height)
+        scale = self.policy.short_side(self.height) / min(height, width)
+        pad_x = round((self.width - width * scale) / 2)
+        pad_y = round((self.height - height * scale) / 2)
+        return Letterbox(scale, pad_x, pad_y, width, height, self.height)
+
     def writer(
         self,
         image: npt.NDArray[np.uint8],
@@ -168,10 +192,11 @@ def preparer_for(runner: Runner, info: NpuTensorInfo) -> Preparer:
     a frame that is not square where the policy needs a square one (crop, letterbox).
     """
     record = preprocessing_of(runner.model.metadata)
+    usual = usual_preprocessing(record_of(runner.model).head) or (DEFAULT_ORDER, "")
     colour = colour_format_for(info)
     packed = not colour.planar
     height, width = (info.shape[1], info.shape[2]) if packed else (info.shape[2], info.shape[3])
-    policy = record.resize or DEFAULT_POLICY
+    policy = record.resize or (ResizePolicy.parse(usual[1]) if usual[1] else DEFAULT_POLICY)
     if policy.policy != "stretch" and height != width:
         raise LayoutError(
             f"the {policy} resize needs a square input; {info.describe()} is {width}x{height}"
@@ -181,7 +206,7 @@ def preparer_for(runner: Runner, info: NpuTensorInfo) -> Preparer:
         width=width,
         colour=colour,
         policy=policy,
-        bgr=(record.colour_order or DEFAULT_ORDER) == "BGR",
+        bgr=(record.colour_order or usual[0]) == "BGR",
         normalize=_host_normalization(record, colour),
         assumed=tuple(record.missing()),
     )
@@ -203,12 +228,17 @@ def _host_normalization(
     )
 
 
-def warning(model: str | os.PathLike[str], assumed: Sequence[str]) -> str:
-    """The warning an app prints for a model whose record lacks ``assumed``."""
+def warning(
+    model: str | os.PathLike[str], assumed: Sequence[str], policy: ResizePolicy = DEFAULT_POLICY
+) -> str:
+    """The warning an app prints for a model whose record lacks ``assumed`` (``policy``: the
+    resize the app uses instead: the task's usual one, else a classifier's crop)."""
+    resizes = {"crop": "resize the short side to 256/224 of the input, centre crop",
+               "letterbox": f"letterbox ({policy})", "stretch": "stretch to the input size"}
     guesses = {
         "mean/std": "pixels go in as they are (0..255, no normalisation)",
         "colour order": "RGB",
-        "resize policy": "resize the short side to 256/224 of the input, centre crop",
+        "resize policy": resizes[policy.policy],
     }
     told = "; ".join(f"{what}: {guesses[what]}" for what in assumed)
     return (

@@ -2,7 +2,9 @@
 pixel format). A classifier takes RGB images: :class:`FrameWriter` writes each frame's
 planes into the item's row with :func:`copyless.vision.classify_frame` (the reference
 pipeline's pixels: swscale's colours, PIL's resize and crop, one C pass, no copy of the
-frame). Other models take the planes (:func:`check_inputs`: compact, or with the decoders'
+frame); any other model compiled for images (a detector's letterbox or stretch, a
+segmenter) gets :class:`ImageFrameWriter` (the frame as RGB, then prepared as its record
+says). Other models take the planes (:func:`check_inputs`: compact, or with the decoders'
 line padding: then bound as they are, no copy). Also the runner's options and warm-up, the
 annotated outputs, and FFmpeg's error messages (how the app learns of a damaged or cut-off
 frame).
@@ -29,6 +31,7 @@ from ..types import (
 )
 from ..vision import (
     ColourFormat,
+    Placement,
     StreamInfo,
     StreamSet,
     VideoError,
@@ -41,7 +44,7 @@ from ..vision import (
 from ._checks import UsageError, check_model_path
 from ._memory import MemoryBudget
 from ._models import CLASSIFIER, builtin_alias, builtin_model
-from ._prepare import preparer_for
+from ._prepare import Preparer, preparer_for
 from ._setup import runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes
 
@@ -157,9 +160,28 @@ class FrameWriter:
                        crop=self.crop)  # fmt: skip
 
 
-def frame_writer(runner: Runner, info: StreamInfo) -> FrameWriter | None:
-    """The :class:`FrameWriter` for a model of one image input (None: the model takes the
-    planes); VideoError for an image input the app cannot fill (not a centre-crop model)."""
+class ImageFrameWriter:
+    """A frame into an image input as the model's record says for photos (a YOLO's
+    letterbox, a stretch to torchvision's detector size, host normalisation...): the
+    decoder's frame converted to RGB by PyAV (swscale: one copy of the frame), then written
+    into the item's row by the model's :class:`~copyless.apps._prepare.Preparer` (one fused
+    pass). ``placement`` maps the model's pixels back to the frame's (the same every frame)."""
+
+    def __init__(self, prepare: Preparer, height: int, width: int) -> None:
+        self.prepare = prepare
+        self.size = (height, width)
+        self.placement: Placement = (1.0, 1.0)
+
+    def __call__(self, frame: VideoFrame, tensor: NpuTensor) -> None:
+        rgb = frame.frame.to_ndarray(format="rgb24")
+        self.placement = self.prepare.to_photo(self.prepare(rgb, tensor), self.size)
+
+
+def frame_writer(runner: Runner, info: StreamInfo) -> FrameWriter | ImageFrameWriter | None:
+    """How frames reach a model of one image input: a centre-crop classifier gets
+    :class:`FrameWriter` (the reference loop's pixels, one C pass), any other image model
+    (a detector or segmenter compiled for photos) :class:`ImageFrameWriter`; None: the model
+    takes the planes."""
     infos = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
     if len(infos) != 1:
         return None
@@ -168,18 +190,10 @@ def frame_writer(runner: Runner, info: StreamInfo) -> FrameWriter | None:
     except LayoutError:
         return None
     prep = preparer_for(runner, infos[0])
-    if prep.policy.policy != "crop" or prep.normalize is not None:
-        raise VideoError(
-            f"the model takes {infos[0].describe()} images ({prep.policy}"
-            f"{', normalised on the host' if prep.normalize is not None else ''}); "
-            "copyless-video writes centre crops of the frames (a classifier) into an image "
-            f"input, else the planes: compile it with --input-format {info.input_format} "
-            f"--input-size {info.height}x{info.width}"
-        )
-    colour = ColourFormat.BGRX if prep.bgr and prep.colour is ColourFormat.RGBX else prep.colour
-    if prep.bgr and colour is not ColourFormat.BGRX:
-        raise VideoError(f"the model takes BGR {prep.colour.name} images: copyless-video "
-                         "writes BGR into RGBX models only")  # fmt: skip
+    bgr_rgbx = prep.bgr and prep.colour is ColourFormat.RGBX
+    if prep.policy.policy != "crop" or prep.normalize is not None or (prep.bgr and not bgr_rgbx):
+        return ImageFrameWriter(prep, info.height, info.width)
+    colour = ColourFormat.BGRX if bgr_rgbx else prep.colour
     return FrameWriter(colour, prep.policy.short_side(prep.height), prep.height, info.width,
                        info.height, info.yuv_matrix, info.yuv_range)  # fmt: skip
 

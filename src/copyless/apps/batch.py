@@ -1,5 +1,7 @@
-"""copyless-batch: classify many images on Ray, one Parquet row per image (or, with
-``--task ocr``, read their text: one row per line).
+"""copyless-batch: classify, detect or segment many images on Ray, one Parquet row per image
+(the model's task, from its record: a classifier's top-k, a detector's boxes as lists in the
+image's pixels, a segmenter's mask classes and their fractions), or, with ``--task ocr``,
+read their text: one row per line.
 
 ``copyless-batch (INPUT... | --manifest URI [--path-column NAME]) [-o OUT.parquet|DIR/]
 [--json] [--quiet] [-m MODEL] [--address ADDR] [--actors N] [--batch-size B]
@@ -99,8 +101,8 @@ class InputError(ValueError):
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Classify images on Ray (a local one, or a cluster with --address); "
-        "one Parquet row per image.",
+        description="Classify, detect or segment images on Ray (a local one, or a cluster "
+        "with --address); one Parquet row per image.",
     )
     parser.add_argument("inputs", nargs="*", metavar="INPUT", help="image files, dirs, globs")
     parser.add_argument(
@@ -122,7 +124,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "-m",
         "--model",
-        help="a compiled classifier with an RGBx input (.rai or directory) or "
+        help="a compiled classifier, detector or segmenter with an RGBx input (.rai or "
+        "directory; its task from its record) or "
         f"the built-in name {CLASSIFIER} (the default)",
     )
     parser.add_argument("--address", help="HOST:PORT of a `ray start --head` cluster")
@@ -134,9 +137,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--labels", metavar="FILE", help="class names, one per line, for a "
                         "model of your own (default: the names the model records, or the "
                         "zoo's for a built-in model)")  # fmt: skip
-    parser.add_argument("--task", choices=["classify", "ocr"], default="classify",
-                        help="classify (one row per image) or ocr (PP-OCR: one row per text "
-                        "line: path, line, x0, y0, x1, y1, score, text, error)")  # fmt: skip
+    parser.add_argument("--task", choices=["classify", "detect", "segment", "ocr"],
+                        help="what to do with each image (default: the model's task, from "
+                        "its record): classify (path, class_id, label, score, top-k), detect "
+                        "(path, boxes as [x0, y0, x1, y1] lists in the image's pixels, "
+                        "scores, class_ids, labels), segment (path, the mask's class_ids, "
+                        "labels, fractions), or ocr (PP-OCR: one row per text line: path, "
+                        "line, x0, y0, x1, y1, score, text, error)")  # fmt: skip
     parser.add_argument(
         "--stall-timeout",
         type=float,
@@ -180,9 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             paths = expand_inputs(args.inputs)
         model = load_model(_model_path(args.model))
-        refusal = task_mismatch(args.model or CLASSIFIER, model_task(model), ("classifier",))
-        if refusal is not None:
-            raise UsageError(refusal)
+        args.job_task = _job_task(args.model or CLASSIFIER, model, args.task)
         FrameSpec.for_model(model)
         labels = class_names(model, args.labels)
     except ImportError as exc:
@@ -222,10 +227,11 @@ def _run(
         device=args.device,
         stall_s=args.stall_timeout,
         max_image_bytes=per_image,
+        task=args.job_task,
     )
     out = Output.from_args(args)
     try:  # before Ray starts: an output that cannot be written fails at once
-        writer = _writer(args.output, labels, out)
+        writer = _writer(args.output, labels, out, args.job_task)
     except OSError as exc:
         print(f"error: cannot write {args.output}: {_reason(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -277,34 +283,48 @@ def _finish(writer: Writer, closing: str, stopped: bool) -> str:
     return closing or f"{writer.rows} images written before the stop"
 
 
-def _writer(output: str | None, labels: list[str], out: Output) -> Writer:
+def _job_task(name: str, model: CompiledModel, wanted: str | None) -> str | None:
+    """The job's task (None: classify) from the model's record; UsageError (one line) for
+    a model of no task this app runs, or one that is not the ``--task`` asked for."""
+    task = model_task(model)
+    task = "detect" if task in ("face", "layout") else task
+    refusal = task_mismatch(name, task, ("classifier", "detect", "segment"))
+    if refusal is not None:
+        raise UsageError(refusal)
+    job = None if task == "classifier" else task
+    if (wanted is not None and (wanted == "classify") != (job is None)) or \
+            (wanted not in (None, "classify") and wanted != job):  # fmt: skip
+        raise UsageError(f"{name} records the task {job or 'classify'}, not {wanted} (--task)")
+    return job
+
+
+def _writer(output: str | None, labels: list[str], out: Output, task: str | None) -> Writer:
     from ..ray import PartitionedWriter, ResultWriter
 
     if output is None:
-        return _PrintWriter(labels, out)
+        return _PrintWriter(labels, out, task)
     if output.endswith(("/", os.sep)) or os.path.isdir(output):
-        return PartitionedWriter(output, labels)
-    return ResultWriter(output, labels)
+        return PartitionedWriter(output, labels, task)
+    return ResultWriter(output, labels, task)
 
 
 class _PrintWriter:
     """No ``-o``: each image's row printed (``PATH: ID LABEL SCORE``, or a JSON object),
     nothing written; the writers' interface."""
 
-    def __init__(self, labels: list[str], out: Output) -> None:
-        self.labels, self.out = labels, out
+    def __init__(self, labels: list[str], out: Output, task: str | None = None) -> None:
+        self.labels, self.out, self.task = labels, out, task
         self.rows = self.errors = 0
 
     def write(self, batch: dict[str, Any]) -> int:
         from ..ray import result_table
 
-        table = result_table(batch, self.labels)
+        table = result_table(batch, self.labels, self.task)
         for row in table.to_pylist():
-            if row["error"] is None:
-                self.out.say(f"{row['path']}: {row['class_id']} {row['label']} "
-                             f"{row['score']:.3f}")  # fmt: skip
-            else:
+            if row["error"] is not None:
                 self.out.say(f"{row['path']}: error: {row['error']}")
+            else:
+                self.out.say(f"{row['path']}: {_row_line(row)}")
             self.out.record("image", **_row_fields(row))
         self.rows += table.num_rows
         self.errors += table.num_rows - table.column("error").null_count
@@ -317,11 +337,31 @@ class _PrintWriter:
         """Nothing to remove: the rows were printed."""
 
 
+def _row_line(row: dict[str, Any]) -> str:
+    """An image's line: ``ID LABEL SCORE`` (classify), ``K boxes: LABEL SCORE [x0 y0 x1
+    y1], ...`` (detect), ``LABEL FRACTION, ...`` (segment)."""
+    if "boxes" in row:
+        boxes = [f"{label} {score:.3f} [{' '.join(f'{v:.1f}' for v in box)}]"
+                 for box, score, label in zip(row["boxes"], row["scores"], row["labels"],
+                                              strict=True)]  # fmt: skip
+        return f"{len(boxes)} boxes" + (": " + ", ".join(boxes) if boxes else "")
+    if "fractions" in row:
+        return ", ".join(f"{label} {fraction:.3f}" for label, fraction in
+                         zip(row["labels"], row["fractions"], strict=True))  # fmt: skip
+    return f"{row['class_id']} {row['label']} {row['score']:.3f}"
+
+
 def _row_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """A result row's JSON fields, the float32 scores rounded to 4 decimals."""
-    if row["score"] is not None:
+    """A result row's JSON fields, the float32 scores and fractions rounded to 4 decimals
+    (box corners to 0.1 px)."""
+    if row.get("score") is not None:
         row["score"] = round(row["score"], 4)
         row["top_scores"] = [round(score, 4) for score in row["top_scores"]]
+    for key in ("scores", "fractions"):
+        if row.get(key) is not None:
+            row[key] = [round(v, 4) for v in row[key]]
+    if row.get("boxes") is not None:
+        row["boxes"] = [[round(v, 1) for v in box] for box in row["boxes"]]
     return row
 
 
@@ -395,7 +435,7 @@ def _classify(
         with bar, _over_ray(interrupted, control):  # a second signal ends the loop here
             for batch in job.run(control) if not control.stopped else ():
                 bar.update(writer.write(batch))
-                for row in result_table(batch, labels).to_pylist() if tee else ():
+                for row in result_table(batch, labels, settings.task).to_pylist() if tee else ():
                     out.record("image", **_row_fields(row))
         seconds = max(time.perf_counter() - ready, 1e-6)
     out.timing([], {"seconds": round(seconds, 3), "startup_s": round(ready - started, 3),

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..model import (
     INPUT_FORMATS,
+    TASKS,
     CompiledModel,
     bf16_available,
     compile_model,
@@ -41,6 +42,7 @@ from ..model import (
     parse_shape,
     precision_line,
     read_config,
+    task_of,
     zoo,
 )
 from ..types import CopylessError, DataType
@@ -103,7 +105,18 @@ the runner option inference_precision="f32". --precision fastest measures the sa
 keeps BF16 only when it agrees on at least --min-agreement percent (default 99.5) and runs
 at least 1.05x fp32's speed; otherwise the model stays fp32 and says why.
 
---postprocess centerface|picodet: decode the detector's heads, run NonMaxSuppression and sort
+--task classify|detect|segment (recognised when not given) records what the outputs mean,
+with --labels FILE, so that every app and copyless-serve run the model by its task:
+classify: logits [N,C]; detect: decoded boxes [K,4], scores [K], class ids [K]
+(torchvision's SSD/RetinaNet/Faster R-CNN exports), or a raw YOLOv8/YOLO11 head
+[N,4+C,A] whose decoding and NMS are folded in (ultralytics' predict: --score-threshold
+0.25, --iou-threshold 0.7, --max-detections 300); segment: class scores [N,C,H,W], whose
+argmax is folded in (output mask [N,H,W] uint8). A [3,H,W] input (torchvision's detection
+export) gets a batch dimension. With --mean/--std and no --resize/--colour-order the task's
+usual ones are recorded (RGB; classify: crop:0.875, YOLO: letterbox:114, others: stretch).
+A task the outputs contradict, or labels of the wrong length, is refused in one line.
+
+--postprocess centerface|picodet|yolo: decode the detector's heads, run NonMaxSuppression and sort
 by score inside the graph; the outputs become boxes [K,4] (x0,y0,x1,y1 in input-frame pixels:
 the --input-size frame when given), scores [K], classes [K] (and landmarks [K,10] for
 centerface), K <= --max-detections (their capacity, default 100). --score-threshold and
@@ -172,7 +185,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-partition-after", metavar="NAME", help="node or tensor ending par_0")
     p.add_argument("--cpu-tail", action="store_true", default=None,
                    help="run what follows the last Conv on CPU")  # fmt: skip
-    p.add_argument("--postprocess", choices=["centerface", "picodet"],
+    p.add_argument("--task", choices=list(TASKS), help="what the outputs mean, recorded in the "
+                   "model for the apps and the server (default: recognised from the outputs; "
+                   "see below)")  # fmt: skip
+    p.add_argument("--labels", metavar="FILE", help="class names, one per line, recorded "
+                   "with the task (one per class where the outputs say how many)")  # fmt: skip
+    p.add_argument("--postprocess", choices=["centerface", "picodet", "yolo"],
                    help="fold detector decoding + NMS into the graph")  # fmt: skip
     p.add_argument("--score-threshold", type=float, help="keep detections scoring above this")
     p.add_argument("--iou-threshold", type=float, help="NMS overlap that suppresses a box")
@@ -254,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
             "resize": args.resize,
             "colour_order": args.colour_order,
             "postprocess": args.postprocess,
+            "task": args.task,
+            "labels": args.labels,
             "score_threshold": args.score_threshold,
             "iou_threshold": args.iou_threshold,
             "max_detections": args.max_detections,
@@ -281,16 +301,34 @@ def main(argv: list[str] | None = None) -> int:
     lines = Output.from_args(args)
     took = "" if lines.quiet else f" in {seconds:.2f} s"
     lines.say(f"compiled {args.model} -> {out}{took}")
+    if not lines.quiet and not lines.json_lines:
+        print(_task_line(compiled), file=sys.stderr)
     if note is not None:
         lines.say(note)
     elif args.quantize is None and _offers_bf16(compiled):
         print("note: this CPU computes in BF16 (OpenVINO): --precision bf16 --calibration DIR "
               "measures its agreement with fp32 and its speed and records them; the model "
               "runs in fp32 until then", file=sys.stderr)  # fmt: skip
-    lines.record("compiled", model=args.model, output=str(out), precision=note)
+    lines.record("compiled", model=args.model, output=str(out), precision=note,
+                 task=task_of(compiled).task)
     lines.timing([], {"seconds": round(seconds, 3)})
     lines.summary(compiled=1)
     return 0
+
+
+def _task_line(model: CompiledModel) -> str:
+    """``task: detect (yolo head, 80 classes, labelled); outputs boxes, scores, classes``."""
+    record = task_of(model)
+    if record.task is None:
+        return "task: none recognised (the apps run it as a plain model; --task names one)"
+    facts = [f"{record.head} head"] if record.head else []
+    if record.classes is not None:
+        facts.append(f"{record.classes} classes")
+    facts.append("labelled" if record.labels else "no labels (--labels FILE names them)")
+    if record.batch_added:
+        facts.append("batch dimension added")
+    outputs = ", ".join(f"{name} ({role})" for role, name in record.roles)
+    return f"task: {record.task} ({', '.join(facts)}); outputs {outputs}"
 
 
 def _offers_bf16(model: CompiledModel) -> bool:

@@ -1,5 +1,7 @@
-"""copyless-detect: zero-copy detection on a photo: text (PP-OCRv4), faces (CenterFace) or
-document layout (PP-PicoDet).
+"""copyless-detect: zero-copy detection on a photo: text (PP-OCRv4), faces (CenterFace),
+document layout (PP-PicoDet), or with ``-m`` any compiled detector or segmenter (a YOLO,
+torchvision's SSD / Faster R-CNN / DeepLab / LR-ASPP...: what it does is read from its task
+record, :func:`copyless.model.task_of`).
 
 ``--model text`` (the default): the photo is letterboxed straight into the runner-allocated
 RGBx input tensor of the PP-OCRv4 detector at 640x640 (ImageNet normalisation folded in; a
@@ -14,6 +16,11 @@ postprocess folded into the graph (resize to the model's size, decoding,
 NonMaxSuppression, sorting: see ``copyless-compile --postprocess``), so the decoded pixels
 are copied once into the input tensor and the outputs are the final boxes, scores and
 classes; their count is the outputs' ``produced_shape``.
+
+A ``-m`` detector (task ``detect``) gets the photo as its record says (a YOLO's letterbox,
+a stretch to torchvision's input size...), its boxes mapped back to the photo's pixels; a
+segmenter (task ``segment``) prints ``mask: CLASS_ID LABEL PIXELS FRACTION`` per class
+found (the mask mapped to the photo) and paints them into the ``-o`` image.
 
 Every detection prints as ``box: X0 Y0 X1 Y1 CLASS_ID LABEL SCORE`` (image pixels) and is
 drawn with its label into the ``-o`` image (PNG, JPEG... by its extension; checked before
@@ -42,20 +49,24 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..model import class_names, load_model, zoo
+from ..model import class_names, load_model, task_of, zoo
 from ..pipeline import StageClock
 from ..runner import Runner
-from ..types import CopylessError, TensorDirection
+from ..types import CopylessError, NpuTensorInfo, TensorDirection
 from ..vision import (
     IMAGE_FORMATS,
     Detection,
+    Placement,
+    class_mask,
     detections,
     download,
     draw_boxes,
     draw_detections,
+    draw_mask,
     image_size,
     limit_side,
-    stretch,
+    mask_summary,
+    mask_to_image,
     text_boxes,
     to_image,
 )
@@ -63,7 +74,7 @@ from ._checks import UsageError, check_model_path, check_output, model_task, tas
 from ._memory import APP_BASE, MemoryBudget, photo_bytes
 from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
 from ._output import Output, detection_fields
-from ._prepare import preparer_for, warning
+from ._prepare import Preparer, preparer_for, warning
 from ._setup import (
     EXIT_USAGE,
     builtin_name,
@@ -84,14 +95,17 @@ TEXT_THRESHOLD = 0.3
 DETECTOR_PEAK = {"face": (250 << 20, 520), "layout": (350 << 20, 140)}
 #: What ``--model`` (or a built-in name given to ``-m``) detects.
 TASKS = ("text", *OBJECT_DETECTORS)
+#: The tasks a ``-m`` model may record (:func:`copyless.model.task_of`).
+RECORDED = (*TASKS, "detect", "segment")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = image_parser(
         "copyless-detect",
-        "Zero-copy detection: text (PP-OCRv4), faces (CenterFace) or document layout "
-        "(PP-PicoDet) with decoding and NMS in the graph.",
-        "a compiled detector (.rai or directory; its task is read from its record) or a "
+        "Zero-copy detection: text (PP-OCRv4), faces (CenterFace), document layout "
+        "(PP-PicoDet), or any compiled detector or segmenter (-m; its task record says which).",
+        "a compiled detector or segmenter (.rai or directory; its task is read from its "
+        "record) or a "
         f"built-in name ({', '.join(TASKS)}); default: the built-in for --model",
     )
     parser.add_argument("-o", "--output",
@@ -138,24 +152,25 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     if args.model == "text":
         return run_image_app(args, builtin_detector, _detect_text)
+    if args.model == "segment":  # only a -m model: run_image_app never calls the builtin
+        return run_image_app(args, functools.partial(_builtin, args), _segment)
     return run_image_app(args, functools.partial(_builtin, args), _detect_objects)
 
 
 def _task(args: argparse.Namespace) -> str:
-    """The task to run: ``--model``, checked against what the ``-m`` model records (a
-    classifier is refused, a face model runs as face without ``--model face``)."""
+    """The task to run: ``--model``, checked against what the ``-m`` model's task record
+    says (a classifier is refused, a face model runs as face without ``--model face``, any
+    other detector as ``detect``, a segmenter as ``segment``)."""
     if args.model_dir is None:
         return str(args.model or "text")
     path = check_model_path(args.model_dir)
     task = model_task(load_model(path))
-    if task == "unknown":
-        raise UsageError(f"{path} has no boxes/scores/classes outputs nor a text map: compile "
-                         "it with --postprocess")  # fmt: skip
-    refusal = task_mismatch(path, task, TASKS)
+    refusal = task_mismatch(path, task, RECORDED)
     if refusal is not None:
         raise UsageError(refusal)
     if args.model is not None and args.model != task:
-        raise UsageError(f"{path} is a {task} detector, not a {args.model} one (--model)")
+        what = "segmenter" if task == "segment" else f"{task} detector"
+        raise UsageError(f"{path} is a {what}, not a {args.model} one (--model)")
     return task
 
 
@@ -210,7 +225,8 @@ def _detect_text(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Na
     (out_info,) = runner.get_tensors_info(TensorDirection.OUTPUT, view)
     prepare = preparer_for(runner, in_info)
     if prepare.assumed:
-        print(warning(args.model_dir or runner.model.name, prepare.assumed), file=sys.stderr)
+        print(warning(args.model_dir or runner.model.name, prepare.assumed, prepare.policy),
+              file=sys.stderr)
     x = runner.allocate_npu_tensor(in_info)
     y = runner.allocate_npu_tensor(out_info)
     threshold = TEXT_THRESHOLD if args.threshold is None else args.threshold
@@ -233,34 +249,36 @@ def _detect_text(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Na
 
 
 def _detect_objects(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespace) -> int:
+    """Any detector whose task record names boxes, scores and class ids: the zoo's
+    CenterFace / PicoDet compiled for the photo, a YOLO head or torchvision's decoded
+    outputs; the photo prepared as the record says, the boxes mapped back to its pixels."""
     view = tensor_type(args)
     (in_info,) = runner.get_tensors_info(TensorDirection.INPUT, view)
     x = runner.allocate_npu_tensor(in_info)
     if x.device_memory is not None:
-        print(
-            "error: --device cuda runs --model text only; face and layout run on the host",
-            file=sys.stderr,
-        )
+        print("error: --device cuda runs --model text only; other detectors run on the host",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    roles = dict(task_of(runner.model).roles)
+    missing = [role for role in ("boxes", "scores", "classes") if role not in roles]
+    if missing:
+        print(f"error: the model's task record names no {missing} outputs: compile it with "
+              "--task detect", file=sys.stderr)  # fmt: skip
         return 2
     outputs = {
         info.name: runner.allocate_npu_tensor(info)
         for info in runner.get_tensors_info(TensorDirection.OUTPUT, view)
     }
-    missing = {"boxes", "scores", "classes"} - set(outputs)
-    if missing:
-        print(
-            f"error: the model has no {sorted(missing)} outputs: compile it with --postprocess",
-            file=sys.stderr,
-        )
-        return 2
+    prepare = _preparer(runner, in_info, args)
     labels = class_names(runner.model, args.labels)
+    size = (image.shape[0], image.shape[1])
     done = timed_runs(
         runner,
         x,
         list(outputs.values()),
         args.runs,
-        lambda: stretch(image, x),
-        lambda scale: _read(outputs, labels, scale),
+        lambda: prepare.to_photo(prepare(image, x), size),
+        lambda placement: _read(outputs, roles, labels, placement),
         args.interruption,
     )
     if done is None:
@@ -269,6 +287,60 @@ def _detect_objects(runner: Runner, image: npt.NDArray[np.uint8], args: argparse
     path = None if args.output is None else draw_detections(image, found, args.output)
     _report(Output.from_args(args), f"detections: {len(found)}", found, path, times)
     return 0
+
+
+def _segment(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespace) -> int:
+    """A segmenter (its mask, or class scores whose argmax is taken here): the classes it
+    found in the photo (pixels, fraction) and, with ``-o``, the photo with them painted."""
+    view = tensor_type(args)
+    (in_info,) = runner.get_tensors_info(TensorDirection.INPUT, view)
+    x = runner.allocate_npu_tensor(in_info)
+    if x.device_memory is not None:
+        print("error: --device cuda runs --model text only; segmenters run on the host",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    record = task_of(runner.model)
+    name = record.output("mask") or record.output("class_scores")
+    outputs = {info.name: runner.allocate_npu_tensor(info)
+               for info in runner.get_tensors_info(TensorDirection.OUTPUT, view)}  # fmt: skip
+    if name not in outputs:
+        print("error: the model's task record names no mask or class-score output: compile "
+              "it with --task segment", file=sys.stderr)  # fmt: skip
+        return 2
+    prepare = _preparer(runner, in_info, args)
+    labels = class_names(runner.model, args.labels)
+    size = (image.shape[0], image.shape[1])
+    done = timed_runs(
+        runner, x, list(outputs.values()), args.runs,
+        lambda: prepare.to_photo(prepare(image, x), size),
+        lambda placement: mask_to_image(class_mask(outputs[name]), placement, size),
+        args.interruption,
+    )  # fmt: skip
+    if done is None:
+        return 1
+    mask, times = done
+    found = mask_summary(mask, labels)
+    path = None if args.output is None else draw_mask(image, mask, args.output)
+    out = Output.from_args(args)
+    out.say(f"classes: {len(found)}")
+    for part in found:
+        out.say(part.line())
+        out.record("class", class_id=part.class_id, label=part.label, pixels=part.pixels,
+                   fraction=round(part.fraction, 4))  # fmt: skip
+    if path is not None:
+        out.say(f"saved {path}")
+    report_timing(out, times)
+    out.summary(classes=len(found), output=None if path is None else str(path))
+    return 0
+
+
+def _preparer(runner: Runner, info: NpuTensorInfo, args: argparse.Namespace) -> Preparer:
+    """The record's preparer, with the app's warning for what the record lacks."""
+    prepare = preparer_for(runner, info)
+    if prepare.assumed:
+        print(warning(args.model_dir or runner.model.name, prepare.assumed, prepare.policy),
+              file=sys.stderr)
+    return prepare
 
 
 def _report(
@@ -285,17 +357,20 @@ def _report(
 
 
 def _read(
-    outputs: dict[str, NpuTensor], labels: list[str], scale: tuple[float, float]
+    outputs: dict[str, NpuTensor], roles: dict[str, str], labels: list[str], placement: Placement
 ) -> list[Detection]:
-    """The detections the job produced, in image pixels (``scale``: tensor -> image)."""
-    shape = outputs["scores"].produced_shape
-    count = shape[0] if shape else 0
+    """The detections the job produced, in photo pixels (``placement``: where the photo
+    lies in the model's frame; ``roles``: the task record's role -> output name)."""
+    scores = outputs[roles["scores"]]
+    shape = scores.produced_shape
+    count = shape[0] if shape else scores.info.shape[0]
+    marks = roles.get("landmarks")
     found = detections(
-        outputs["boxes"],
-        outputs["scores"],
-        outputs["classes"],
+        outputs[roles["boxes"]],
+        scores,
+        outputs[roles["classes"]],
         labels,
         count=count,
-        landmarks=outputs.get("landmarks"),
+        landmarks=None if marks is None else outputs[marks],
     )
-    return to_image(found, scale)
+    return to_image(found, placement)

@@ -63,7 +63,7 @@ import threading
 import time
 
 from ..memory import NpuTensor
-from ..model import class_names
+from ..model import class_names, task_of
 from ..pipeline import ItemTensors, Pipeline, PipelineStats, Result, StageClock
 from ..runner import Runner, RunnerFactory, frame_shape
 from ..types import CopylessError, JobError, MemoryType, NpuTensorInfo, TensorDirection, TensorType
@@ -86,6 +86,7 @@ from ._signals import Interruption
 from ._video_inputs import (
     FFmpegErrors,
     FrameWriter,
+    ImageFrameWriter,
     check_frame_inputs,
     check_inputs,
     check_memory,
@@ -284,10 +285,14 @@ class _Video:
 
     def __init__(self, runner: Runner, inputs: list[NpuTensorInfo], streams: StreamSet,
                  info: StreamInfo, labels: list[str],
-                 frames: FrameWriter | None) -> None:  # fmt: skip
+                 frames: FrameWriter | ImageFrameWriter | None) -> None:  # fmt: skip
         outs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)
         quant = runner.get_quant_parameters(outs[0].name) if outs else None
-        self.task = task_for(outs, quant, info, labels)
+        placement = None
+        if isinstance(frames, ImageFrameWriter):
+            writer = frames
+            placement = lambda: writer.placement  # noqa: E731 - read when a result comes
+        self.task = task_for(outs, quant, info, labels, task_of(runner.model), placement)
         self.runner, self.streams, self.batch = runner, streams, inputs[0].shape[0]
         self.planes = [dataclasses.replace(i, shape=frame_shape(i)) for i in inputs]  # 1 frame
         self.frames = frames
@@ -299,8 +304,10 @@ class _Video:
         self.out = Output()
 
     def prepare(self, item: StreamFrame, inputs: ItemTensors) -> list[NpuTensor] | None:
-        """A classifier: the frame written into its row of the input (:class:`FrameWriter`,
-        one pass over the decoder's memory). Else the frame's planes as HW input tensors over
+        """A model of one image input: the frame written into its row (:class:`FrameWriter`,
+        one pass over the decoder's memory; :class:`ImageFrameWriter` for a detector or
+        segmenter compiled for photos: the frame as RGB, then prepared as its record says).
+        Else the frame's planes as HW input tensors over
         the decoder's memory (USER_POINTER_CMA): bound in place at batch 1, no copy; at
         batch > 1 the pipeline copies each into the frame's row of the batch tensors (one
         copy per plane)."""

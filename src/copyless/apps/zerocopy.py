@@ -105,7 +105,8 @@ def _infer(runner: Runner, image: npt.NDArray[np.uint8], args: argparse.Namespac
         )
         return EXIT_USAGE
     if prepare.assumed:
-        print(warning(args.model_dir or runner.model.name, prepare.assumed), file=sys.stderr)
+        print(warning(args.model_dir or runner.model.name, prepare.assumed, prepare.policy),
+              file=sys.stderr)
     names = class_names(runner.model, args.labels)  # a bad --labels FILE: before any run
     if args.model_dir is None and not zoo.entry(args.model).trained:
         print(f"note: the built-in {args.model} has deterministic random weights (a timing "

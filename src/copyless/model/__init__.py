@@ -4,6 +4,9 @@
 (see :mod:`._compiler` for the options); ``load_model`` reads one back from a ``.rai`` file or
 a ``vaiml_par_0`` directory. ``class_names(model, labels_file=None)`` names a model's classes
 (the user's file, the model's record, or a zoo model's own): the one rule every app uses.
+``task_of(path)`` returns a compiled model's task record (what its outputs mean, its labels
+and the preprocessing it was compiled with; see :mod:`._task`): apps read a model's task
+from it, never from its name.
 
 The compiler (onnx, onnxruntime's quantization tools: about a second of imports) loads on
 first use of ``compile_model`` / ``compile_to_memory``: a process that only loads and runs
@@ -16,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._artifact import artifact_key
 from ._bf16 import bf16_available, bf16_refusal, cpu_capabilities
-from ._class_names import class_names, read_class_names
+from ._class_names import class_names
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._config import ConfigFile, check_compiled_with, read_config
 from ._directory import write_atomically
@@ -27,6 +30,14 @@ from ._options import CompileOptions, parse_shape
 from ._precision import precision_line, precision_of, run_precision
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
 from ._rounds import best_round_medians
+from ._task import (
+    TASKS,
+    TaskRecord,
+    read_class_names,
+    record_of,
+    task_of,
+    usual_preprocessing,
+)
 
 if TYPE_CHECKING:
     from ._compiler import compile_model, compile_to_memory
@@ -47,6 +58,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ELEM_OF",
     "INPUT_FORMATS",
+    "TASKS",
     "CompileOptions",
     "CompiledModel",
     "ConfigFile",
@@ -54,6 +66,7 @@ __all__ = [
     "Intermediate",
     "Partition",
     "ResizePolicy",
+    "TaskRecord",
     "TensorSpec",
     "artifact_key",
     "best_round_medians",
@@ -73,6 +86,9 @@ __all__ = [
     "preprocessing_of",
     "read_class_names",
     "read_config",
+    "record_of",
     "run_precision",
+    "task_of",
+    "usual_preprocessing",
     "write_atomically",
 ]

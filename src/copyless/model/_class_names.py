@@ -2,40 +2,25 @@
 
 :func:`class_names` answers, in this order: the names file the user gives for their own
 model (``--labels FILE``, one name per line), the names the model records (metadata
-``"labels"``: ``copyless-compile --postprocess`` writes the detector's), a zoo model's own
+its task record's, :mod:`._task`: ``copyless-compile --labels`` and
+``--postprocess`` write them), a zoo model's own
 (a detector's entry labels, the ImageNet names for the zoo's ImageNet classifiers), else
 none (the apps then print ``class N``).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
-from ..types import CopylessError, ModelLoadError, OptionError
+from ..types import CopylessError, OptionError
 from . import zoo
 from ._compiled import CompiledModel
+from ._task import read_class_names, record_of
 
-__all__ = ["class_names", "read_class_names"]
+__all__ = ["class_names"]
 
 #: what a model built by the zoo records as its producer (its ONNX ``producer_name``)
 _ZOO_PRODUCER = "copyless.model.zoo"
-
-
-def read_class_names(path: str | os.PathLike[str]) -> list[str]:
-    """The names in a text file, one per line (class id = line number from 0; surrounding
-    spaces and trailing empty lines dropped). Raises :class:`OptionError` for a file that
-    cannot be read or holds no name, or an empty line among the names."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise OptionError(f"cannot read the class names in {os.fspath(path)}: {exc}") from None
-    names = [line.strip() for line in text.rstrip().splitlines()]
-    if not names or not all(names):
-        where = "no name" if not names else f"an empty line {names.index('') + 1}"
-        raise OptionError(f"{os.fspath(path)} has {where}: give one class name per line")
-    return names
 
 
 def class_names(
@@ -44,31 +29,20 @@ def class_names(
     """The class names of ``model``, index = class id (see the module docstring for the
     order); ``[]`` when nothing names its classes.
 
-    ``labels_file`` (the user's, for their own model) wins over the rest; for a classifier
-    (first output ``[N, classes]``) it must hold one name per class. Raises
+    ``labels_file`` (the user's, for their own model) wins over the rest; it must hold one
+    name per class where the model's record knows their number. Raises
     :class:`OptionError` for a file that cannot be read or does not fit."""
     if labels_file is not None:
         names = read_class_names(labels_file)
-        classes = _classes(model)
+        classes = record_of(model).classes
         if classes is not None and len(names) != classes:
             raise OptionError(f"{os.fspath(labels_file)} has {len(names)} names; "
                               f"{model.name} has {classes} classes")  # fmt: skip
         return names
-    recorded = model.metadata.get("labels")
+    recorded = record_of(model).labels
     if recorded:
-        try:
-            return [str(name) for name in json.loads(recorded)]
-        except (ValueError, TypeError):
-            raise ModelLoadError(f"{model.name}: its recorded labels are not a JSON list") from None
+        return list(recorded)
     return _zoo_names(model)
-
-
-def _classes(model: CompiledModel) -> int | None:
-    """A classifier's class count (first output ``[N, C]`` or ``[N, C, 1, 1]``), else None."""
-    shape = model.outputs[0].cpu.shape if model.outputs else ()
-    if len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1)):
-        return shape[1]
-    return None
 
 
 def _zoo_names(model: CompiledModel) -> list[str]:

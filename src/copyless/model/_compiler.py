@@ -59,6 +59,13 @@ parentheses; see ``copyless-compile --help``):
 ``output_capacity={"boxes": (100, 6)}`` (``--output-capacity boxes=100x6``)
     The capacity of an output whose shape depends on the data (see :mod:`._capacity`): by
     default each such dim reports the bound the compiler derives, or -1 where it knows none.
+``task="classify" | "detect" | "segment"``, ``labels=FILE | [names]`` (``--task``, ``--labels``)
+    What the outputs mean, recorded in the model (metadata ``"task"``; see :mod:`._task`),
+    recognised from the outputs when not given; a task the outputs contradict, or labels of
+    the wrong length, is refused in one line. A YOLOv8/YOLO11 head ``[N, 4 + C, A]`` gets
+    its decoding and NMS folded in (``score_threshold`` ...: ultralytics' predict defaults),
+    a segmenter's ``[N, C, H, W]`` scores their argmax (output ``mask [N, H, W]``), and a
+    ``[3, H, W]`` input (torchvision's detection export) a batch dimension.
 ``name="..."`` (``--name``)
     The compiled model's name (default: the file stem or the graph name).
 
@@ -109,6 +116,16 @@ from ._preprocessing import record as record_preprocessing
 from ._quantize import Calibration, Quantized, calibration_batches, quantize_int8, weight_bits
 from ._shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from ._shapes import session as ort_session
+from ._task import KEY as TASK_KEY
+from ._task_compile import (
+    TaskPlan,
+    add_batch_dim,
+    decoded_capacity,
+    fold_task_mask,
+    plan_task,
+    task_defaults,
+    task_metadata,
+)
 from ._yuv import fold_yuv_input, is_yuv, plane_folds
 from .postprocess import Folded, PostprocessOptions, fold_postprocess
 
@@ -144,19 +161,24 @@ def compile_to_memory(model: str | Path | onnx.ModelProto, **options: Any) -> Co
 def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> CompiledModel:
     check_interface(model)
     model.ir_version = min(model.ir_version or IR_VERSION, IR_VERSION)
+    batch_added = add_batch_dim(model, opts.batch_size, bool(opts.input_shapes))
     fixed = fix_inputs(model, opts)
     _check_single_input(opts, fixed.infos)
+    plan = plan_task(model, opts.task, opts.postprocess, opts.thresholds, opts.labels,
+                     fixed.infos)  # fmt: skip
     folded = None
-    if opts.postprocess is not None:
+    if plan.postprocess is not None:
         if opts.input_crop is not None:
             raise OptionError(
                 "postprocess scales boxes to the whole input_size frame; drop input_crop"
             )
-        folded = _postprocess(model, opts.postprocess, fixed.infos[0], opts.input_size)
+        folded = _postprocess(model, plan.postprocess, fixed.infos[0], opts.input_size)
+    mask_nodes = fold_task_mask(model, plan)
+    opts = dataclasses.replace(opts, output_capacity=decoded_capacity(plan, opts.output_capacity))
     # the detection outputs' capacity (max_detections) is derived like any other's
     cpu_outputs, unknown = output_infos(model, probe(model), opts)
     _check_names(opts, fixed.infos, cpu_outputs)
-    float_nodes = folded.nodes if folded else ()
+    float_nodes = (*(folded.nodes if folded else ()), *mask_nodes)
     quantized = _quantize(model, opts, fixed.infos, float_nodes) if opts.quantize else None
     reduced = _bf16(model, opts, fixed.infos) if opts.precision else {}
     work = quantized.model if quantized else model
@@ -207,8 +229,8 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "compiler": f"{COMPILER_ID}/{COMPILER_VERSION}",
             "producer": f"{model.producer_name} {model.producer_version}".strip(),
             "options": json.dumps(opts.to_json(), sort_keys=True),
-            PREPROCESSING_KEY: _preprocessing(opts, fixed.infos),
-            **({"labels": json.dumps(list(folded.labels))} if folded else {}),
+            PREPROCESSING_KEY: _preprocessing(opts, fixed.infos, plan),
+            TASK_KEY: task_metadata(plan, folded, cpu_outputs, batch_added, unknown),
             **(
                 {PRECISION_KEY: json.dumps(quantized.precision)}
                 if quantized and quantized.precision
@@ -219,18 +241,24 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     )
 
 
-def _preprocessing(opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]) -> str:
-    """The preprocessing record of the (first) image input, as the metadata stores it."""
+def _preprocessing(opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...],
+                   plan: TaskPlan) -> str:  # fmt: skip
+    """The preprocessing record of the (first) image input, as the metadata stores it: what
+    the options say, the task's usual colour order and resize where they say nothing and the
+    model was given its normalisation (see :func:`task_defaults`)."""
     image = inputs[0] if inputs else None
     size = None
     if image is not None and len(image.shape) == 4:
         size = (image.shape[2], image.shape[3])
+    colour, resize = opts.colour_order, opts.resize
+    if opts.mean is not None or opts.std is not None:
+        colour, resize = task_defaults(plan, colour, resize)
     return record_preprocessing(
         input_format=opts.input_format,
         mean=opts.mean,
         std=opts.std,
-        colour_order=opts.colour_order,
-        resize=opts.resize,
+        colour_order=colour,
+        resize=resize,
         frame=opts.input_size or size,
         model_size=size,
     )

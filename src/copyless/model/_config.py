@@ -28,7 +28,7 @@ from ._options import _KNOWN, _op_types, parse_options
 
 SECTIONS = ("compiler", "runner")
 #: Compiler keys that name inputs of the compilation, not properties of its result.
-_INPUTS_ONLY = ("calibration", "name")
+_INPUTS_ONLY = ("calibration", "name", "labels")
 
 
 @dataclass(frozen=True, slots=True)

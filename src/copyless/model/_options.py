@@ -17,6 +17,7 @@ from typing import Any
 from ..types import DataType, MemoryLayout, OptionError
 from ._input_formats import YUV_MATRICES, YUV_RANGES, input_format, yuv_option
 from ._preprocessing import ResizePolicy, parse_colour_order, parse_resize
+from ._task import TASKS, parse_labels
 from .postprocess import PostprocessOptions, parse_postprocess
 
 _DTYPE_ALIASES = {
@@ -65,6 +66,8 @@ _KNOWN = frozenset(
         "iou_threshold",
         "max_detections",
         "output_capacity",
+        "task",
+        "labels",
     }
 )
 
@@ -104,6 +107,11 @@ class CompileOptions:
     colour_order: str | None = None  # "RGB" | "BGR", recorded for applications
     postprocess: PostprocessOptions | None = None  # detector decoding + NMS folded in
     output_capacity: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    task: str | None = None  # "classify" | "detect" | "segment"; None: recognised (._task)
+    labels: tuple[str, ...] | None = None  # class names, recorded with the task
+    #: score/IoU thresholds and max detections for a YOLO head the compiler recognises
+    #: (given without ``postprocess``; checked against the head at compile time)
+    thresholds: tuple[Any, Any, Any] | None = None
 
     @property
     def partitioned(self) -> bool:
@@ -146,6 +154,8 @@ class CompileOptions:
             "colour_order": self.colour_order,
             "postprocess": None if self.postprocess is None else self.postprocess.to_json(),
             "output_capacity": {k: list(v) for k, v in self.output_capacity},
+            "task": self.task,
+            "thresholds": None if self.thresholds is None else list(self.thresholds),
         }
 
 
@@ -182,6 +192,13 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
     cpu_tail = bool(raw.get("cpu_tail", False))
     if sum((bool(cpu_ops), after is not None, cpu_tail)) > 1:
         raise OptionError("give at most one of cpu_ops, cpu_partition_after and cpu_tail")
+    task = _task(raw.get("task"))
+    post_raw = raw.get("postprocess")
+    keys = ("score_threshold", "iou_threshold", "max_detections")
+    thresholds = None
+    if post_raw is None and task in (None, "detect") and any(raw.get(k) is not None for k in keys):
+        parse_postprocess("yolo", *(raw.get(k) for k in keys))  # checks their ranges
+        thresholds = (raw.get(keys[0]), raw.get(keys[1]), raw.get(keys[2]))
     return CompileOptions(
         name=None if raw.get("name") is None else str(raw["name"]),
         batch_size=batch,
@@ -209,13 +226,22 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         resize=parse_resize(raw.get("resize")),
         colour_order=parse_colour_order(raw.get("colour_order")),
         postprocess=parse_postprocess(
-            raw.get("postprocess"),
-            raw.get("score_threshold"),
-            raw.get("iou_threshold"),
-            raw.get("max_detections"),
+            post_raw, *((None, None, None) if thresholds else (raw.get(k) for k in keys))
         ),
         output_capacity=_input_shapes(raw.get("output_capacity"), "output_capacity"),
+        task=task,
+        labels=parse_labels(raw.get("labels")),
+        thresholds=thresholds,
     )
+
+
+def _task(value: Any) -> str | None:
+    """``task``: None (recognised from the outputs) or one of :data:`._task.TASKS`."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.lower() not in TASKS:
+        raise OptionError(f"task must be one of {list(TASKS)}, got {value!r}")
+    return value.lower()
 
 
 MAX_INPUT_SIDE = 1 << 14

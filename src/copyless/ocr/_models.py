@@ -11,7 +11,6 @@ RapidOCR normalises), the recogniser per (batch, width) bucket and the classifie
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import onnx
 
-from ..model import artifact_key, compile_model, zoo
+from ..model import zoo
 from ..types import ModelLoadError, UnsupportedError
 
 __all__ = ["OcrModels", "compiled", "installed_generations"]
@@ -46,21 +45,10 @@ def installed_generations() -> list[str]:
 
 
 def compiled(name: str, **options: Any) -> Path:
-    """Zoo model ``name`` compiled with ``options``, from the cache when it is there.
-
-    The file is written to a temporary name and renamed: concurrent processes never see a
-    partial model."""
-    source = zoo.build(name, progress=False)
-    key = artifact_key(source.name, options)
-    target = zoo.cache_root() / "compiled" / f"ocr-{name}-{key}.rai"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.rai")
-    logger.info("compiling %s with %s -> %s", name, options, target)
-    compile_model(source, tmp, **options)
-    os.replace(tmp, target)
-    return target
+    """Zoo model ``name`` compiled with ``options``, from the zoo's one locked cache
+    (:func:`copyless.model.zoo.compiled`: concurrent processes compile it once, nobody
+    sees a partial model)."""
+    return zoo.compiled(name, options, prefix=f"ocr-{name}")
 
 
 @dataclass(frozen=True, slots=True)

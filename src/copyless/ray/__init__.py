@@ -30,12 +30,21 @@ from ._job import ClassificationJob, JobSettings, gpus_per_actor
 from ._manifest import Manifest, ManifestError
 from ._plan import DECODE_CPUS, PlanError, ResourcePlan, node_cpus, plan_resources
 from ._predictor import ModelSource, PredictionError, Predictor
-from ._results import SCHEMA, PartitionedWriter, ResultWriter, part_name, result_table
+from ._results import (
+    SCHEMA,
+    TASK_SCHEMAS,
+    PartitionedWriter,
+    ResultWriter,
+    part_name,
+    result_table,
+    schema_for,
+)
 from ._watchdog import StallError, cluster_state, stall_message, watch
 
 __all__ = [
     "DECODE_CPUS",
     "SCHEMA",
+    "TASK_SCHEMAS",
     "ClassificationJob",
     "ClusterError",
     "ClusterInfo",
@@ -63,6 +72,7 @@ __all__ = [
     "part_name",
     "plan_resources",
     "result_table",
+    "schema_for",
     "stall_message",
     "watch",
 ]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..model import CompiledModel
+from ..model import CompiledModel, ResizePolicy, record_of, usual_preprocessing
 from ..types import (
     DataType,
     MemoryLayout,
@@ -34,7 +34,16 @@ from ..types import (
     TensorType,
     UnsupportedError,
 )
-from ..vision import DECODE_HEADROOM, ColourFormat, ReadLimit, classify_preprocess, decode
+from ..vision import (
+    DECODE_HEADROOM,
+    ColourFormat,
+    Placement,
+    ReadLimit,
+    classify_preprocess,
+    decode,
+    letterbox,
+    stretch,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +62,16 @@ class FrameSpec:
     size: int = 224
     resize_short: int = 256
     max_image_bytes: int | None = None
+    #: how an image becomes a frame, as the model's record says: ``"crop"`` (above),
+    #: ``"letterbox"`` (the whole image, centred on a ``fill`` border: a YOLO's) or
+    #: ``"stretch"`` (resized to the frame, aspect not kept: torchvision's detectors)
+    policy: str = "crop"
+    fill: int = 114
 
     def __post_init__(self) -> None:
+        if self.policy not in ("crop", "letterbox", "stretch"):
+            raise ValueError(f"FrameSpec policy must be crop, letterbox or stretch, got "
+                             f"{self.policy!r}")  # fmt: skip
         if not 0 < self.size <= self.resize_short:
             raise ValueError(
                 f"FrameSpec needs 0 < size <= resize_short, got {self.size}, {self.resize_short}"
@@ -80,7 +97,15 @@ class FrameSpec:
                 "RGBx input (compile with `copyless-compile --input-format rgbx`)"
             )
         size = hw.shape[1]
-        return cls(size, round(size * RESIZE_RATIO), max_image_bytes)
+        record = record_of(model)
+        policy = record.preprocessing.resize
+        if policy is None:
+            usual = usual_preprocessing(record.head)
+            policy = ResizePolicy.parse(usual[1]) if usual else None
+        if policy is None or policy.policy == "crop":
+            fraction = RESIZE_RATIO if policy is None else 1 / policy.crop_fraction
+            return cls(size, round(size * fraction), max_image_bytes)
+        return cls(size, size, max_image_bytes, policy.policy, policy.fill)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -119,9 +144,22 @@ def decode_frames(
 def decode_into(path: object, destination: Any, spec: FrameSpec, index: int) -> str:
     """Decode the image at ``path`` into frame ``index`` of ``destination`` (an NpuTensor
     or ``(array, info)``); returns "" or, for an image that cannot be read, why."""
+    return decode_placed(path, destination, spec, index)[0]
+
+
+#: Where an image lies in its frame and the image's ``(height, width)``: for mapping a
+#: detector's boxes or a segmenter's mask back to the image (None: a centre crop).
+Placed = tuple[Placement, tuple[int, int]] | None
+
+
+def decode_placed(path: object, destination: Any, spec: FrameSpec, index: int
+                  ) -> tuple[str, Placed]:  # fmt: skip
+    """:func:`decode_into`, and where the image went (``spec.policy`` letterbox or stretch:
+    a :class:`~copyless.vision.Letterbox` or ``(sx, sy)`` with the image's size)."""
     if path is None or not str(path):
-        return "no path (an empty row of the manifest)"
+        return "no path (an empty row of the manifest)", None
     path = str(path)
+    placed: Placed = None
     try:
         source = _read_uri(path) if _SCHEME.match(path) else path
         side = spec.resize_short * DECODE_HEADROOM  # DCT reduction keeps 2x: PIL's answers
@@ -129,18 +167,26 @@ def decode_into(path: object, destination: Any, spec: FrameSpec, index: int) -> 
         if spec.max_image_bytes is not None:
             limit = ReadLimit(spec.max_image_bytes, "the job gives one image")
         image = decode(source, min_size=(side, side), limit=limit)
-        classify_preprocess(
-            image,
-            destination,
-            colour_format=ColourFormat.RGBX,
-            resize_short=spec.resize_short,
-            crop=spec.size,
-            batch_index=index,
-        )
+        size = (image.shape[0], image.shape[1])
+        if spec.policy == "letterbox":
+            placed = (letterbox(image, destination, colour_format=ColourFormat.RGBX,
+                                size=spec.size, fill=spec.fill, batch_index=index), size)
+        elif spec.policy == "stretch":
+            placed = (stretch(image, destination, colour_format=ColourFormat.RGBX,
+                              batch_index=index), size)  # fmt: skip
+        else:
+            classify_preprocess(
+                image,
+                destination,
+                colour_format=ColourFormat.RGBX,
+                resize_short=spec.resize_short,
+                crop=spec.size,
+                batch_index=index,
+            )
     except (OSError, ValueError) as exc:  # unreadable, missing, not an image
         logger.debug("%s: %s", path, exc)
-        return _message(path, exc)
-    return ""
+        return _message(path, exc), None
+    return "", placed
 
 
 def _read_uri(uri: str) -> bytes:

@@ -80,12 +80,19 @@ class JobSettings:
     stall_s: float = STALL_S
     decode: str = "actor"
     max_image_bytes: int | None = None
+    #: None: classify (``top_k``); "detect" / "segment": the rows of the model's task
+    task: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("actors", "batch_size", "top_k", "in_flight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise OptionError(f"{name} must be an int >= 1, got {value!r}")
+        if self.task not in (None, "detect", "segment"):
+            raise OptionError(f"task must be None, 'detect' or 'segment', got {self.task!r}")
+        if self.task is not None and self.decode != "actor":
+            raise OptionError("a detect/segment job decodes in the actors (decode='actor'): "
+                              "they map each image's answer back to its pixels")  # fmt: skip
         if self.decode not in DECODE_MODES:
             raise OptionError(f"decode must be 'actor' or 'tasks', got {self.decode!r}")
         if self.device not in ("cpu", "cuda", "tensorrt"):
@@ -164,7 +171,8 @@ class ClassificationJob:
             self.predictor,
             fn_constructor_kwargs={
                 "model": ray.put(self.model),  # once into the object store, not per actor
-                "top_k": settings.top_k,
+                "top_k": None if settings.task else settings.top_k,
+                "task": settings.task,
                 "runner_type": settings.runner_type,
                 "options": {"device": settings.device},
                 "in_flight": settings.in_flight,

@@ -60,7 +60,8 @@ import numpy as np
 import numpy.typing as npt
 import ray
 
-from ..model import CompiledModel
+from ..memory import NpuTensor
+from ..model import CompiledModel, record_of
 from ..pipeline import ItemTensors
 from ..runner import Runner, RunnerFactory, batch_axis, frame_shape
 from ..types import (
@@ -71,8 +72,8 @@ from ..types import (
     TensorType,
     UnsupportedError,
 )
-from ..vision import softmax_topk
-from ._frames import FrameSpec, decode_into
+from ..vision import class_mask, detections, mask_summary, mask_to_image, softmax_topk, to_image
+from ._frames import FrameSpec, Placed, decode_placed
 from ._stream import Call, FrameCounts, Item, PredictionStream, RowError, copy_frame
 
 logger = logging.getLogger(__name__)
@@ -95,7 +96,10 @@ class Predictor:
     rows whose image cannot be read get an ``error`` message, "" otherwise); None (the
     default): take frames from ``column``; ``max_image_bytes`` bounds the memory one
     decoded image may take (a larger one is an error row; see :class:`FrameSpec`).
-    ``top_k``: None returns the model's outputs as
+    ``task``: ``"detect"`` returns, for each image, ``boxes`` (a list of ``[x0, y0, x1, y1]``
+    in the image's pixels), ``scores`` and ``class_ids`` (lists); ``"segment"`` the classes
+    of its mask (``class_ids``, most pixels first, and their ``fractions``); the outputs
+    are found by the model's task record. ``top_k``: None returns the model's outputs as
     columns named after them; an int treats the first output as class logits and returns
     ``class_id``, ``score`` (top-1 probability), ``top_class_ids`` and ``top_scores``
     (``[n, top_k]``). Rows with an ``error`` (an image that could not be read or decoded)
@@ -118,6 +122,7 @@ class Predictor:
         in_flight: int = 2,
         decode: str | None = None,
         max_image_bytes: int | None = None,
+        task: str | None = None,
     ) -> None:
         if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 1:
             raise OptionError(f"in_flight must be an int >= 1, got {in_flight!r}")
@@ -127,21 +132,26 @@ class Predictor:
             raise OptionError(f"top_k must be an int >= 1 or None, got {top_k!r}")
         if decode is not None and not isinstance(decode, str):
             raise OptionError(f"decode must be a column name or None, got {decode!r}")
+        if task not in (None, "detect", "segment") or (task is not None and top_k is not None):
+            raise OptionError(f"task must be None (top_k or raw outputs), 'detect' or "
+                              f"'segment' without top_k; got task={task!r}, top_k={top_k!r}")
         self._column = column
         self._decode = decode
         self._top_k = top_k
+        self._task = task
         options = _runner_options(options, in_flight)
         self._runner = runner = _open_runner(model, runner_type, options)
         try:
             self._input = _single_input(runner)
             self._outputs = runner.get_tensors_info(TensorDirection.OUTPUT, _HW)
             self._frame = _frame_info(self._input)
-            self._out_frames = [_frame_info(info) for info in self._outputs]
+            self._out_frames = [] if task else [_frame_info(info) for info in self._outputs]
             spec = None
             if decode is not None:
                 spec = FrameSpec.for_model(runner.model, max_image_bytes)
+            roles = _roles(runner, task)
             self._rows = _Rows(spec, top_k, runner.get_quant_parameters(self._outputs[0].name),
-                               FrameCounts(runner.get_batch_size()))  # fmt: skip
+                               FrameCounts(runner.get_batch_size()), task, roles)  # fmt: skip
             self._stream = PredictionStream(
                 runner, self._rows.prepare, self._rows.finish, slots=in_flight + 1
             )
@@ -175,7 +185,8 @@ class Predictor:
     def __call__(self, batch: Batch) -> Batch:
         if self._decode is not None:
             paths = _column(batch, self._decode, "image paths")
-            call = self._run(len(paths), enumerate(paths), self._top_k is not None)
+            call = self._run(len(paths), enumerate(paths), self._top_k is not None or
+                             self._task is not None)  # fmt: skip
             messages = [call.errors.get(i, "") for i in range(len(paths))]
             result = {**batch, "error": np.array(messages, object)}
         else:
@@ -183,7 +194,8 @@ class Predictor:
             errors = batch.get("error")
             good = (i for i in range(len(frames)) if errors is None or not errors[i])
             rows = ((i, frames[i]) for i in good)
-            call = self._run(len(frames), rows, self._top_k is not None)
+            call = self._run(len(frames), rows, self._top_k is not None or
+                             self._task is not None)  # fmt: skip
             result = {key: value for key, value in batch.items() if key != self._column}
         result.update(call.arrays)
         return result
@@ -202,6 +214,9 @@ class Predictor:
         return call
 
     def _arrays(self, n: int, classify: bool) -> Batch:
+        if self._task is not None:  # one list a row: the boxes, or the mask's classes
+            names = TASK_COLUMNS[self._task]
+            return {name: np.empty(n, object) for name in names}
         if not classify:
             return {info.name: np.zeros((n, *f.shape[1:]), f.data_type.to_numpy())
                     for info, f in zip(self._outputs, self._out_frames, strict=True)}  # fmt: skip
@@ -249,18 +264,31 @@ class _Rows:
     quant: Any
     counts: FrameCounts
 
+    task: str | None = None
+    roles: dict[str, int] = dataclasses.field(default_factory=dict)  # role -> output index
+    placed: dict[tuple[int, int], Placed] = dataclasses.field(default_factory=dict)
+
     def prepare(self, item: Item, inputs: ItemTensors) -> None:
         if isinstance(item.source, np.ndarray):
             copy_frame(item.source, inputs)
         else:
             assert self.spec is not None  # a path only reaches here with decode set
-            message = decode_into(item.source, inputs[0], self.spec, 0)
+            message, placed = decode_placed(item.source, inputs[0], self.spec, 0)
             if message:
                 raise RowError(message)
+            if self.task is not None:  # where the image went: finish maps the answer back
+                self.placed[(id(item.call), item.index)] = placed
         self.counts.row(inputs.row, isinstance(item.source, np.ndarray))
 
     def finish(self, item: Item, outputs: ItemTensors) -> None:
         arrays, row = item.call.arrays, item.index
+        if self.task is not None:
+            placed = self.placed.pop((id(item.call), row), None)
+            if self.task == "detect":
+                _detections_row(arrays, row, outputs, self.roles, placed)
+            else:
+                _mask_row(arrays, row, outputs[self.roles["mask"]], placed)
+            return
         if not item.call.classify:
             for array, tensor in zip(arrays.values(), outputs, strict=True):
                 np.copyto(array[row], tensor.numpy()[0])
@@ -269,6 +297,57 @@ class _Rows:
         arrays["top_class_ids"][row] = [class_id for class_id, _ in top]
         arrays["top_scores"][row] = [score for _, score in top]
         arrays["class_id"][row], arrays["score"][row] = top[0]
+
+
+#: The columns a call returns per task (object arrays: one list a row).
+TASK_COLUMNS = {
+    "detect": ("boxes", "scores", "class_ids"),
+    "segment": ("class_ids", "fractions"),
+}
+
+
+def _roles(runner: Runner, task: str | None) -> dict[str, int]:
+    """Role -> output index for ``task`` from the model's task record (UnsupportedError
+    when the record names no such outputs)."""
+    if task is None:
+        return {}
+    record = record_of(runner.model)
+    names = [o.name for o in runner.get_tensors_info(TensorDirection.OUTPUT, _HW)]
+    wanted = ("boxes", "scores", "classes") if task == "detect" else ("mask",)
+    roles = dict(record.roles)
+    if task == "segment" and "mask" not in roles:
+        roles["mask"] = roles.get("class_scores", "")
+    missing = [r for r in wanted if roles.get(r) not in names]
+    if record.task != task or missing:
+        raise UnsupportedError(f"Predictor(task={task!r}): the model's task record says "
+                               f"{record.task!r} with outputs {dict(record.roles)}")  # fmt: skip
+    return {role: names.index(roles[role]) for role in wanted}
+
+
+def _detections_row(arrays: Batch, row: int, outputs: ItemTensors, roles: dict[str, int],
+                    placed: Placed) -> None:  # fmt: skip
+    """A detector's rows for one image, in the image's pixels, as lists."""
+    scores = outputs[roles["scores"]]
+    shape = scores.produced_shape
+    count = shape[0] if shape else scores.info.shape[0]
+    found = detections(outputs[roles["boxes"]], scores, outputs[roles["classes"]], (),
+                       count=count)  # fmt: skip
+    if placed is not None:
+        found = to_image(found, placed[0])
+    arrays["boxes"][row] = [[d.box.x0, d.box.y0, d.box.x1, d.box.y1] for d in found]
+    arrays["scores"][row] = [d.box.score for d in found]
+    arrays["class_ids"][row] = [d.class_id for d in found]
+
+
+def _mask_row(arrays: Batch, row: int, output: NpuTensor, placed: Placed) -> None:
+    """A segmenter's classes for one image (the mask mapped to the image where it was
+    letterboxed or stretched), most pixels first, with their share of the pixels."""
+    mask = class_mask(output)
+    if placed is not None:
+        mask = mask_to_image(mask, placed[0], placed[1])
+    found = mask_summary(mask, ())
+    arrays["class_ids"][row] = [c.class_id for c in found]
+    arrays["fractions"][row] = [c.fraction for c in found]
 
 
 def _close(stream: PredictionStream, runner: Runner) -> None:

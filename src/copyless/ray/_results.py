@@ -11,7 +11,9 @@ written again (Ray Data retrying it, or the same job run again into the director
 its file instead of adding rows, and every file there is whole: what a failed run had
 finished stays.
 
-Schema, one row per image: ``path`` (string), ``class_id`` (int64), ``label`` (string),
+Schema (:func:`schema_for`), one row per image; a detector's and a segmenter's rows are
+:data:`TASK_SCHEMAS`' (boxes as lists of ``[x0, y0, x1, y1]``; a mask's classes and their
+fractions). A classifier's: ``path`` (string), ``class_id`` (int64), ``label`` (string),
 ``score`` (float32, the top-1 probability), ``top_class_ids`` / ``top_labels`` /
 ``top_scores`` (lists, best first) and ``error`` (string). For an image that could not be
 read or decoded every prediction column is null and ``error`` says why; otherwise
@@ -29,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -49,6 +52,32 @@ SCHEMA = pa.schema(
 )
 
 
+#: The rows of a detector (one a image: its boxes in the image's pixels) and a segmenter
+#: (the classes of its mask, most pixels first, with their share of the pixels).
+TASK_SCHEMAS = {
+    "detect": pa.schema([
+        ("path", pa.string()),
+        ("boxes", pa.list_(pa.list_(pa.float32(), 4))),
+        ("scores", pa.list_(pa.float32())),
+        ("class_ids", pa.list_(pa.int64())),
+        ("labels", pa.list_(pa.string())),
+        ("error", pa.string()),
+    ]),
+    "segment": pa.schema([
+        ("path", pa.string()),
+        ("class_ids", pa.list_(pa.int64())),
+        ("labels", pa.list_(pa.string())),
+        ("fractions", pa.list_(pa.float32())),
+        ("error", pa.string()),
+    ]),
+}  # fmt: skip
+
+
+def schema_for(task: str | None) -> pa.Schema:
+    """The Parquet schema of a job's rows: :data:`SCHEMA` (classify), else the task's."""
+    return SCHEMA if task is None else TASK_SCHEMAS[task]
+
+
 class ResultWriter:
     """Writes the result batches of :meth:`copyless.ray.ClassificationJob.run` to ``path``.
 
@@ -56,16 +85,18 @@ class ResultWriter:
     ``rows`` and ``errors`` count what was written.
     """
 
-    def __init__(self, path: str | os.PathLike[str], labels: Sequence[str] = ()) -> None:
+    def __init__(self, path: str | os.PathLike[str], labels: Sequence[str] = (),
+                 task: str | None = None) -> None:  # fmt: skip
         self._path = Path(path)
         self._labels = list(labels)
+        self._task = task
         directory = self._path.parent
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self._path.name}.", suffix=".tmp")
         self._tmp = Path(tmp)
         apply_umask(fd)  # mkstemp makes it 0600: readable by its writer only
         self._file = os.fdopen(fd, "wb")
-        self._writer = pq.ParquetWriter(self._file, SCHEMA)
+        self._writer = pq.ParquetWriter(self._file, schema_for(task))
         # A writer dropped without commit() or abort() removes its temporary file.
         self._finalizer = weakref.finalize(self, _discard, self._writer, self._file, self._tmp)
         self._done = False
@@ -82,7 +113,7 @@ class ResultWriter:
 
     def table(self, batch: dict[str, npt.NDArray[Any]]) -> pa.Table:
         """The Parquet rows of one result batch."""
-        return result_table(batch, self._labels)
+        return result_table(batch, self._labels, self._task)
 
     def commit(self) -> Path:
         """Finish the file and move it over the destination; returns the destination."""
@@ -131,12 +162,16 @@ def _discard(writer: pq.ParquetWriter, file: IO[bytes], tmp: Path) -> None:
         tmp.unlink()
 
 
-def result_table(batch: dict[str, npt.NDArray[Any]], labels: Sequence[str] = ()) -> pa.Table:
-    """The Parquet rows (:data:`SCHEMA`) of one result batch; ``labels[class_id]`` names
-    a class, ids beyond the list are named ``"class N"``."""
+def result_table(batch: dict[str, npt.NDArray[Any]], labels: Sequence[str] = (),
+                 task: str | None = None) -> pa.Table:  # fmt: skip
+    """The Parquet rows (:func:`schema_for` ``task``) of one result batch;
+    ``labels[class_id]`` names a class, ids beyond the list are named ``"class N"``."""
 
     def name(class_id: int) -> str:
         return labels[class_id] if 0 <= class_id < len(labels) else f"class {class_id}"
+
+    if task is not None:
+        return _task_table(batch, task, name)
 
     failed = [bool(e) for e in batch["error"]]
     ids = batch["top_class_ids"].tolist()
@@ -155,6 +190,33 @@ def result_table(batch: dict[str, npt.NDArray[Any]], labels: Sequence[str] = ())
     return pa.Table.from_pydict(columns, schema=SCHEMA)
 
 
+def _task_table(batch: dict[str, npt.NDArray[Any]], task: str, name: Any) -> pa.Table:
+    """A detector's or segmenter's rows (a failed image: null lists, its error)."""
+    failed = [bool(e) for e in batch["error"]]
+    ids = [None if bad else _plain(row) for bad, row in
+           zip(failed, batch["class_ids"], strict=True)]  # fmt: skip
+    columns: dict[str, Any] = {
+        "path": [None if p is None else str(p) for p in batch["path"]],
+        "class_ids": ids,
+        "labels": [None if row is None else [name(int(i)) for i in row] for row in ids],
+        "error": [str(e) if bad else None for bad, e in zip(failed, batch["error"], strict=True)],
+    }
+    keys = ("boxes", "scores") if task == "detect" else ("fractions",)
+    for key in keys:
+        columns[key] = [None if bad else _plain(row) for bad, row in
+                        zip(failed, batch[key], strict=True)]  # fmt: skip
+    return pa.Table.from_pydict(columns, schema=TASK_SCHEMAS[task])
+
+
+def _plain(row: Any) -> list[Any]:
+    """A row's list as plain Python (Ray Data hands lists back as numpy arrays, boxes as
+    arrays of arrays; an image with no boxes as None or an empty array)."""
+    if row is None:
+        return []
+    return [_plain(item) if isinstance(item, (list, tuple, np.ndarray)) else item.item()
+            if isinstance(item, np.generic) else item for item in row]  # fmt: skip
+
+
 class PartitionedWriter:
     """Writes result batches to ``directory``, one ``part-HASH.parquet`` per batch (see
     the module docstring); ``rows``, ``errors`` and ``parts`` count what was written.
@@ -164,9 +226,11 @@ class PartitionedWriter:
     building each batch's Arrow table.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], labels: Sequence[str] = ()) -> None:
+    def __init__(self, directory: str | os.PathLike[str], labels: Sequence[str] = (),
+                 task: str | None = None) -> None:  # fmt: skip
         self._directory = Path(directory)
         self._labels = list(labels)
+        self._task = task
         self._directory.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=self._directory, prefix=".probe-"):
             pass  # the directory is writable: fail before any Ray starts otherwise
@@ -181,7 +245,7 @@ class PartitionedWriter:
 
     def write(self, batch: dict[str, npt.NDArray[Any]]) -> int:
         """Write one result batch as its own part file; returns its number of rows."""
-        table = result_table(batch, self._labels)
+        table = result_table(batch, self._labels, self._task)
         name = part_name(table.column("path").to_pylist())
         fd, tmp = tempfile.mkstemp(dir=self._directory, prefix=f".{name}.", suffix=".tmp")
         try:

@@ -353,7 +353,7 @@ class ServedModel:
         """Triton's model configuration (its JSON form), as far as it applies."""
         def tensors(served: list[ServedTensor]) -> list[dict[str, Any]]:
             return [{"name": t.name, "data_type": f"TYPE_{t.datatype}",
-                     "dims": list(t.rest if t.batched or t.dynamic else t.shape)}
+                     "dims": list(t.rest if t.batched else t.shape)}
                     for t in served]  # fmt: skip
 
         policy = self.policy

@@ -59,7 +59,8 @@ def numpy_dtype(datatype: str) -> np.dtype[np.generic] | None:
 @dataclass(frozen=True, slots=True)
 class ServedTensor:
     """One input or output. ``shape``: what metadata reports (``-1`` for the batch of a
-    batched tensor, every dim of a data-dependent output); ``rest``: a row's shape without
+    batched tensor, and for each data-dependent dim of an output); ``rest``: a row's shape
+    without
     the batch (batched), or the whole shape; ``row_bytes``: one row's bytes (the whole
     tensor's when not batched); ``dynamic``: an output whose shape the data decides."""
 
@@ -80,17 +81,25 @@ class ServedTensor:
         return (rows, *self.rest) if self.batched else self.rest
 
 
-def _served(info: NpuTensorInfo, batch: int, dynamic: bool) -> ServedTensor:
+def _served(info: NpuTensorInfo, batch: int, dynamic: tuple[int, ...] | None) -> ServedTensor:
+    """``dynamic``: the data-dependent dims of an output (None: a fixed shape); metadata and
+    config report them as -1 and the others as they are (boxes ``[-1, 4]``)."""
     dtype = np.dtype(info.data_type.to_numpy())
     datatype = datatype_of(info.data_type)
-    if dynamic:
+    if dynamic is not None:
         if batch != 1:
             raise UnsupportedError(
                 f"output {info.name!r}: its shape depends on the data, which the server "
                 "serves only on a model compiled for batch 1"
             )
-        return ServedTensor(info.name, datatype, dtype, (-1,) * len(info.shape),
-                            tuple(info.shape), False, True)  # fmt: skip
+        shape = tuple(-1 if i in dynamic else d for i, d in enumerate(info.shape))
+        return ServedTensor(info.name, datatype, dtype, shape, tuple(info.shape), False, True)
+    if info.shape and batch_axis(info) == 0 and info.shape[0] != batch:
+        raise UnsupportedError(
+            f"tensor {info.describe()} has no batch dimension (its first dim is "
+            f"{info.shape[0]}, the model's batch {batch}): the server batches rows along it; "
+            "recompile the model with copyless-compile, which adds one to a [3, H, W] input"
+        )
     if info.shape and batch_axis(info) == 0 and info.strides is None:
         rest = tuple(info.shape[1:])
         return ServedTensor(info.name, datatype, dtype, (-1, *rest), rest, True)
@@ -109,8 +118,9 @@ def served_tensors(
 ) -> tuple[list[ServedTensor], list[ServedTensor], int]:  # fmt: skip
     """``(inputs, outputs, max_batch_size)`` of a model: its HW infos as served; raises
     :class:`UnsupportedError` for a model the server cannot serve (say which and why)."""
-    ins = [_served(info, batch, False) for info in inputs]
-    outs = [_served(info, batch, spec.dynamic) for info, spec in zip(outputs, specs, strict=True)]
+    ins = [_served(info, batch, None) for info in inputs]
+    outs = [_served(info, batch, (spec.dynamic_dims or (0,)) if spec.dynamic else None)
+            for info, spec in zip(outputs, specs, strict=True)]  # fmt: skip
     batched = {t.batched for t in ins + outs if not t.dynamic}
     if len(batched) > 1:  # only at batch 1 (else _served raised): serve every tensor whole
         ins, outs = [_whole(t) for t in ins], [_whole(t) for t in outs]

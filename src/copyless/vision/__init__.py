@@ -5,7 +5,8 @@ and read classification / text-detection outputs in place.
 float samples scaled; ``image_files`` lists a folder's images by the apps' one rule) ->
 ``classify_preprocess`` / ``letterbox`` / ``stretch`` (written straight into the
 tensor's memory) -> run the model -> ``softmax_topk`` / ``text_boxes`` / ``detections`` ->
-``draw_boxes`` / ``draw_detections`` (format by extension). Detections come back in the
+``draw_boxes`` / ``draw_detections`` (format by extension); a segmenter's output:
+``class_mask`` -> ``mask_to_image`` -> ``mask_summary`` / ``draw_mask``. Detections come back in the
 model's frame pixels; ``to_image`` maps them to the photo through what ``stretch`` or
 ``letterbox`` returned, and ``limit_side`` is the size policy the apps feed detectors at.
 Text lines (OCR): ``text_quads`` (DB postprocess) -> ``line_crops`` -> ``warp_lines`` (crops
@@ -35,6 +36,7 @@ from ._formats import ColourFormat, Destination, colour_format_for
 from ._frames import classify_frame, swscale_coefficients
 from ._gpu import DeviceImage, download, upload
 from ._image_files import IMAGE_SUFFIXES, ImageFiles, image_files
+from ._masks import OUTSIDE, MaskClass, class_mask, draw_mask, mask_summary, mask_to_image
 from ._postprocess import IMAGE_FORMATS, Box, draw_boxes, image_format, softmax_topk, text_boxes
 from ._preprocess import Letterbox, classify_preprocess, letterbox, limit_side, stretch
 from ._streams import Annotated, StreamFrame, StreamSet, StreamStats
@@ -46,6 +48,7 @@ __all__ = [
     "DECODE_HEADROOM",
     "IMAGE_FORMATS",
     "IMAGE_SUFFIXES",
+    "OUTSIDE",
     "Annotated",
     "AnyImage",
     "Box",
@@ -58,6 +61,7 @@ __all__ = [
     "ImageTooLargeError",
     "Letterbox",
     "LineCrops",
+    "MaskClass",
     "Placement",
     "ReadLimit",
     "StreamFrame",
@@ -68,6 +72,7 @@ __all__ = [
     "VideoFrame",
     "VideoSource",
     "VideoWriter",
+    "class_mask",
     "classify_frame",
     "classify_preprocess",
     "colour_format_for",
@@ -76,6 +81,7 @@ __all__ = [
     "download",
     "draw_boxes",
     "draw_detections",
+    "draw_mask",
     "image_files",
     "image_format",
     "image_size",
@@ -84,6 +90,8 @@ __all__ = [
     "limit_side",
     "need",
     "line_crops",
+    "mask_summary",
+    "mask_to_image",
     "order_lines",
     "place_page",
     "softmax_topk",

@@ -19,7 +19,6 @@ carries the source package and builder versions) and the compile options.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,6 @@ from onnx import helper, numpy_helper
 
 from ...model import artifact_key, compile_model, compile_to_memory, zoo
 from ...types import QuantParameters, UnsupportedError
-from .._models import recorded_preprocessing
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +105,7 @@ def bench_root() -> Path:
 def compile_options(config: Config, *, rgbx: bool) -> dict[str, Any]:
     """copyless compile options for ``config`` (RGBx input with mean/std folded, or float)."""
     spec = config.spec
-    options: dict[str, Any] = {"batch_size": config.batch, **recorded_preprocessing(spec.name)}
+    options: dict[str, Any] = {"batch_size": config.batch, **zoo.compile_options(spec.name)}
     if rgbx:
         options["input_format"] = "rgbx"
     if spec.task == "detect":  # dynamic H, W: fix them at the benchmark's canvas
@@ -125,13 +123,10 @@ def _key(source: Path, options: dict[str, Any]) -> str:
 
 
 def _cached(target: Path, write: Any) -> Path:
-    """``target``, produced by ``write(tmp_path)`` and moved into place on first use."""
-    if target.is_file():
-        return target
-    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp{target.suffix}")
-    write(tmp)
-    os.replace(tmp, target)
-    return target
+    """``target``, produced by ``write(tmp_path)`` on first use: the zoo's locked, atomic
+    cache (:func:`copyless.model.zoo.cached_artifact`)."""
+    path, _ = zoo.cached_artifact(target, write)
+    return path
 
 
 def copyless_model(config: Config) -> Path:

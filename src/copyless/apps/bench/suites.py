@@ -62,6 +62,7 @@ CHECKOUT_PROGRAMS = (
     "soak",
     "video",
     "video_batch",
+    "yolo_video",
 )
 
 

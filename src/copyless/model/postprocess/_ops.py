@@ -18,8 +18,9 @@ class Ops:
     """Appends nodes and constants under one name prefix; :meth:`commit` writes them into
     the graph. Every tensor and node name is fresh (:class:`NameScope`)."""
 
-    def __init__(self, graph: onnx.GraphProto, prefix: str) -> None:
+    def __init__(self, graph: onnx.GraphProto, prefix: str, opset: int = 13) -> None:
         self.graph = graph
+        self.opset = opset  # the model's default-domain opset: some ops changed form
         self.scope = NameScope(graph)
         self.prefix = prefix
         self.nodes: list[onnx.NodeProto] = []

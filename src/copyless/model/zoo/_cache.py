@@ -7,7 +7,10 @@ its converted photos under ``<root>/photos``.
 Writes are atomic: the bytes go to a temporary file in the destination directory, are fsynced,
 then ``os.replace``-d over the final name, so a crash never leaves a half-written file under a
 final name. Concurrent builders of the same file serialise on an ``flock``-ed lock file; the
-second one finds the file done and does not rebuild.
+second one finds the file done and does not rebuild. :func:`cached_file` caches bytes (the
+zoo's ONNX files, photos), :func:`cached_artifact` what a writer writes to a path (every
+compiled model the apps, the OCR pipeline and the benchmarks keep:
+:func:`~copyless.model.zoo.compiled`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import platformdirs
 
 from ...types import apply_umask
 
-__all__ = ["CACHE_ENV", "atomic_write", "cache_root", "cached_file", "locked"]
+__all__ = ["CACHE_ENV", "atomic_write", "cache_root", "cached_artifact", "cached_file", "locked"]
 
 CACHE_ENV = "COPYLESS_CACHE_DIR"
 
@@ -64,6 +67,32 @@ def locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def cached_artifact(path: Path, write: Callable[[Path], object]) -> tuple[Path, bool]:
+    """Return ``(path, built)``: ``path`` made by ``write(tmp)`` (a writer of files: the
+    compiler) unless it already exists. As :func:`cached_file`: at most one writer per
+    missing file across processes (the others wait on the lock and find it done); the file
+    is written under a temporary name beside ``path``, fsynced and renamed, so a crash
+    never leaves a partial artifact under the final name."""
+    if path.is_file():
+        return path, False
+    with locked(path):
+        if path.is_file():
+            return path, False
+        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+        try:
+            write(tmp)
+            with open(tmp, "rb") as done:
+                os.fsync(done.fileno())
+            apply_umask(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    logger.debug("cached %s", path)
+    return path, True
 
 
 def cached_file(path: Path, produce: Callable[[], bytes]) -> tuple[Path, bool]:

@@ -79,6 +79,29 @@ class ZooEntry:
     trained: bool = True
     #: an ImageNet-1k classifier: its class names are :func:`~copyless.model.zoo.labels`
     imagenet: bool = False
+    #: how the apps resize a photo for it (``copyless-compile --resize``): None derives it
+    #: from :attr:`preprocessing` (a crop where it has a resize side, else a stretch)
+    resize: str | None = None
+    #: the square side the apps compile a model of dynamic H, W at (None: the model's own,
+    #: or the frame's for detectors compiled per frame)
+    fixed_side: int | None = None
+
+    @property
+    def resize_policy(self) -> str:
+        """The resize policy recorded in the model the apps compile (a crop of
+        ``size / resize`` for classifiers, a stretch for models resized straight to size)."""
+        if self.resize is not None:
+            return self.resize
+        prep = self.preprocessing
+        if prep.resize is None:
+            return "stretch"
+        return f"crop:{prep.size[0] / prep.resize:g}"
+
+    def compile_options(self) -> dict[str, object]:
+        """The compile options that record how to feed it: mean/std, RGB, its resize."""
+        prep = self.preprocessing
+        return {"mean": tuple(prep.mean), "std": tuple(prep.std), "colour_order": "rgb",
+                "resize": self.resize_policy}  # fmt: skip
 
 
 _HALF = (127.5, 127.5, 127.5)
@@ -96,6 +119,10 @@ def _ppocr_preprocessing(generation: str, role: str) -> Preprocessing:
     return Preprocessing(_HALF, _HALF, (48, 320 if role == "rec" else 192), None)
 
 
+#: the text detector as copyless-detect feeds it: letterboxed into a 640 x 640 input
+_TEXT_SIDE = 640
+
+
 def _ppocr_entry(name: str, generation: str, role: str) -> ZooEntry:
     gen = ppocr.GENERATIONS[generation]
     version = "PP-OCRv6 (rapidocr 3.x)" if generation == "v6" else "PP-OCRv4 (rapidocr-onnxruntime)"
@@ -108,6 +135,8 @@ def _ppocr_entry(name: str, generation: str, role: str) -> ZooEntry:
         steps=ppocr.BUILD_STEPS,
         builder=ppocr.builder(generation, role),
         preprocessing=_ppocr_preprocessing(generation, role),
+        resize="letterbox:114" if role == "det" else None,
+        fixed_side=_TEXT_SIDE if role == "det" else None,
     )
 
 
