@@ -94,9 +94,9 @@ def test_a_model_without_batch_dimension_is_refused_at_load(tmp_path: Path) -> N
                   input_shapes={"images": (3, 320, 320)})  # fmt: skip
     served = start_unready(tmp_path)
     try:
-        (model,) = list(served.service.repository)
-        assert model.state.value == "UNAVAILABLE"
-        assert "no batch dimension" in model.reason and "\n" not in model.reason
+        (row,) = served.service.index()  # the repository's row for the failed version
+        assert row["state"] == "UNAVAILABLE"
+        assert "no batch dimension" in row["reason"] and "\n" not in row["reason"]
     finally:
         served.stop()
 
