@@ -333,10 +333,12 @@ def test_cancelled_requests_are_dropped_before_they_run(slow_repo: Path) -> None
         url = server.url("grpc")
         x = pixels(1, seed=1)
         metrics = server.service.metrics
-        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        busy_count = 40  # a queue of ~0.4 s or more: both leave while theirs wait in it
+        with concurrent.futures.ThreadPoolExecutor(busy_count) as pool:
             busy = [pool.submit(_lite0, grpcclient.InferenceServerClient(url), x)
-                    for _ in range(12)]  # fmt: skip
-            time.sleep(0.05)
+                    for _ in range(busy_count)]  # fmt: skip
+            assert _wait(lambda: metrics.value("nv_inference_pending_request_count", "lite0")
+                         >= busy_count // 2, 30)  # fmt: skip
             client = grpcclient.InferenceServerClient(url)
             given = grpcclient.InferInput("input", list(x.shape), "UINT8")
             given.set_data_from_numpy(x)
@@ -351,12 +353,12 @@ def test_cancelled_requests_are_dropped_before_they_run(slow_repo: Path) -> None
                              b"Inference-Header-Content-Length: " + str(len(body)).encode()
                              + b"\r\nContent-Length: " + str(len(body) + x.nbytes).encode()
                              + b"\r\n\r\n" + body + x.tobytes())
-                time.sleep(0.05)
+                time.sleep(0.02)
             for f in busy:
                 f.result()
         assert _wait(lambda: metrics.value("nv_inference_pending_request_count", "lite0") == 0)
         failures = server.service.metrics.snapshot()[1]
         assert failures[("lite0", "1", "CANCELED")] == 2, failures
-        assert metrics.value("nv_inference_count", "lite0") == 12
+        assert metrics.value("nv_inference_count", "lite0") == busy_count
     finally:
         server.stop()
