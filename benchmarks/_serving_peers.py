@@ -80,13 +80,19 @@ FASTAPI_SERVER = textwrap.dedent('''
 ''')
 
 
-def pytriton_python() -> Path:
+def pytriton_python(extra: tuple[str, ...] = ()) -> Path:
     """The interpreter of PyTriton's venv under the user cache dir, built on first use:
     Python 3.13 from pyenv (PyTriton 0.7's bundled stub needs it), numpy < 2 (with numpy 2
-    its data path returns empty outputs; numpy 1.26 builds from source there: minutes)."""
+    its data path returns empty outputs; numpy 1.26 builds from source there: minutes);
+    ``extra``: packages its callables also need (installed once each)."""
     venv = Path(platformdirs.user_cache_dir("copyless")) / "pytriton-0.7.0-py3.13"
     python = venv / "bin" / "python"
     if (venv / ".complete").exists():
+        for package in extra:
+            marker = venv / f".with-{package}"
+            if not marker.exists():
+                subprocess.run([str(python), "-m", "pip", "install", "-q", package], check=True)
+                marker.write_text("ok\n")
         return python
     base = _python313()
     print(f"serving: building PyTriton's venv in {venv} (first use: minutes)", file=sys.stderr)
@@ -95,7 +101,7 @@ def pytriton_python() -> Path:
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
     subprocess.run([*pip, "numpy<2", PYTRITON, "onnxruntime"], check=True)
     (venv / ".complete").write_text("ok\n")
-    return python
+    return pytriton_python(extra)
 
 
 def _python313() -> Path:

@@ -13,9 +13,9 @@ from PIL import Image
 
 import copyless as cl
 from copyless.apps import zerocopy
-from copyless.apps._prepare import preparer_for
 from copyless.model import compile_model, zoo
 from copyless.runner import RunnerFactory
+from copyless.vision import preparer_for
 
 CAT_CLASSES = {281, 282, 285}
 LITE0 = {"mean": (127.0,) * 3, "std": (128.0,) * 3}

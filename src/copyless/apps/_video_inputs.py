@@ -32,6 +32,7 @@ from ..types import (
 from ..vision import (
     ColourFormat,
     Placement,
+    Preparer,
     StreamInfo,
     StreamSet,
     VideoError,
@@ -40,11 +41,11 @@ from ..vision import (
     classify_frame,
     colour_format_for,
     import_av,
+    preparer_for,
 )
 from ._checks import UsageError, check_model_path
 from ._memory import MemoryBudget
 from ._models import CLASSIFIER, builtin_alias, builtin_model
-from ._prepare import Preparer, preparer_for
 from ._setup import runner_options, runner_type
 from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes
 
@@ -164,7 +165,7 @@ class ImageFrameWriter:
     """A frame into an image input as the model's record says for photos (a YOLO's
     letterbox, a stretch to torchvision's detector size, host normalisation...): the
     decoder's frame converted to RGB by PyAV (swscale: one copy of the frame), then written
-    into the item's row by the model's :class:`~copyless.apps._prepare.Preparer` (one fused
+    into the item's row by the model's :class:`~copyless.vision.Preparer` (one fused
     pass). ``placement`` maps the model's pixels back to the frame's (the same every frame)."""
 
     def __init__(self, prepare: Preparer, height: int, width: int) -> None:

@@ -57,6 +57,7 @@ from ..vision import (
     IMAGE_FORMATS,
     Detection,
     Placement,
+    Preparer,
     class_mask,
     detections,
     download,
@@ -67,6 +68,7 @@ from ..vision import (
     limit_side,
     mask_summary,
     mask_to_image,
+    preparer_for,
     text_boxes,
     to_image,
 )
@@ -74,7 +76,7 @@ from ._checks import UsageError, check_model_path, check_output, model_task, tas
 from ._memory import APP_BASE, MemoryBudget, photo_bytes
 from ._models import OBJECT_DETECTORS, builtin_detector, builtin_object_detector
 from ._output import Output, detection_fields
-from ._prepare import Preparer, preparer_for, warning
+from ._prepare import warning
 from ._setup import (
     EXIT_USAGE,
     builtin_name,

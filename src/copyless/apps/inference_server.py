@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-inflight-mb", type=float, default=1024.0, metavar="MB",
                         help="bytes of requests held at once, at most; past it requests get "
                         "503 / RESOURCE_EXHAUSTED (default 1024)")
+    parser.add_argument("--max-image-mb", type=float, default=512.0, metavar="MB",
+                        help="memory one encoded image (BYTES input) may take to decode, from "
+                        "its header; past it the request is a 400 (default 512)")
     parser.add_argument("--max-connections", type=int, default=0, metavar="N",
                         help="connections per listener, at most (default: the descriptor "
                         "budget's share)")
@@ -117,6 +120,7 @@ def _server(args: argparse.Namespace) -> InferenceServer:
         runner_options=runner_options(args),
         max_request_bytes=int(args.max_request_mb * 1024 * 1024),
         max_inflight_bytes=int(args.max_inflight_mb * 1024 * 1024),
+        max_image_bytes=int(args.max_image_mb * 1024 * 1024),
         max_connections=args.max_connections,
         allow_client_shm=args.allow_client_shm,
         model_control=args.model_control_mode,
@@ -172,9 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.max_queue_size < 0 or args.max_queue_delay_ms < 0 or args.max_request_mb <= 0 \
-            or args.max_inflight_mb < 0 or args.max_connections < 0:  # fmt: skip
+            or args.max_inflight_mb < 0 or args.max_connections < 0 \
+            or args.max_image_mb <= 0:  # fmt: skip
         parser.error("--max-queue-size, --max-queue-delay-ms, --max-request-mb, "
-                     "--max-inflight-mb and --max-connections must be positive")
+                     "--max-inflight-mb, --max-image-mb and --max-connections must be "
+                     "positive")
     try:
         find_models(Path(args.repository), required=args.model_control_mode == "none")
         if args.repository_poll_secs <= 0:

@@ -40,11 +40,11 @@ import numpy.typing as npt
 from ..model import class_names, zoo
 from ..runner import Runner
 from ..types import TensorDirection
-from ..vision import Box, download, softmax_topk, text_boxes
+from ..vision import Box, Preparer, download, preparer_for, softmax_topk, text_boxes
 from ._checks import model_task, task_mismatch
 from ._models import builtin_model
 from ._output import Output, box_fields
-from ._prepare import Preparer, preparer_for, warning
+from ._prepare import warning
 from ._setup import (
     EXIT_USAGE,
     builtin_name,

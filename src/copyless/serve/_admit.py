@@ -7,32 +7,38 @@ what and where; the regions a request names are held until it is answered.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ._errors import RequestError
+from ._images import BYTES, ImageInput
 from ._pending import InputSource, OutputTarget, PendingRequest
 from ._regions import RegionTable, SharedRegion
 from ._request import InferRequest, InputTensor, OutputWish, RegionRange, array_from_values
 from ._tensors import ServedTensor
 
-__all__ = ["HEADER_BYTES", "ModelShape", "admit", "request_bound"]
+__all__ = ["ENCODED_IMAGE_BYTES", "HEADER_BYTES", "ModelShape", "admit", "request_bound"]
 
 #: A request's JSON beside its tensors' data, at most: names, shapes, parameters, outputs.
 HEADER_BYTES = 64 * 1024
 #: Characters one number takes in a request's JSON, at most (indented, a float's repr).
 _JSON_NUMBER = 48
+#: An encoded image's file, at most (a phone's JPEG is 2-8 MB; a PNG of 50 MP about 64).
+ENCODED_IMAGE_BYTES = 64 * 1024 * 1024
 
 
 class ModelShape:
-    """What :func:`admit` needs of a model: its name, served tensors and batch."""
+    """What :func:`admit` needs of a model: its name, served tensors and batch; ``images``:
+    the inputs that also take encoded images (``BYTES``), and how."""
 
     def __init__(self, name: str, version: str, inputs: Sequence[ServedTensor],
-                 outputs: Sequence[ServedTensor], max_batch_size: int) -> None:  # fmt: skip
+                 outputs: Sequence[ServedTensor], max_batch_size: int,
+                 images: Mapping[str, ImageInput] | None = None) -> None:  # fmt: skip
         self.name, self.version = name, version
         self.inputs, self.outputs = list(inputs), list(outputs)
         self.max_batch_size = max_batch_size
+        self.images = dict(images or {})
 
 
 def request_bound(model: ModelShape, binary: bool) -> int:
@@ -42,8 +48,11 @@ def request_bound(model: ModelShape, binary: bool) -> int:
     rows = max(1, model.max_batch_size)
     total = HEADER_BYTES
     for tensor in model.inputs:
-        nbytes = (rows if tensor.batched else 1) * tensor.row_bytes
+        count = rows if tensor.batched else 1
+        nbytes = count * tensor.row_bytes
         total += nbytes if binary else nbytes // tensor.dtype.itemsize * _JSON_NUMBER
+        if binary and tensor.name in model.images:  # or encoded images, if larger
+            total += max(0, count * ENCODED_IMAGE_BYTES - nbytes)
     return total
 
 
@@ -57,6 +66,12 @@ def _rows(model: ModelShape, tensor: ServedTensor, given: InputTensor) -> int:
     where = f"input {given.name!r}"
     if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape):
         raise RequestError.invalid(f"{where}: shape {list(shape)} must hold integers >= 0")
+    if given.datatype == BYTES:  # encoded images: one a row
+        limit = max(1, model.max_batch_size)
+        if len(shape) in (1, 2) and shape[1:] in ((), (1,)) and 1 <= shape[0] <= limit:
+            return shape[0]
+        raise RequestError.invalid(f"{where}: encoded images come as BYTES [N] or [N, 1], "
+                                   f"1 <= N <= {limit}; got {list(shape)}")  # fmt: skip
     if tensor.batched:
         if len(shape) == len(tensor.shape) and tuple(shape[1:]) == tensor.rest \
                 and 1 <= shape[0] <= model.max_batch_size:  # fmt: skip
@@ -83,9 +98,12 @@ def _region(regions: RegionTable, request: InferRequest, shm: RegionRange,
 
 
 def _input(request: InferRequest, tensor: ServedTensor, given: InputTensor, rows: int,
-           regions: RegionTable, held: list[SharedRegion]) -> InputSource:  # fmt: skip
+           regions: RegionTable, held: list[SharedRegion],
+           images: Mapping[str, ImageInput]) -> InputSource:  # fmt: skip
     where = f"input {given.name!r}"
     nbytes = rows * tensor.row_bytes
+    if given.datatype == BYTES:
+        return _images(images, tensor, given, rows, where)
     if sum(x is not None for x in (given.data, given.values, given.shm)) != 1:
         raise RequestError.invalid(f"{where}: give its data, binary data or a shared memory "
                                  "region: exactly one")  # fmt: skip
@@ -112,6 +130,20 @@ def _input(request: InferRequest, tensor: ServedTensor, given: InputTensor, rows
     return InputSource(tensor, array=data.reshape(rows, -1))
 
 
+def _images(images: Mapping[str, ImageInput], tensor: ServedTensor, given: InputTensor,
+            rows: int, where: str) -> InputSource:  # fmt: skip
+    decoder = images.get(tensor.name)
+    elements = given.elements
+    if decoder is None or elements is None:
+        raise RequestError.invalid(f"{where}: encoded images (BYTES) need their bytes as "
+                                   "binary data, raw contents or bytes_contents")  # fmt: skip
+    if len(elements) != rows:
+        raise RequestError.invalid(f"{where}: {len(elements)} encoded images given; its shape "
+                                   f"{list(given.shape)} holds {rows}")  # fmt: skip
+    decoder.check(elements, where)
+    return InputSource(tensor, images=elements, decoder=decoder)
+
+
 def _inputs(model: ModelShape, request: InferRequest, regions: RegionTable,
             held: list[SharedRegion]) -> tuple[int, list[InputSource]]:  # fmt: skip
     known = {t.name: t for t in model.inputs}
@@ -123,10 +155,17 @@ def _inputs(model: ModelShape, request: InferRequest, regions: RegionTable,
                                      f"inputs are {_names(model.inputs)}")  # fmt: skip
         if each.name in given:
             raise RequestError.invalid(f"input {each.name!r} is given twice")
-        if each.datatype != tensor.datatype:
+        if each.datatype == BYTES and each.name not in model.images:
+            raise RequestError.invalid(
+                f"input {each.name!r}: datatype BYTES (encoded images) is taken only by an "
+                f"image input of a model compiled with its preprocessing recorded (mean/std, "
+                f"resize, colour order); this one takes {tensor.datatype}"
+            )
+        if each.datatype != tensor.datatype and each.datatype != BYTES:
             raise RequestError.invalid(
                 f"input {each.name!r}: datatype {each.datatype!r}, the model takes "
                 f"{tensor.datatype} (its HW view)"
+                + (" or BYTES (encoded images)" if each.name in model.images else "")
             )
         given[each.name] = each
     missing = [t.name for t in model.inputs if t.name not in given]
@@ -137,7 +176,7 @@ def _inputs(model: ModelShape, request: InferRequest, regions: RegionTable,
     if len(set(counts.values())) != 1:
         raise RequestError.invalid(f"the inputs hold different numbers of rows: {counts}")
     rows = next(iter(counts.values()))
-    return rows, [_input(request, t, given[t.name], rows, regions, held)
+    return rows, [_input(request, t, given[t.name], rows, regions, held, model.images)
                   for t in model.inputs]  # fmt: skip
 
 

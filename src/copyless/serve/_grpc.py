@@ -34,6 +34,7 @@ from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
 from ._access import Client, tcp_peer_uid, unix_socket_client
 from ._errors import Refusal, RequestError
+from ._images import BYTES, bytes_elements
 from ._request import (
     InferRequest,
     InferResponse,
@@ -121,16 +122,22 @@ def parse_infer(message: Any, client: Client | None = None, nbytes: int = 0) -> 
         shm = _region_range(_params(tensor.parameters), where)
         field = _CONTENTS.get(tensor.datatype)
         typed = getattr(tensor.contents, field) if field else ()
-        data, values = None, None
-        if shm is None and not len(typed):
+        data, values, elements = None, None, None
+        if tensor.datatype == BYTES and len(tensor.contents.bytes_contents):
+            elements = tuple(tensor.contents.bytes_contents)
+        elif shm is None and not len(typed):
             if used >= len(raw):
                 raise RequestError.invalid(f"{where}: no data: neither contents, nor "
                                          "raw_input_contents, nor a shared memory region")
-            data, used = array_from_bytes(raw[used], tensor.datatype, where), used + 1
+            if tensor.datatype == BYTES:
+                elements = bytes_elements(raw[used], where)
+            else:
+                data = array_from_bytes(raw[used], tensor.datatype, where)
+            used += 1
         elif len(typed):
             values = typed
         inputs.append(InputTensor(tensor.name, tensor.datatype, tuple(tensor.shape), data, shm,
-                                  values))  # fmt: skip
+                                  values, elements))  # fmt: skip
     if used != len(raw):
         raise RequestError.invalid(f"the request has {len(raw)} raw_input_contents for {used} "
                                  "input(s) sent that way")  # fmt: skip

@@ -41,9 +41,11 @@ import numpy as np
 
 from ..pipeline import ItemTensors, Pipeline
 from ..runner import Runner, RunnerFactory
-from ..types import TensorDirection, TensorType
+from ..types import CopylessError, NpuTensorInfo, TensorDirection, TensorType
+from ..vision import ReadLimit, preparer_for
 from ._admit import ModelShape, admit
 from ._errors import Refusal, RequestError
+from ._images import ImageInput
 from ._layout import ModelPolicy
 from ._metrics import ServeMetrics
 from ._pending import PendingRequest, RowItem, flat_bytes
@@ -89,6 +91,7 @@ class ServedModel:
         self.outputs: list[ServedTensor] = []
         self.max_batch_size = 0
         self._shape = ModelShape(name, version, [], [], 0)
+        self.images: dict[str, ImageInput] = {}
         self._levels = max(1, self.policy.priority_levels)
         self._queues: list[collections.deque[RowItem]] = [collections.deque()
                                                           for _ in range(self._levels)]
@@ -155,8 +158,9 @@ class ServedModel:
         batch = runner.get_batch_size()
         self.inputs, self.outputs, self.max_batch_size = served_tensors(
             ins, outs, list(runner.model.outputs), batch)
+        self.images = _image_inputs(runner, ins, self._settings.max_image_bytes)
         self._shape = ModelShape(self.name, self.version, self.inputs, self.outputs,
-                                 self.max_batch_size)  # fmt: skip
+                                 self.max_batch_size, self.images)  # fmt: skip
         runner.warm_up()
         self._pipeline = Pipeline(runner, self._prepare, self._finish, slots=self._settings.slots,
                                   batch=batch, batch_wait_ms=self.max_queue_delay_ms)
@@ -271,6 +275,9 @@ class ServedModel:
                 source.region.read_into(flat_bytes(view),
                                         source.offset + item.row * source.tensor.row_bytes,
                                         f"input {source.tensor.name!r}")  # fmt: skip
+            elif source.images is not None and source.decoder is not None:
+                source.decoder.write(source.images[item.row], tensor,
+                                     f"input {source.tensor.name!r}: image {item.row}")
         local.rows += 1
 
     def _finish(self, item: RowItem, outputs: ItemTensors) -> None:
@@ -366,6 +373,9 @@ class ServedModel:
                                if policy.versions == "specific" else
                                {"latest": {"num_versions": policy.latest}}),
         }  # fmt: skip
+        if self.images:  # Triton's config has no word for it: a parameter says which
+            config["parameters"] = {"encoded_image_inputs": {
+                "string_value": ",".join(sorted(self.images))}}
         if self.max_batch_size:
             config["dynamic_batching"] = {
                 "max_queue_delay_microseconds": int(self.max_queue_delay_ms * 1000),
@@ -401,6 +411,22 @@ class ServedModel:
             self._pipeline.close()
         if self._runner is not None:
             self._runner.close()
+
+
+def _image_inputs(runner: Runner, infos: list[NpuTensorInfo],
+                  max_image_bytes: int) -> dict[str, ImageInput]:  # fmt: skip
+    """The inputs that take encoded images: the photo-shaped ones of a model whose
+    preprocessing record is complete (a guess would make answers silently wrong)."""
+    found = {}
+    limit = ReadLimit(max_image_bytes, "the server allows an image (--max-image-mb)")
+    for info in infos:
+        try:
+            preparer = preparer_for(runner, info)
+        except (CopylessError, ValueError):
+            continue
+        if not preparer.assumed:
+            found[info.name] = ImageInput(preparer, limit)
+    return found
 
 
 def _flat(view: np.ndarray) -> np.ndarray:

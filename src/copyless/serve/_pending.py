@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._errors import Refusal, RequestError
+from ._images import ImageInput
 from ._regions import SharedRegion
 from ._request import InferRequest, InferResponse, OutputWish, ResponseTensor
 from ._tensors import ServedTensor
@@ -34,13 +35,16 @@ def flat_bytes(array: np.ndarray) -> memoryview:
 
 @dataclass(slots=True)
 class InputSource:
-    """Where an input's rows come from: ``array`` (``[rows, row elements]``) or ``region``
-    at ``offset`` (row ``r`` at ``offset + r * row_bytes``)."""
+    """Where an input's rows come from: ``array`` (``[rows, row elements]``), ``region``
+    at ``offset`` (row ``r`` at ``offset + r * row_bytes``) or ``images`` (encoded, row ``r``
+    decoded into its row by ``decoder``)."""
 
     tensor: ServedTensor
     array: np.ndarray | None = None
     region: SharedRegion | None = None
     offset: int = 0
+    images: Sequence[bytes | memoryview] | None = None  # encoded, one a row
+    decoder: ImageInput | None = None
 
 
 @dataclass(slots=True)

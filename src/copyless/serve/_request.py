@@ -42,8 +42,9 @@ class RegionRange:
 class InputTensor:
     """One input: ``data`` (a flat array of the datatype's numpy dtype, no copy of the
     request's bytes where they were binary), ``values`` (numbers not yet converted: JSON
-    lists, or a protobuf repeated field; converted once the shape is checked) or ``shm`` (a
-    region range): exactly one of them."""
+    lists, or a protobuf repeated field; converted once the shape is checked), ``shm`` (a
+    region range) or ``elements`` (a ``BYTES`` tensor's elements: encoded images): exactly
+    one of them."""
 
     name: str
     datatype: str
@@ -51,6 +52,7 @@ class InputTensor:
     data: np.ndarray | None = None
     shm: RegionRange | None = None
     values: object | None = None
+    elements: tuple[bytes | memoryview, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from ._access import UNIDENTIFIED, Client
 from ._admit import request_bound
 from ._connections import OVER_BUDGET, PEER, ConnectionPeer
 from ._errors import Refusal, RequestError
+from ._images import BYTES, bytes_elements
 from ._request import (
     InferRequest,
     InferResponse,
@@ -179,7 +180,7 @@ def _parse_inputs(doc: dict[str, Any], binary: memoryview) -> tuple[InputTensor,
             raise RequestError.invalid(f"{where} needs 'name', 'datatype' and 'shape'")
         params = _object(entry.get("parameters", {}), f"{where} parameters")
         shm = region_range(params, where)
-        data = None
+        data, elements = None, None
         if "binary_data_size" in params:
             size = _int(params, "binary_data_size", where)
             if at + size > len(binary):
@@ -187,13 +188,20 @@ def _parse_inputs(doc: dict[str, Any], binary: memoryview) -> tuple[InputTensor,
                     f"{where}: binary_data_size {size} runs past the {len(binary)} bytes of "
                     "binary data after the JSON header"
                 )
-            data, at = array_from_bytes(binary[at : at + size], datatype, where), at + size
+            piece, at = binary[at : at + size], at + size
+            if datatype == BYTES:
+                elements = bytes_elements(piece, where)
+            else:
+                data = array_from_bytes(piece, datatype, where)
         values = entry.get("data")
-        if data is not None and values is not None:
+        if (data is not None or elements is not None) and values is not None:
             raise RequestError.invalid(f"{where}: both 'data' and binary_data_size are given")
+        if values is not None and datatype == BYTES:
+            raise RequestError.invalid(f"{where}: encoded images (BYTES) go as binary data "
+                                       "(JSON strings cannot hold them)")  # fmt: skip
         if values is not None and not isinstance(values, list):
             values = [values]
-        inputs.append(InputTensor(name, datatype, tuple(shape), data, shm, values))
+        inputs.append(InputTensor(name, datatype, tuple(shape), data, shm, values, elements))
     if at != len(binary):
         raise RequestError.invalid(f"the request has {len(binary)} bytes of binary data after "
                                  f"its JSON header; its inputs declare {at}")  # fmt: skip

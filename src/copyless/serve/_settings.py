@@ -27,6 +27,8 @@ class ServeSettings:
     ``max_request_bytes``: the largest request taken (413 / RESOURCE_EXHAUSTED past it; a
     model's own bound, from its inputs, is usually far lower). ``max_inflight_bytes``: the
     bytes of requests held at once, at most (503 / RESOURCE_EXHAUSTED past it; 0: no bound).
+    ``max_image_bytes``: the memory one encoded image may take to decode (its header says;
+    400 past it).
 
     Security (docs/serve.md): ``allow_client_shm`` opens client shared memory to TCP
     clients; ``http_restrictions`` / ``grpc_restrictions`` guard API groups with a header
@@ -48,6 +50,7 @@ class ServeSettings:
     runner_options: Mapping[str, Any] = field(default_factory=dict)
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
+    max_image_bytes: int = 512 * 1024 * 1024
     allow_client_shm: bool = False
     http_restrictions: tuple[Restriction, ...] = ()
     grpc_restrictions: tuple[Restriction, ...] = ()
@@ -72,7 +75,7 @@ class ServeSettings:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise OptionError(f"{name} must be a number > 0, got {value!r}")
         for name in ("max_queue_size", "max_request_bytes", "max_inflight_bytes",
-                     "max_connections"):  # fmt: skip
+                     "max_connections", "max_image_bytes"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise OptionError(f"{name} must be an int >= 0, got {value!r}")

@@ -9,6 +9,9 @@ tensor's memory) -> run the model -> ``softmax_topk`` / ``text_boxes`` / ``detec
 ``class_mask`` -> ``mask_to_image`` -> ``mask_summary`` / ``draw_mask``. Detections come back in the
 model's frame pixels; ``to_image`` maps them to the photo through what ``stretch`` or
 ``letterbox`` returned, and ``limit_side`` is the size policy the apps feed detectors at.
+``preparer_for`` reads a compiled model's preprocessing record and returns the ``Preparer``
+that decodes a photo and writes it into the model's input as the model was compiled to see
+it (crop, letterbox or stretch; colour order; host normalisation).
 Text lines (OCR): ``text_quads`` (DB postprocess) -> ``line_crops`` -> ``warp_lines`` (crops
 sampled straight into a recogniser's batch tensor).
 Video (``copyless[video]``, PyAV imported on first use): ``VideoSource`` yields the
@@ -38,6 +41,7 @@ from ._gpu import DeviceImage, download, upload
 from ._image_files import IMAGE_SUFFIXES, ImageFiles, image_files
 from ._masks import OUTSIDE, MaskClass, class_mask, draw_mask, mask_summary, mask_to_image
 from ._postprocess import IMAGE_FORMATS, Box, draw_boxes, image_format, softmax_topk, text_boxes
+from ._prepare import DEFAULT_ORDER, DEFAULT_RESIZE, Preparer, preparer_for
 from ._preprocess import Letterbox, classify_preprocess, letterbox, limit_side, stretch
 from ._streams import Annotated, StreamFrame, StreamSet, StreamStats
 from ._textlines import LineCrops, line_crops, order_lines, place_page, text_quads, warp_lines
@@ -46,6 +50,8 @@ from ._video_writer import VideoWriter
 
 __all__ = [
     "DECODE_HEADROOM",
+    "DEFAULT_ORDER",
+    "DEFAULT_RESIZE",
     "IMAGE_FORMATS",
     "IMAGE_SUFFIXES",
     "OUTSIDE",
@@ -63,6 +69,7 @@ __all__ = [
     "LineCrops",
     "MaskClass",
     "Placement",
+    "Preparer",
     "ReadLimit",
     "StreamFrame",
     "StreamInfo",
@@ -77,6 +84,7 @@ __all__ = [
     "classify_preprocess",
     "colour_format_for",
     "decode",
+    "preparer_for",
     "detections",
     "download",
     "draw_boxes",

@@ -45,7 +45,7 @@ from ...types import (
     TensorDirection,
     TensorType,
 )
-from .._prepare import Preparer, preparer_for
+from ...vision import Preparer, preparer_for
 from .contender import FAMILY_COPYLESS, Contender
 from .stages import Stopwatch
 from .tasks import Outcome, Photo, Task

@@ -36,7 +36,7 @@ import statistics, time
 import numpy as np
 import copyless as cl
 from copyless.apps._models import builtin_model
-from copyless.apps._prepare import preparer_for
+from copyless.vision import preparer_for
 from copyless.model import zoo
 from copyless.vision import decode, softmax_topk
 variant, name, frames = sys.argv[1], sys.argv[2], int(sys.argv[3])
