@@ -65,6 +65,10 @@ def test_the_grafana_dashboard_queries_what_the_server_serves(server: InferenceS
     exprs = [t["expr"] for panel in json.loads(dashboard.read_text())["panels"]
              for t in panel["targets"]]  # fmt: skip
     named = {m for e in exprs for m in re.findall(r"\b((?:nv|copyless)_[a-z_]+)\b", e)}
+    client = grpcclient.InferenceServerClient(server.url("grpc"))
+    given = grpcclient.InferInput("input", [1, 3, 16, 16], "FP32")
+    given.set_data_from_numpy(conv_rows(1))
+    client.infer("conv", [given])  # a latency series shows once it has an observation
     text = urllib.request.urlopen(f"http://{server.url('metrics')}/metrics").read().decode()
     served = {line.split("{")[0].split(" ")[0] for line in text.splitlines()
               if line and not line.startswith("#")}  # fmt: skip
