@@ -67,9 +67,17 @@ def _readme_output(lines: list[str]) -> None:
     assert counts.startswith("items     2 done, 0 failed"), counts
 
 
+def _video_output(lines: list[str]) -> None:
+    """docs/guides/video.md: the clip's 60 frames, the cat first."""
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("60 frames classified,"), lines
+    assert any(cat in lines[0] for cat in ("Egyptian cat", "tabby", "tiger cat")), lines
+
+
 OUTPUT_CHECKS: dict[str, Callable[[list[str]], None]] = {
     "docs/api.md": _pipeline_output,
     "README.md": _readme_output,
+    "docs/guides/video.md": _video_output,
 }
 
 
