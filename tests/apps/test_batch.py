@@ -328,3 +328,22 @@ def test_labels_file_names_the_classes(photo_folder, tmp_path, capsys) -> None:
     short.write_text("cat\ndog\n")
     assert batch.main([str(folder), "-o", str(tmp_path / "x.parquet"), "--labels", str(short)]) == 2
     assert "has 2 names" in capsys.readouterr().err
+
+
+def test_fewer_batches_than_actors_start_fewer_actors_quietly(ray_head, photo_folder,
+                                                              tmp_path) -> None:  # fmt: skip
+    """One photo, --actors 2: one batch to give, one actor started, and none of Ray Data's
+    'minimum number of concurrent actors' warning (issue 53)."""
+    folder, expected = photo_folder
+    one = next(p for p in expected if p.endswith("chelsea.jpg"))
+    out = tmp_path / "one.parquet"
+    result = subprocess.run(
+        [*_command(), one, "-o", str(out), "--address", ray_head.address, "--actors", "2"],
+        capture_output=True, text=True, env={**os.environ, **RAY_ENV}, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "concurrent actors" not in result.stderr and "Warning" not in result.stderr, \
+        result.stderr  # fmt: skip
+    match = CLOSING.match(result.stdout.strip())
+    assert match and match.group(3) == "1", result.stdout
+    _check_rows(out, {one: expected[one]})

@@ -444,7 +444,7 @@ def _classify(
     errors = f" ({writer.errors} unreadable)" if writer.errors else ""
     return (
         f"{writer.rows} images{errors} in {seconds:.2f} s, {writer.rows / seconds:.1f} images/s "
-        f"({settings.actors} actor(s) on {where}, up in {ready - started:.1f} s) -> {args.output}"
+        f"({job.actors} actor(s) on {where}, up in {ready - started:.1f} s) -> {args.output}"
     )
 
 

@@ -142,6 +142,15 @@ class ClassificationJob:
     gpus: float = 0.0
     predictor: type[Predictor] = Predictor
 
+    @property
+    def actors(self) -> int:
+        """The actors the job starts: the settings', no more than the batches it has to give
+        them (each costs a start-up, and Ray Data warns of a pool larger than its input)."""
+        if isinstance(self.paths, Manifest) or not self.paths:
+            return self.settings.actors
+        batches = math.ceil(len(self.paths) / self.settings.batch_size)
+        return max(1, min(self.settings.actors, batches))
+
     def dataset(self) -> ray.data.Dataset:
         """The lazy dataset: one row per path with ``path``, ``error``, ``class_id``,
         ``score``, ``top_class_ids``, ``top_scores``. The model travels to the actors
@@ -179,7 +188,7 @@ class ClassificationJob:
                 **decode,
             },
             compute=ray.data.ActorPoolStrategy(
-                size=settings.actors,
+                size=self.actors,
                 max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
                 enable_true_multi_threading=True,  # the calls share the actor's pipeline
             ),
