@@ -34,11 +34,14 @@ class ModelShape:
 
     def __init__(self, name: str, version: str, inputs: Sequence[ServedTensor],
                  outputs: Sequence[ServedTensor], max_batch_size: int,
-                 images: Mapping[str, ImageInput] | None = None) -> None:  # fmt: skip
+                 images: Mapping[str, ImageInput] | None = None,
+                 encoded: frozenset[str] = frozenset()) -> None:  # fmt: skip
         self.name, self.version = name, version
         self.inputs, self.outputs = list(inputs), list(outputs)
         self.max_batch_size = max_batch_size
         self.images = dict(images or {})
+        #: the inputs a request may send as encoded files (their bound allows for it)
+        self.encoded = encoded | frozenset(self.images)
 
 
 def request_bound(model: ModelShape, binary: bool) -> int:
@@ -51,7 +54,7 @@ def request_bound(model: ModelShape, binary: bool) -> int:
         count = rows if tensor.batched else 1
         nbytes = count * tensor.row_bytes
         total += nbytes if binary else nbytes // tensor.dtype.itemsize * _JSON_NUMBER
-        if binary and tensor.name in model.images:  # or encoded images, if larger
+        if binary and tensor.name in model.encoded:  # or encoded images, if larger
             total += max(0, count * ENCODED_IMAGE_BYTES - nbytes)
     return total
 

@@ -34,7 +34,7 @@ from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
 from ._access import Client, tcp_peer_uid, unix_socket_client
 from ._errors import Refusal, RequestError
-from ._images import BYTES, bytes_elements
+from ._images import BYTES, bytes_elements, serialize_bytes
 from ._request import (
     InferRequest,
     InferResponse,
@@ -171,6 +171,8 @@ def render_infer(response: InferResponse) -> Any:
             nbytes = int(np.prod(out.shape)) * out.tensor.dtype.itemsize
             tensor.parameters["shared_memory_byte_size"].int64_param = nbytes
             message.raw_output_contents.append(b"")
+        elif out.data is not None and out.tensor.datatype == BYTES:
+            message.raw_output_contents.append(serialize_bytes(list(out.data.reshape(-1))))
         elif out.data is not None:
             message.raw_output_contents.append(out.data.tobytes())
     return message

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..vision import Preparer, ReadLimit, decode, image_size
 from ._errors import RequestError
 
-__all__ = ["BYTES", "ImageInput", "bytes_elements"]
+__all__ = ["BYTES", "ImageInput", "bytes_elements", "check_images", "serialize_bytes"]
 
 BYTES = "BYTES"
 _LENGTH = 4
@@ -53,20 +53,7 @@ class ImageInput:
     limit: ReadLimit
 
     def check(self, elements: Sequence[bytes | memoryview], where: str) -> None:
-        """Refuse empty elements, non-images and images too large to decode, from their
-        headers."""
-        for number, data in enumerate(elements):
-            what = f"{where}: image {number}"
-            if not len(data):
-                raise RequestError.invalid(f"{what} is empty")
-            try:
-                height, width = image_size(data)
-            except ValueError as exc:
-                raise RequestError.invalid(f"{what}: {_reason(exc)}") from None
-            try:
-                self.limit.check(what, height, width, len(data))
-            except ValueError as exc:
-                raise RequestError.invalid(str(exc)) from None
+        check_images(elements, self.limit, where)
 
     def write(self, data: bytes | memoryview, tensor: object, where: str) -> None:
         """Decode ``data`` into ``tensor`` (one row of the batch) as the model records."""
@@ -76,6 +63,29 @@ class ImageInput:
         except ValueError as exc:
             raise RequestError.invalid(f"{where}: {_reason(exc)}") from None
         preparer(image, tensor)  # type: ignore[arg-type]
+
+
+def check_images(elements: Sequence[bytes | memoryview], limit: ReadLimit, where: str) -> None:
+    """Refuse empty elements, non-images and images too large to decode (past ``limit``),
+    from their headers: one 400 naming the element."""
+    for number, data in enumerate(elements):
+        what = f"{where}: image {number}"
+        if not len(data):
+            raise RequestError.invalid(f"{what} is empty")
+        try:
+            height, width = image_size(data)
+        except ValueError as exc:
+            raise RequestError.invalid(f"{what}: {_reason(exc)}") from None
+        try:
+            limit.check(what, height, width, len(data))
+        except ValueError as exc:
+            raise RequestError.invalid(str(exc)) from None
+
+
+def serialize_bytes(values: Sequence[bytes]) -> bytes:
+    """A ``BYTES`` tensor's wire form: each element's length (4 bytes, little-endian), then
+    its bytes."""
+    return b"".join(len(v).to_bytes(_LENGTH, "little") + v for v in values)
 
 
 def _reason(exc: BaseException) -> str:

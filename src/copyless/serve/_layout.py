@@ -11,7 +11,8 @@ protocol modules tritonclient ships) for what applies to copyless: ``version_pol
 (``latest { num_versions }``, ``all {}``, ``specific { versions }``; Triton's default: the
 latest one) and ``dynamic_batching``'s queue policy (``max_queue_delay_microseconds``,
 ``priority_levels``, ``default_priority_level``, ``default_queue_policy { max_queue_size,
-default_timeout_microseconds, allow_timeout_override }``). A config that does not parse, or a
+default_timeout_microseconds, allow_timeout_override }``), and ``backend`` with its
+``parameters`` (``copyless-ocr``: the OCR chain, :mod:`._chain`). A config that does not parse, or a
 policy naming versions the folder lacks, is that model's one error line; the other models
 are served.
 
@@ -97,6 +98,8 @@ class ModelPolicy:
     default_priority: int = 0
     default_timeout_us: int = 0
     allow_timeout_override: bool = False
+    backend: str = ""  # "copyless-ocr": a chain (._chain), not a compiled model
+    parameters: tuple[tuple[str, str], ...] = ()  # the config's string parameters
 
     def timeout_us(self, requested: int) -> int:
         """A request's queue timeout, microseconds (0: none): its own where the model sets
@@ -135,7 +138,11 @@ def read_policy(folder: Path) -> ModelPolicy:
     except (ProtobufError, UnicodeDecodeError, OSError) as exc:
         raise ModelLoadError(f"{path}: {exc}") from None
     choice = config.version_policy.WhichOneof("policy_choice")
-    fields: dict[str, object] = {}
+    fields: dict[str, object] = {
+        "backend": config.backend,
+        "parameters": tuple(sorted((key, value.string_value)
+                                   for key, value in config.parameters.items())),
+    }
     if choice == "all":
         fields["versions"] = "all"
     elif choice == "specific":

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -54,12 +54,41 @@ from ._request import InferRequest, InferResponse
 from ._settings import ServeSettings
 from ._tensors import ServedTensor, served_tensors
 
-__all__ = ["VERSION", "ModelRetired", "ModelState", "ServedModel"]
+__all__ = ["VERSION", "ModelRetired", "ModelState", "Served", "ServedModel"]
 
 logger = logging.getLogger(__name__)
 
 #: The version of a model in the flat layout (a folder holding the model itself).
 VERSION = "1"
+
+
+class Served(Protocol):
+    """What the repository, the service and the protocols need of a served version: a
+    :class:`ServedModel` (a compiled model) or a chain of them (:mod:`._chain`)."""
+
+    name: str
+    version: str
+    policy: ModelPolicy
+    max_batch_size: int
+
+    @property
+    def state(self) -> ModelState: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def shape(self) -> ModelShape: ...
+    def load(self) -> None: ...
+    def check_ready(self) -> None: ...
+    def submit(self, request: InferRequest, regions: RegionTable
+               ) -> concurrent.futures.Future[InferResponse]: ...  # fmt: skip
+    def metadata(self, versions: list[str] | None = None) -> dict[str, Any]: ...
+    def config(self) -> dict[str, Any]: ...
+    def retire(self) -> None: ...
+    def drain(self, timeout_s: float) -> None: ...
 
 
 class ModelRetired(RequestError):

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..types import ModelLoadError, OptionError
+from ._chain import OCR_BACKEND, ServedChain
 from ._errors import Refusal, RequestError
 from ._layout import CONFIG_FILE, ModelPolicy, read_policy, signature, versions_on_disk
 from ._metrics import ServeMetrics
-from ._model import ModelState, ServedModel
+from ._model import ModelState, Served, ServedModel
 from ._settings import ServeSettings
 
 __all__ = ["ControlMode", "ModelEntry", "ModelRepository", "find_models"]
@@ -94,10 +95,10 @@ class ModelEntry:
                  metrics: ServeMetrics) -> None:  # fmt: skip
         self.name, self.folder = name, folder
         self._settings, self._metrics = settings, metrics
-        self._served: dict[int, ServedModel] = {}
+        self._served: dict[int, Served] = {}
         self._signatures: dict[int, tuple[object, ...]] = {}
         self._failed: dict[int, _Attempt] = {}
-        self._loading: dict[int, ServedModel] = {}
+        self._loading: dict[int, Served] = {}
         self._error = ""
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()  # one load at a time per model
@@ -121,7 +122,7 @@ class ModelEntry:
             return self._error or "; ".join(failed) or ("not loaded" if not self.loaded
                                                           else "no version")  # fmt: skip
 
-    def served(self) -> list[ServedModel]:
+    def served(self) -> list[Served]:
         with self._lock:
             return [self._served[v] for v in sorted(self._served)]
 
@@ -130,7 +131,7 @@ class ModelEntry:
         with self._lock:
             return [str(v) for v, m in sorted(self._served.items()) if m.ready]
 
-    def get(self, version: str) -> ServedModel:
+    def get(self, version: str) -> Served:
         """The served version ``version`` ('' : the newest one ready); NOT_FOUND else."""
         with self._lock:
             if not version:
@@ -176,6 +177,11 @@ class ModelEntry:
             try:
                 policy = read_policy(self.folder)
                 available = versions_on_disk(self.folder)
+                if policy.backend == OCR_BACKEND:  # a chain: its models come from the zoo
+                    available = {1: self.folder}
+                elif policy.backend:
+                    raise ModelLoadError(f"backend {policy.backend!r} is not one copyless "
+                                         f"serves (a compiled model, or {OCR_BACKEND!r})")
                 wanted = policy.select(available)
                 config = self._config_signature()
             except (ModelLoadError, OSError) as exc:
@@ -219,8 +225,13 @@ class ModelEntry:
         failed = self._failed.get(version)
         if failed is not None and failed.signature == sig:
             return  # the same broken files: no second attempt until they change
-        model = ServedModel(self.name, folder, self._settings, self._metrics, str(version),
-                            policy)  # fmt: skip
+        model: Served
+        if policy.backend == OCR_BACKEND:
+            model = ServedChain(self.name, folder, self._settings, self._metrics, str(version),
+                                policy)  # fmt: skip
+        else:
+            model = ServedModel(self.name, folder, self._settings, self._metrics, str(version),
+                                policy)  # fmt: skip
         with self._lock:
             self._loading[version] = model
         model.load()
@@ -274,7 +285,7 @@ class ModelEntry:
             thread.join(timeout_s + 2.0)
 
 
-def _drain_later(model: ServedModel) -> None:
+def _drain_later(model: Served) -> None:
     """Retire ``model`` now (new requests go to its successor), answer what it admitted and
     close it on a thread of its own."""
     model.retire()
@@ -401,7 +412,7 @@ class ModelRepository:
         with self._lock:
             return list(self._entries.values())
 
-    def __iter__(self) -> Iterator[ServedModel]:
+    def __iter__(self) -> Iterator[Served]:
         """Every version served (or failed: its state says), model by model."""
         for entry in self.entries():
             yield from entry.served()
@@ -419,7 +430,7 @@ class ModelRepository:
                                          f"{names or 'no model'}")  # fmt: skip
         return entry
 
-    def get(self, name: str, version: str = "") -> ServedModel:
+    def get(self, name: str, version: str = "") -> Served:
         return self.entry(name).get(version)
 
     def drain(self, timeout_s: float) -> None:

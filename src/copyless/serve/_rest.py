@@ -43,7 +43,7 @@ from ._access import UNIDENTIFIED, Client
 from ._admit import request_bound
 from ._connections import OVER_BUDGET, PEER, ConnectionPeer
 from ._errors import Refusal, RequestError
-from ._images import BYTES, bytes_elements
+from ._images import BYTES, bytes_elements, serialize_bytes
 from ._request import (
     InferRequest,
     InferResponse,
@@ -269,8 +269,13 @@ def render_infer(response: InferResponse, binary_default: bool) -> Response:
             # reads binary_data_size from every output's parameters)
         elif out.data is not None and (wish.binary if wish.binary is not None
                                        else binary_default):  # fmt: skip
-            entry["parameters"] = {"binary_data_size": out.data.nbytes}
-            blobs.append(out.data.reshape(-1).view("u1").data)
+            blob = serialize_bytes(list(out.data.reshape(-1))) if out.tensor.datatype == BYTES \
+                else out.data.reshape(-1).view("u1").data  # fmt: skip
+            entry["parameters"] = {"binary_data_size": len(blob) if isinstance(blob, bytes)
+                                   else blob.nbytes}  # fmt: skip
+            blobs.append(blob)
+        elif out.data is not None and out.tensor.datatype == BYTES:  # JSON strings
+            entry["data"] = [bytes(v).decode("utf-8", "replace") for v in out.data.reshape(-1)]
         elif out.data is not None:
             values = out.data.reshape(-1)
             entry["data"] = (values.astype("f4") if values.dtype.kind == "V"

@@ -17,7 +17,7 @@ from ._access import Client, Restrictions, check_shm
 from ._budget import TRIM_BYTES, ByteBudget, DescriptorBudget, Throttled, fd_limit, give_back_memory
 from ._errors import Refusal, RequestError
 from ._metrics import ServeMetrics
-from ._model import ModelRetired, ServedModel
+from ._model import ModelRetired, Served
 from ._regions import MAX_REGIONS, RegionTable
 from ._repository import ControlMode, ModelRepository
 from ._request import InferRequest, InferResponse
@@ -81,7 +81,7 @@ class InferenceService:
     def server_metadata(self) -> dict[str, Any]:
         return {"name": "copyless", "version": __version__, "extensions": list(EXTENSIONS)}
 
-    def model(self, name: str, version: str = "") -> ServedModel:
+    def model(self, name: str, version: str = "") -> Served:
         """The served ``version`` of ``name`` ('': its newest ready one)."""
         return self.repository.get(name, version)
 

@@ -1,0 +1,346 @@
+"""A chain of models served as one: OCR (detector -> line crops -> angle classifier ->
+recogniser, :class:`copyless.ocr.OcrPipeline`'s chained Pipelines) as a repository entry.
+
+A model folder whose ``config.pbtxt`` says ``backend: "copyless-ocr"`` (no compiled model in
+it: the PP-OCR models come from the zoo, compiled and cached on first use) is served as a
+model taking one encoded page and answering its text lines::
+
+    name: "ocr"
+    backend: "copyless-ocr"
+    parameters { key: "generation" value { string_value: "v6" } }   # or v4; default: newest
+    parameters { key: "angle" value { string_value: "true" } }      # the angle classifier
+
+Inputs: ``page`` ``BYTES [1]`` (a JPEG, PNG or WebP file). Outputs, one row a text line in
+reading order: ``text`` ``BYTES [K]`` (UTF-8), ``boxes`` ``FP32 [K, 4, 2]`` (each line's
+quadrilateral, image pixels: top-left, top-right, bottom-right, bottom-left), ``scores``
+``FP32 [K]``. Pages are read one after the other by one OcrPipeline, its stages overlapped
+across pages; a request waits in a bounded queue (503 past it), may carry a timeout, and
+is dropped before it is read when its client leaves. An unreadable page is its request's
+400; the chain and the other requests go on.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..ocr import OcrPipeline, OcrResult, draw_page
+from ..pipeline import Result
+from ..types import RunnerType
+from ..vision import ReadLimit
+from ._admit import ModelShape
+from ._errors import Refusal, RequestError
+from ._images import BYTES, ImageInput, check_images
+from ._layout import ModelPolicy
+from ._metrics import ServeMetrics
+from ._model import ModelRetired, ModelState
+from ._regions import RegionTable
+from ._request import InferRequest, InferResponse, OutputWish, ResponseTensor
+from ._settings import ServeSettings
+from ._tensors import ServedTensor
+
+__all__ = ["OCR_BACKEND", "ServedChain"]
+
+logger = logging.getLogger(__name__)
+
+OCR_BACKEND = "copyless-ocr"
+_PAGE = ServedTensor("page", BYTES, np.dtype(np.uint8), (1,), (1,), False)
+_OUTPUTS = (
+    ServedTensor("text", BYTES, np.dtype(object), (-1,), (0,), False, True),
+    ServedTensor("boxes", "FP32", np.dtype(np.float32), (-1, 4, 2), (0, 4, 2), False, True),
+    ServedTensor("scores", "FP32", np.dtype(np.float32), (-1,), (0,), False, True),
+)
+
+
+@dataclass(slots=True)
+class _Page:
+    request: InferRequest
+    data: bytes | memoryview
+    wishes: dict[str, OutputWish]
+    future: concurrent.futures.Future[InferResponse]
+    received: float
+    deadline: float | None
+
+
+class ServedChain:
+    """The OCR chain as one served model (see the module docstring); the repository keeps
+    it as it keeps a :class:`~._model.ServedModel`."""
+
+    def __init__(self, name: str, path: Path, settings: ServeSettings, metrics: ServeMetrics,
+                 version: str = "1", policy: ModelPolicy | None = None) -> None:  # fmt: skip
+        self.name, self.path, self.version = name, path, version
+        self.policy = policy or ModelPolicy()
+        self._settings, self._metrics = settings, metrics
+        self._state, self._reason = ModelState.LOADING, "loading"
+        self.inputs, self.outputs = [_PAGE], list(_OUTPUTS)
+        self.max_batch_size = 0
+        self._ocr: OcrPipeline | None = None
+        self._limit = ReadLimit(settings.max_image_bytes, "the server allows an image "
+                                "(--max-image-mb)")  # fmt: skip
+        self._queue: collections.deque[_Page] = collections.deque()
+        self._taken: collections.deque[_Page] = collections.deque()
+        self._capacity = self.policy.max_queue_size or settings.queue_size(1)
+        self._cond = threading.Condition()
+        self._closing = self._retired = False
+        self._consumer: threading.Thread | None = None
+        self.images: dict[str, ImageInput] = {}  # none decoded into a tensor: the chain's own
+        self._shape = ModelShape(name, version, self.inputs, self.outputs, 0,
+                                 encoded=frozenset({"page"}))  # fmt: skip
+        metrics.add_model(name, version)
+
+    # -- state (as ServedModel's) --------------------------------------------------------
+    @property
+    def state(self) -> ModelState:
+        return self._state
+
+    @property
+    def reason(self) -> str:
+        return self._reason
+
+    @property
+    def ready(self) -> bool:
+        return self._state is ModelState.READY
+
+    @property
+    def engine(self) -> str:
+        return OCR_BACKEND
+
+    @property
+    def shape(self) -> ModelShape:
+        return self._shape
+
+    def check_ready(self) -> None:
+        if self._state is not ModelState.READY:
+            raise RequestError(Refusal.UNAVAILABLE, f"model {self.name!r} is not ready: "
+                               f"{self._reason}")  # fmt: skip
+
+    def _set_state(self, state: ModelState, reason: str = "") -> None:
+        self._state, self._reason = state, reason
+        self._metrics.ready(self.name, self.version, state is ModelState.READY)
+
+    # -- loading -------------------------------------------------------------------------
+    def load(self) -> None:
+        """Open the chain and read one drawn page through it (every model compiled and
+        warm); a failure leaves it UNAVAILABLE with the reason."""
+        try:
+            options = _options(dict(self.policy.parameters))
+            ocr = OcrPipeline(options["generation"], angle=options["angle"],
+                              runner_type=options["runner"], read_limit=self._limit)
+        except Exception as exc:  # noqa: BLE001 - the state carries it
+            self._set_state(ModelState.UNAVAILABLE, f"failed to load: {exc}")
+            return
+        try:
+            ocr.read(draw_page(0, size=(640, 480), lines=3).image)
+        except Exception as exc:  # noqa: BLE001 - the state carries it
+            ocr.close()
+            self._set_state(ModelState.UNAVAILABLE, f"failed to load: {exc}")
+            return
+        self._ocr = ocr
+        self._consumer = threading.Thread(target=self._consume, args=(ocr,), daemon=True,
+                                          name=f"copyless-serve-{self.name}")  # fmt: skip
+        self._consumer.start()
+        self._set_state(ModelState.READY)
+
+    # -- requests ------------------------------------------------------------------------
+    def submit(self, request: InferRequest, regions: RegionTable
+               ) -> concurrent.futures.Future[InferResponse]:  # fmt: skip
+        self.check_ready()
+        try:
+            page = self._admit(request)
+        except RequestError:
+            self._metrics.request_failed(self.name, self.version, "OTHER", 0.0)
+            raise
+        with self._cond:
+            refusal: RequestError | None = None
+            if self._retired:
+                refusal = ModelRetired(Refusal.UNAVAILABLE, f"model {self.name!r} is being "
+                                       "replaced")  # fmt: skip
+            elif self._closing:
+                refusal = RequestError(Refusal.UNAVAILABLE, "the server is shutting down")
+            elif len(self._queue) >= self._capacity:
+                refusal = RequestError(Refusal.EXHAUSTED, f"model {self.name!r} is busy: "
+                                       f"{len(self._queue)} pages wait; retry later")
+            else:
+                self._queue.append(page)
+                self._cond.notify_all()
+        if refusal is not None:
+            if not isinstance(refusal, ModelRetired):
+                self._metrics.request_failed(self.name, self.version, "REJECTED", 0.0)
+            raise refusal
+        self._metrics.pending(self.name, self.version, +1)
+        return page.future
+
+    def _admit(self, request: InferRequest) -> _Page:
+        if request.uses_regions:
+            raise RequestError(Refusal.UNSUPPORTED, f"model {self.name!r} takes its page as "
+                               "BYTES data, not from shared memory")  # fmt: skip
+        if [t.name for t in request.inputs] != ["page"]:
+            raise RequestError.invalid(f"model {self.name!r} takes one input, 'page' (BYTES "
+                                       "[1]: a JPEG, PNG or WebP file)")  # fmt: skip
+        (given,) = request.inputs
+        if given.datatype != BYTES or tuple(given.shape) not in ((1,), (1, 1)) \
+                or given.elements is None or len(given.elements) != 1:  # fmt: skip
+            raise RequestError.invalid(f"input 'page': one encoded image, BYTES [1], as binary "
+                                       f"data; got {given.datatype} {list(given.shape)}")
+        check_images(given.elements, self._limit, "input 'page'")
+        known = {t.name for t in self.outputs}
+        wishes = {w.name: w for w in request.outputs or [OutputWish(n) for n in sorted(known)]}
+        for name, wish in wishes.items():
+            if name not in known:
+                raise RequestError.invalid(f"model {self.name!r} has no output {name!r}; its "
+                                           "outputs are 'text', 'boxes', 'scores'")
+            if wish.shm is not None:
+                raise RequestError(Refusal.UNSUPPORTED, f"output {name!r}: written into the "
+                                   "response only (its size depends on the page)")
+        now = time.perf_counter()
+        timeout = self.policy.timeout_us(request.timeout_us)
+        return _Page(request, given.elements[0], wishes, concurrent.futures.Future(), now,
+                     now + timeout / 1e6 if timeout else None)  # fmt: skip
+
+    def _pages(self) -> Iterator[bytes | memoryview]:
+        """The chain's source: queued pages, until it drains; a page past its deadline or
+        whose client left is answered here instead of read."""
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                page = self._queue.popleft()
+            if page.future.cancelled():
+                self._answered(page, "CANCELED")
+                continue
+            if page.deadline is not None and time.perf_counter() > page.deadline:
+                self._fail(page, RequestError(Refusal.TIMEOUT, "Request timeout expired"),
+                           "REJECTED")  # fmt: skip
+                continue
+            with self._cond:
+                self._taken.append(page)
+            yield page.data
+
+    def _consume(self, ocr: OcrPipeline) -> None:
+        try:
+            for result in ocr.map(self._pages()):
+                with self._cond:
+                    page = self._taken.popleft()
+                self._resolve(page, result)
+        except Exception as exc:
+            logger.error("model %r stopped: %s", self.name, exc, exc_info=exc)
+            self._set_state(ModelState.UNAVAILABLE, f"stopped: {exc}")
+        finally:
+            with self._cond:
+                self._closing = True
+                left = [*self._taken, *self._queue]
+                self._taken.clear()
+                self._queue.clear()
+            for page in left:
+                self._fail(page, RequestError(Refusal.UNAVAILABLE, f"model {self.name!r} "
+                                              "stopped"), "OTHER")  # fmt: skip
+
+    def _resolve(self, page: _Page, result: Result) -> None:
+        if result.error is not None:
+            self._fail(page, RequestError.invalid(f"input 'page': {result.error}"), "OTHER")
+            return
+        value: OcrResult = result.value
+        lines = value.lines
+        data = {
+            "text": np.array([line.text.encode() for line in lines], dtype=object),
+            "boxes": np.array([line.quad for line in lines], np.float32).reshape(-1, 4, 2),
+            "scores": np.array([line.score for line in lines], np.float32),
+        }
+        response = InferResponse(self.name, self.version, page.request.id)
+        for tensor in self.outputs:
+            wish = page.wishes.get(tensor.name)
+            if wish is not None:
+                array = data[tensor.name]
+                response.outputs.append(ResponseTensor(tensor, array.shape, array, wish))
+        times = value.times
+        self._metrics.row(self.name, self.version, 0.0, {
+            "prepare": times.decode, "infer": times.detect + times.recognise,
+            "finish": times.crops})  # fmt: skip
+        self._metrics.batch(self.name, self.version, 1)
+        if page.future.done():  # cancelled meanwhile
+            self._answered(page, "CANCELED")
+            return
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            page.future.set_result(response)
+        self._answered(page, None)
+
+    def _fail(self, page: _Page, error: RequestError, reason: str) -> None:
+        try:
+            page.future.set_exception(error)
+        except concurrent.futures.InvalidStateError:
+            reason = "CANCELED"
+        self._answered(page, reason)
+
+    def _answered(self, page: _Page, reason: str | None) -> None:
+        seconds = time.perf_counter() - page.received
+        self._metrics.pending(self.name, self.version, -1)
+        if reason is None:
+            self._metrics.request_done(self.name, self.version, seconds)
+        else:
+            self._metrics.request_failed(self.name, self.version, reason, seconds)
+
+    # -- metadata ------------------------------------------------------------------------
+    def metadata(self, versions: list[str] | None = None) -> dict[str, Any]:
+        def tensors(served: list[ServedTensor]) -> list[dict[str, Any]]:
+            return [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)}
+                    for t in served]  # fmt: skip
+
+        return {"name": self.name, "versions": versions or [self.version],
+                "platform": OCR_BACKEND, "inputs": tensors(self.inputs),
+                "outputs": tensors(self.outputs)}  # fmt: skip
+
+    def config(self) -> dict[str, Any]:
+        def tensors(served: list[ServedTensor]) -> list[dict[str, Any]]:
+            return [{"name": t.name, "dims": list(t.shape), "data_type":
+                     "TYPE_STRING" if t.datatype == BYTES else f"TYPE_{t.datatype}"}
+                    for t in served]  # fmt: skip
+
+        return {"name": self.name, "platform": OCR_BACKEND, "backend": OCR_BACKEND,
+                "max_batch_size": 0, "input": tensors(self.inputs),
+                "output": tensors(self.outputs),
+                "parameters": {k: {"string_value": v}
+                               for k, v in sorted(self.policy.parameters)}}  # fmt: skip
+
+    # -- the end -------------------------------------------------------------------------
+    def retire(self) -> None:
+        with self._cond:
+            self._retired = True
+
+    def drain(self, timeout_s: float) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._state is ModelState.READY:
+            self._set_state(ModelState.UNLOADING, "the server is shutting down")
+        if self._consumer is not None:
+            self._consumer.join(timeout_s)
+        if self._ocr is not None:
+            self._ocr.close()
+
+
+def _options(parameters: Mapping[str, str]) -> dict[str, Any]:
+    """The chain's options from its config's parameters (refused in one line if wrong)."""
+    unknown = sorted(set(parameters) - {"generation", "angle", "runner"})
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown}: the OCR chain takes generation, "
+                         "angle, runner")  # fmt: skip
+    angle = parameters.get("angle", "true").lower()
+    if angle not in ("true", "false"):
+        raise ValueError(f"parameter angle must be true or false, got {angle!r}")
+    runner = parameters.get("runner", "onnxruntime").upper()
+    if runner not in RunnerType.__members__:
+        raise ValueError(f"parameter runner: unknown engine {runner.lower()!r}")
+    return {"generation": parameters.get("generation") or None, "angle": angle == "true",
+            "runner": RunnerType[runner]}  # fmt: skip
