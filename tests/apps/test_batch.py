@@ -334,7 +334,7 @@ def test_fewer_batches_than_actors_start_fewer_actors_quietly(ray_head, photo_fo
                                                               tmp_path) -> None:  # fmt: skip
     """One photo, --actors 2: one batch to give, one actor started, and none of Ray Data's
     'minimum number of concurrent actors' warning (issue 53)."""
-    folder, expected = photo_folder
+    _, expected = photo_folder
     one = next(p for p in expected if p.endswith("chelsea.jpg"))
     out = tmp_path / "one.parquet"
     result = subprocess.run(
