@@ -57,6 +57,8 @@ CHECKOUT_PROGRAMS = (
     "rotation",
     "runner",
     "serve",
+    "serve_images",
+    "serve_ocr",
     "serve_reload",
     "serving",
     "soak",
