@@ -90,8 +90,9 @@ def pytriton_python(extra: tuple[str, ...] = ()) -> Path:
     if (venv / ".complete").exists():
         for package in extra:
             marker = venv / f".with-{package}"
-            if not marker.exists():
-                subprocess.run([str(python), "-m", "pip", "install", "-q", package], check=True)
+            if not marker.exists():  # PyTriton 0.7 needs numpy < 2 kept: pin it beside
+                subprocess.run([str(python), "-m", "pip", "install", "-q", package, "numpy<2"],
+                               check=True)  # fmt: skip
                 marker.write_text("ok\n")
         return python
     base = _python313()

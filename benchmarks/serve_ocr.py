@@ -104,7 +104,7 @@ def _serve(name: str, folder: Path, args: argparse.Namespace
         return subprocess.Popen(argv, **quiet), f"127.0.0.1:{grpc}"  # type: ignore[call-overload]
     script = folder / "pytriton_ocr.py"
     script.write_text(PYTRITON_OCR)
-    python = pytriton_python(extra=("rapidocr", "onnxruntime", "opencv-python-headless"))
+    python = pytriton_python(extra=("rapidocr", "onnxruntime"))
     argv = [str(python), str(script), str(http), str(grpc), str(_port()),
             str(args.peer_instances)]  # fmt: skip
     return subprocess.Popen(argv, **quiet), f"127.0.0.1:{grpc}"  # type: ignore[call-overload]
