@@ -6,9 +6,10 @@ loopback.
 copyless-serve: the model compiled for RGBx uint8 with its preprocessing recorded; a request
 is ``BYTES [1]`` (the JPEG file), decoded at the DCT scale the resize needs, written into the
 batch row by the model's Preparer. PyTriton: ``Tensor(dtype=bytes, shape=(1,))``, its
-callable opens each photo with PIL, converts to RGB, resizes the short side to 256 (bilinear),
-centre-crops 224, normalises ((x - 127) / 128), stacks the batch and runs onnxruntime (one
-intra-op thread per instance, ``--peer-instances`` model instances: 2, one a core).
+callable opens each photo with PIL, converts to RGB, resizes the short side to 256 and
+centre-crops 224 as torchvision's Resize + CenterCrop do on PIL (bilinear), normalises
+((x - 127) / 128), stacks the batch and runs onnxruntime (one intra-op thread per instance,
+``--peer-instances`` model instances: 2, one a core).
 
 Photos: ``--size phone`` (3000x2400 JPEGs, quality 90) or ``small`` (500x400), made from
 scikit-image's photos. Reports requests/s and p50/p99 of both, their ratio per round (rounds
@@ -57,13 +58,13 @@ PYTRITON_IMAGES = textwrap.dedent('''
 
     onnx_path, http, grpc, metrics, max_batch, delay_us, instances = sys.argv[1:8]
 
-    def load(raw):
+    def load(raw):  # torchvision's Resize(256) + CenterCrop(224), on PIL
         image = Image.open(io.BytesIO(raw)).convert("RGB")
         w, h = image.size
-        scale = 256 / min(w, h)
-        image = image.resize((round(w * scale), round(h * scale)), Image.BILINEAR)
+        size = (256, int(256 * h / w)) if w <= h else (int(256 * w / h), 256)
+        image = image.resize(size, Image.BILINEAR)
         w, h = image.size
-        left, top = (w - 224) // 2, (h - 224) // 2
+        left, top = int(round((w - 224) / 2.0)), int(round((h - 224) / 2.0))
         x = np.asarray(image.crop((left, top, left + 224, top + 224)), np.float32)
         return ((x - 127.0) / 128.0).transpose(2, 0, 1)
 
