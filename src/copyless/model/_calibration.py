@@ -79,8 +79,8 @@ class Calibration:
     """Model-input batches ``[N, C, H, W]``: ``fit`` (the ranges are fitted on them) and
     ``check`` (the agreement with fp32 is measured on them, ``check_from`` says which
     images they are); ``fit_images`` / ``check_images`` count the images (the last batch
-    of each is filled up by repeating); ``greyscale`` counts the greyscale photos among
-    them, ``skipped`` names the items that could not be used."""
+    of each is filled up by repeating); ``greyscale`` counts the greyscale photos the
+    ranges are fitted on, ``skipped`` names the items that could not be used."""
 
     fit: list[np.ndarray]
     check: list[np.ndarray]
@@ -141,39 +141,44 @@ def calibration_batches(
         raise UnsupportedError(
             f"calibration images need an image input [N,1|3,H,W]; {info.describe()} is not one"
         )
-    images, grey, skipped = _prepare(items, info, prep, "calibration")
+    images, greys, skipped = _prepare(items, info, prep, "calibration")
     if len(images) < recommended:
         _log.warning("calibration: %d usable images; %d or more are recommended (%s)",
                      len(images), recommended, purpose)  # fmt: skip
     n = info.shape[0]
+    fitted = [True] * len(images)
     if validation:
         check, _, bad = _prepare(validation, info, prep, "validation")
         skipped += bad
-        fit, source = images, "validation"
+        source = "validation"
     elif hold_out <= 1:
-        fit, check, source = [], images, "calibration"
+        check, fitted, source = images, [False] * len(images), "calibration"
     elif len(images) < 2 * hold_out:
-        fit, check, source = images, images, "calibration (too few to hold any out)"
+        check, source = images, "calibration (too few to hold any out)"
     else:
         check = images[hold_out - 1 :: hold_out]
-        fit = [image for i, image in enumerate(images) if i % hold_out != hold_out - 1]
+        fitted = [i % hold_out != hold_out - 1 for i in range(len(images))]
         source = "held-out calibration"
+    fit = [image for image, used in zip(images, fitted, strict=True) if used]
+    grey = sum(g for g, used in zip(greys, fitted, strict=True) if used)
     return Calibration(_batches(fit, n, info), _batches(check, n, info), len(fit), len(check),
                        source, grey, tuple(skipped))  # fmt: skip
 
 
 def _prepare(
     items: tuple[Any, ...], info: NpuTensorInfo, prep: ImagePrep, key: str
-) -> tuple[list[np.ndarray], int, list[str]]:
-    """The usable items as model inputs ``[C, H, W]``, how many are greyscale, and the names
-    of the skipped ones (each said in one WARNING line). OptionError when none is usable."""
+) -> tuple[list[np.ndarray], list[bool], list[str]]:
+    """The usable items as model inputs ``[C, H, W]``, which are greyscale photos, and the
+    names of the skipped ones (each said in one WARNING line). OptionError when none is
+    usable."""
     _, c, h, w = info.shape
     m = np.asarray(prep.mean if prep.mean is not None else (0.0,) * 3, np.float32)[:c]
     s = np.asarray(prep.std if prep.std is not None else (1.0,) * 3, np.float32)[:c]
     images: list[np.ndarray] = []
-    grey, skipped = 0, list[str]()
+    grey: list[bool] = []
+    skipped: list[str] = []
     for _, rgb in _pixels(items, key, skipped):
-        grey += int(_is_grey(rgb))
+        grey.append(_is_grey(rgb))
         pixels = np.asarray(_fit(rgb, c, w, h, prep.resize), np.float32).reshape(h, w, c)
         chw = pixels.transpose(2, 0, 1)
         images.append((chw[::-1] if prep.bgr and c == 3 else chw) - m.reshape(c, 1, 1))

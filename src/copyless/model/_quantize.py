@@ -100,6 +100,7 @@ def quantize_int8(
     detector postprocess); the outputs they produce get no INT8 view. ``max_drop``: accuracy
     control on ``calibration.check`` (:mod:`._accuracy`), judged through the first output's
     INT8 view where ``output_view`` (the compiled model's, unless its output dtype is float)."""
+    model = _named(model)  # layers are reverted, and reported, by name
     scorer = None
     if max_drop is not None:  # refused before the long part when it cannot apply
         first = model.graph.output[0].name
@@ -129,6 +130,26 @@ def quantize_int8(
         record["reverted"] = list(reverted)
     ins, outs = _boundaries(model, quantized, name, calibration.fit, exclude)
     return Quantized(quantized, ins, outs, record)
+
+
+def _named(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model``, or a copy whose nodes all have unique names (``OpType/index`` for the
+    unnamed and the repeated)."""
+    names = [n.name for n in model.graph.node]
+    if all(names) and len(set(names)) == len(names):
+        return model
+    named = onnx.ModelProto()
+    named.CopyFrom(model)
+    taken = set(names)
+    seen: set[str] = set()
+    for index, node in enumerate(named.graph.node):
+        if not node.name or node.name in seen:
+            node.name = f"{node.op_type}/{index}"
+            while node.name in taken:
+                node.name += "_"
+            taken.add(node.name)
+        seen.add(node.name)
+    return named
 
 
 def _nncf_quantize(
