@@ -205,7 +205,7 @@ def test_int8_records_its_agreement_with_fp32(
     assert record["calibration"] == {"images": 80, "greyscale": 0, "skipped": 0}
     assert record["quantizer"].startswith("nncf ")
     assert record["weights"].startswith("int8 per channel, symmetric, ")
-    assert record["activations"] == "uint8 per tensor"
+    assert record["activations"] == "uint8 per tensor, asymmetric"
     assert record["layers"]["float"] == 0 and record["layers"]["int8"] > 50
     speed = record["speed"]
     assert speed["engines"]["onnxruntime"]["int8_ms"] > 0 and speed["fp32_ms"] > 0

@@ -13,7 +13,8 @@ JSON; this module owns it)::
      "images_from": "held-out calibration", "top1": 92.0, "sure_images": 17,
      "top1_sure": 100.0, "dp_median": 0.02, "dp_p95": 0.1,
      "quantizer": "nncf 3.4.0 (min-max ranges, bias correction)",
-     "weights": "int8 per channel, symmetric, 8-bit", "activations": "uint8 per tensor",
+     "weights": "int8 per channel, symmetric, 8-bit",
+     "activations": "uint8 per tensor, asymmetric",
      "calibration": {"images": 102, "greyscale": 13, "skipped": 0},
      "layers": {"int8": 56, "float": 2}, "max_drop": 2.0, "reverted": ["conv_stem_3", ...],
      "speed": {"fp32_ms": 9.1, "int8_ms": 3.7, "ratio": 2.46, "engine": "openvino", ...}}
