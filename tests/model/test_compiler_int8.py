@@ -338,3 +338,21 @@ def test_a_model_nncf_cannot_quantize_stays_fp32_in_one_line(
         assert "QuantizeLinear" not in {n.op_type for n in graph.node}
         (line,) = [r.getMessage() for r in caplog.records if r.name.endswith("_quantize")]
         assert line == f"int8 declined, the model stays fp32: {why}"
+
+
+def test_resnet50_quantizes(photos: Path) -> None:
+    """The zoo's ResNet-50 (random weights: the architecture): NNCF's full bias correction
+    fails on its residual additions under onnxruntime 1.32, the fast one is used and the
+    record says so; either way the model is INT8 and agrees with itself on a photo."""
+    source = zoo.build("resnet50", progress=False)
+    model = compile_to_memory(source, precision="int8", calibration=photos, input_format="rgbx",
+                              mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375),
+                              resize="crop:0.875")  # fmt: skip
+    record = precision_of(model.metadata)
+    assert record is not None and record["precision"] == "int8", record
+    import re
+
+    assert re.fullmatch(r"nncf \S+ \(min-max ranges, (bias correction|fast bias correction: "
+                        r"the full one failed \(.+\))\)", record["quantizer"]), record  # fmt: skip
+    assert record["layers"]["int8"] > 50
+    assert model.outputs[0].hw.data_type is DataType.INT8

@@ -112,10 +112,11 @@ def quantize_int8(
         if output_view:
             view = _from_range(*_float_ranges(model, name, calibration.fit)[first])
         scorer = Scorer(model, name, calibration.check, calibration.check_images, view)
-    raw = _nncf_quantize(model, name, calibration.fit, op_types, exclude)
-    if isinstance(raw, str):
-        _log.warning("int8 declined, the model stays fp32: %s", raw)
-        return raw
+    made = _nncf_quantize(model, name, calibration.fit, op_types, exclude)
+    if isinstance(made, str):
+        _log.warning("int8 declined, the model stays fp32: %s", made)
+        return made
+    raw, correction = made
     layers = int8_layers(raw)
     if scorer is not None and max_drop is not None:
         restored = restore_accuracy(model, raw, scorer, 100.0 - max_drop)
@@ -123,7 +124,7 @@ def quantize_int8(
     else:
         quantized, reverted = onnxruntime_form(raw), ()
     record: dict[str, Any] = {
-        "quantizer": f"nncf {quantizer_version()} (min-max ranges, bias correction)",
+        "quantizer": f"nncf {quantizer_version()} (min-max ranges, {correction})",
         "weights": f"int8 per channel, symmetric, {weight_bits()}-bit",
         "activations": "uint8 per tensor, asymmetric",
         "calibration": calibration.record(),
@@ -162,7 +163,10 @@ def _nncf_quantize(
     batches: list[np.ndarray],
     op_types: tuple[str, ...],
     exclude: tuple[str, ...],
-) -> onnx.ModelProto | str:
+) -> tuple[onnx.ModelProto, str] | str:
+    """NNCF's QDQ graph and how its biases were corrected, or why it could not quantize.
+    NNCF's full bias correction builds onnxruntime sessions of subgraphs, which fail on some
+    graphs (onnxruntime 1.32 on ResNet-50's residual additions): then the fast one, said."""
     nncf = _nncf()
     from nncf.quantization.advanced_parameters import (
         AdvancedQuantizationParameters,
@@ -180,32 +184,47 @@ def _nncf_quantize(
         activations_range_estimator_params=RangeEstimatorParametersSet.MINMAX,
     )
     _log.info("INT8: NNCF fits the ranges on %d batches and corrects the biases", len(batches))
+    correction = "bias correction"
     try:
         with _nncf_output():
-            quantized = nncf.quantize(
-                model,
-                nncf.Dataset(batches, lambda batch: {name: batch}),
-                subset_size=len(batches),
-                preset=nncf.QuantizationPreset.MIXED,
-                fast_bias_correction=False,
-                ignored_scope=ignored,
-                advanced_parameters=advanced,
-            )
+            try:
+                quantized = _run_nncf(nncf, model, name, batches, ignored, advanced, fast=False)
+            except Exception as exc:  # noqa: BLE001 - see the docstring
+                correction = f"fast bias correction: the full one failed ({_first_line(exc)})"
+                _log.info("INT8: NNCF's %s", correction)
+                quantized = _run_nncf(nncf, model, name, batches, ignored, advanced, fast=True)
     except Exception as exc:  # noqa: BLE001 - NNCF raises its own and its engines' errors
         return _why(model, exc)
     if not isinstance(quantized, onnx.ModelProto) or not int8_layers(quantized):
         unknown = _unknown_ops(model)
         ops = f" (ops NNCF does not know: {', '.join(unknown)})" if unknown else ""
         return f"NNCF quantized none of its layers{ops}"
-    return quantized
+    return quantized, correction
+
+
+def _run_nncf(nncf: Any, model: onnx.ModelProto, name: str, batches: list[np.ndarray],
+              ignored: Any, advanced: Any, *, fast: bool) -> Any:  # fmt: skip
+    return nncf.quantize(
+        model,
+        nncf.Dataset(batches, lambda batch: {name: batch}),
+        subset_size=len(batches),
+        preset=nncf.QuantizationPreset.MIXED,
+        fast_bias_correction=fast,
+        ignored_scope=ignored,
+        advanced_parameters=advanced,
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text[:200]}"
 
 
 def _why(model: onnx.ModelProto, exc: BaseException) -> str:
     """One line: NNCF's error and the model's ops NNCF does not know."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
     unknown = _unknown_ops(model)
     ops = f"; ops NNCF does not know: {', '.join(unknown)}" if unknown else ""
-    return f"NNCF cannot quantize it ({type(exc).__name__}: {text[:300]}){ops}"
+    return f"NNCF cannot quantize it ({_first_line(exc)}){ops}"
 
 
 def _unknown_ops(model: onnx.ModelProto) -> list[str]:
