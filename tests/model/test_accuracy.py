@@ -26,9 +26,10 @@ def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def controlled(photos: Path) -> CompiledModel:
-    """Lite0 held to no drop at all: every held-out image must agree with fp32."""
+    """Lite0 held to a drop of 15 points: 17 of the 20 held-out crops must agree with fp32
+    (plain INT8 agrees on 15 or 16 of them here: layers must go back to float)."""
     effnet = zoo.build("efficientnet-lite0", progress=False)
-    return compile_to_memory(effnet, precision="int8", calibration=photos, max_drop=0, **VIEW)
+    return compile_to_memory(effnet, precision="int8", calibration=photos, max_drop=15, **VIEW)
 
 
 def _float_layers(model: CompiledModel) -> set[str]:
@@ -39,15 +40,15 @@ def _float_layers(model: CompiledModel) -> set[str]:
             and producer.get(n.input[1]) != "DequantizeLinear"}  # fmt: skip
 
 
-def test_max_drop_reverts_layers_until_every_held_out_image_agrees(
+def test_max_drop_reverts_layers_until_the_held_out_images_agree(
     controlled: CompiledModel,
 ) -> None:
     record = precision_of(controlled.metadata)
     assert record is not None and record["precision"] == "int8"
-    assert record["top1"] == 100.0 and record["images"] == 20 and record["max_drop"] == 0.0
+    assert record["top1"] >= 85.0 and record["images"] == 20 and record["max_drop"] == 15.0
     reverted = record["reverted"]
-    assert reverted, "plain INT8 does not agree on all 20 images here: something was reverted"
-    assert record["layers"]["float"] == len(reverted) and record["layers"]["int8"] > 20
+    assert reverted, "plain INT8 agrees on fewer than 17 of these 20: something was reverted"
+    assert record["layers"]["float"] == len(reverted) and record["layers"]["int8"] > 40
     graph = onnx.load_from_string(controlled.partitions[0].onnx_bytes).graph
     names = {n.name for n in graph.node}
     assert set(reverted) <= names
@@ -55,9 +56,24 @@ def test_max_drop_reverts_layers_until_every_held_out_image_agrees(
     weighted = set(reverted) & layers
     assert weighted == _float_layers(controlled) & set(reverted)
     line = precision_line(controlled.metadata)
-    assert line is not None and line.startswith("int8 model: top-1 as fp32 on 100.0% of 20 ")
+    assert line is not None
+    assert line.startswith(f"int8 model: top-1 as fp32 on {record['top1']}% of 20 ")
     assert f"; {len(reverted)} of {record['layers']['int8'] + len(reverted)} layers float to " \
-           "stay within 0 points" in line
+           "stay within 15 points" in line
+
+
+def test_no_drop_at_all_is_refused_with_the_best_reached(photos: Path) -> None:
+    """No drop at all on these 20 crops: the search reaches 18 of them (the last two are near
+    ties of fp32's top classes) and is refused in one line, with the best agreement reached
+    and the layers that were float then."""
+    effnet = zoo.build("efficientnet-lite0", progress=False)
+    with pytest.raises(UnsupportedError) as caught:
+        compile_to_memory(effnet, precision="int8", calibration=photos, max_drop=0, **VIEW)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("max_drop=0 cannot be met in INT8: the best top-1 agreement with "
+                              "fp32 was ")  # fmt: skip
+    assert " of 61 layers float (" in message
 
 
 def test_the_reverted_layers_cost_speed_not_answers(controlled: CompiledModel) -> None:
