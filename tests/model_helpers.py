@@ -106,8 +106,8 @@ def unknown_rank_model() -> onnx.ModelProto:
 
 def calibration_folder(root, count: int = 100, size: int = 96, seed: int = 0):
     """``count`` varied colour photos (JPEG crops of skimage's colour photos at random
-    scales and places, some mirrored) in ``root``: a calibration folder the INT8 compiler
-    accepts (it wants at least 100 colour images)."""
+    scales and places, some mirrored) in ``root``: a calibration folder (100 is the count
+    the INT8 compiler recommends)."""
     from pathlib import Path
 
     import skimage.data
@@ -127,4 +127,38 @@ def calibration_folder(root, count: int = 100, size: int = 96, seed: int = 0):
         if rng.integers(0, 2):
             crop = crop.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         crop.save(root / f"{i:03d}.jpg", quality=90)
+    return root
+
+
+#: skimage photos bundled in its wheel: colour ones and a greyscale one (camera).
+VARIANT_PHOTOS = ("chelsea", "coffee", "astronaut", "rocket", "hubble_deep_field", "retina",
+                  "immunohistochemistry", "camera")  # fmt: skip
+
+
+def photo_variants(root, count: int, seed: int):
+    """``count`` JPEG variants of :data:`VARIANT_PHOTOS` in ``root`` (one in eight
+    greyscale, as photo collections hold them): a random crop (60-100% of each side), scale
+    0.5-2.2x, aspect change 0.8-1.25, mirror (half of them), quality 65-96 (the recipe of
+    benchmarks/_accuracy_data.py). Returns ``root``."""
+    from pathlib import Path
+
+    import skimage.data
+    from PIL import Image
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    photos = [Image.fromarray(getattr(skimage.data, name)()) for name in VARIANT_PHOTOS]
+    for i in range(count):
+        image = photos[i % len(photos)]
+        w, h = image.size
+        cw, ch = (max(32, int(side * rng.uniform(0.6, 1.0))) for side in (w, h))
+        x0, y0 = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+        image = image.crop((x0, y0, x0 + cw, y0 + ch))
+        scale, aspect = rng.uniform(0.5, 2.2), rng.uniform(0.8, 1.25)
+        size = (max(16, round(cw * scale * aspect**0.5)), max(16, round(ch * scale / aspect**0.5)))
+        image = image.resize(size, Image.Resampling.LANCZOS)
+        if rng.integers(0, 2):
+            image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        image.save(root / f"{i:04d}.jpg", quality=int(rng.integers(65, 97)))
     return root

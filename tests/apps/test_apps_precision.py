@@ -86,3 +86,31 @@ def test_compile_offers_bf16_and_never_takes_it(
     assert ("--precision bf16 --calibration DIR measures" in printed.err) is has_bf16
     assert "BF16" not in printed.out  # a note, on stderr: stdout stays the compile's lines
     assert precision_of(load_model(out).metadata) is None
+
+
+def test_copyless_video_runs_an_int8_model_and_says_what_it_costs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user's INT8 model for the decoder's I420 planes (crop and resize in the graph),
+    calibrated on photos: every frame labelled as the scene's photo, the price printed."""
+    import re
+
+    from copyless.apps import video
+    from copyless.model import compile_model, precision_line
+    from video_helpers import EXPECTED, make_clip
+
+    clip = make_clip(tmp_path / "clip.mp4", 240, 320, 3)
+    model = compile_model(zoo.build("efficientnet-lite0", progress=False), tmp_path / "q.rai",
+                          precision="int8", calibration=calibration_folder(tmp_path / "photos"),
+                          input_format="i420", input_size=(240, 320), input_crop=0.875,
+                          mean=(127,) * 3, std=(128,) * 3)  # fmt: skip
+    record = precision_of(load_model(model).metadata)
+    assert record is not None and record["precision"] == "int8"
+    assert video.main(["-i", str(clip), "-m", str(model)]) == 0
+    printed = capsys.readouterr()
+    labels = {int(m.group(1)): int(m.group(2))
+              for m in re.finditer(r"^frame (\d+): (\d+) ", printed.out, re.M)}  # fmt: skip
+    assert sorted(labels) == list(range(6))
+    for index, label in labels.items():
+        assert label in EXPECTED["chelsea" if index < 3 else "coffee"], (index, label)
+    assert precision_line(load_model(model).metadata) in printed.err

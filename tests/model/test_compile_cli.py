@@ -70,7 +70,7 @@ def test_help_documents_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     for flag in ("--input-format", "--quantize", "--quantize-ops", "--calibration",
                  "--input-layout", "--batch-size", "--cpu-ops", "--cpu-tail", "--input-shape",
-                 "pixel units"):  # fmt: skip
+                 "pixel units", "--precision int8", "--max-drop", "--validation"):  # fmt: skip
         assert flag in text
 
 
@@ -85,6 +85,46 @@ def test_quantize_ops_flag_reaches_the_quantizer(model_file: Path, tmp_path: Pat
                  str(photos), "--quantize-ops", "Conv,Gemm"])  # fmt: skip
     assert code == 0
     assert json.loads(load_model(out).metadata["options"])["quantize_ops"] == ["Conv", "Gemm"]
+
+
+def test_precision_int8_flags_reach_the_quantizer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """--precision int8 with --validation and --max-drop, on a classifier whose nodes have no
+    names (NNCF's layers are named for the record); the precision line on stdout, the
+    calibration's warnings one line each."""
+    import json
+
+    from copyless.model import precision_of
+    from model_helpers import calibration_folder
+    from model_helpers import conv_net as classifier
+
+    source = tmp_path / "classifier.onnx"
+    onnx.save(classifier(size=24), str(source))
+    photos = calibration_folder(tmp_path / "photos", count=20, size=24)
+    checks = calibration_folder(tmp_path / "checks", count=7, size=24, seed=5)
+    (checks / "readme.txt").write_text("validation crops")
+    out = tmp_path / "q.rai"
+    code = main([str(source), "-o", str(out), "--precision", "int8", "--calibration",
+                 str(photos), "--validation", str(checks), "--max-drop", "100"])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr()
+    model = load_model(out)
+    record = precision_of(model.metadata)
+    assert record is not None and record["precision"] == "int8"
+    assert (record["images"], record["images_from"]) == (7, "validation")
+    assert record["max_drop"] == 100.0 and record["reverted"] == []
+    assert record["calibration"]["images"] == 20  # nothing held out: validation given
+    assert f"int8 model: top-1 as fp32 on {record['top1']}% of 7 validation images" in printed.out
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("readme.txt" in line and "skipped" in line for line in warnings)
+    assert any("20 usable images; 100 or more are recommended" in line for line in warnings)
+    options = json.loads(model.metadata["options"])
+    assert (options["precision"], options["quantize"], options["max_drop"]) == ("int8", "int8",
+                                                                                100.0)  # fmt: skip
+    assert main([str(source), "-o", str(tmp_path / "x.rai"), "--quantize", "int8",
+                 "--precision", "bf16", "--calibration", str(photos)]) == 2  # fmt: skip
+    assert "not both" in capsys.readouterr().err
 
 
 def test_compile_postprocess_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,7 @@
 """BF16 at a stated price: precision="bf16" measures OpenVINO's BF16 arithmetic against fp32 on
 the calibration images (real EfficientNet-Lite0, real photo crops) and records the price in
-the model; "fastest" keeps BF16 only within the agreement asked; a CPU without BF16
-arithmetic is refused in one line (simulated through OpenVINO's capability list)."""
+the model; a CPU without BF16 arithmetic is refused in one line (simulated through
+OpenVINO's capability list). precision="fastest": test_fastest.py."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ VIEW = {"input_format": "rgbx", "mean": (127, 127, 127), "std": (128, 128, 128),
 
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """20 varied colour crops: the fewest an agreement figure takes."""
+    """20 varied colour crops: the count recommended for an agreement figure."""
     return calibration_folder(tmp_path_factory.mktemp("photos"), count=bf16.MIN_IMAGES)
 
 
@@ -84,23 +84,6 @@ def test_min_agreement_refuses_naming_the_figure(effnet: Path, photos: Path) -> 
                           **{**VIEW, "mean": (0, 0, 0), "std": (1, 1, 1)})  # fmt: skip
 
 
-@needs_bf16
-def test_fastest_keeps_fp32_and_says_why(
-    effnet: Path, photos: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from copyless.model import _compiler
-
-    monkeypatch.setattr(_compiler, "FASTER", 1000.0)  # no CPU runs bf16 1000x fp32's speed
-    model = compile_to_memory(effnet, precision="fastest", calibration=photos, **VIEW)
-    record = precision_of(model.metadata)
-    assert record is not None and record["precision"] == "fp32"
-    assert record["declined"]["precision"] == "bf16" and "speed" in record["declined"]
-    assert run_precision(model.metadata) == "f32"
-    line = precision_line(model.metadata)
-    assert line is not None and line.startswith("fp32 model: bf16 declined (top-1 as fp32 on")
-    assert "needed 1000.0x" in line
-
-
 def test_a_cpu_without_bf16_is_refused_in_one_line(
     effnet: Path, photos: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,7 +101,7 @@ def test_a_cpu_without_bf16_is_refused_in_one_line(
         ({"precision": "bf16"}, "needs calibration="),
         ({"precision": "fp64", "calibration": "."}, "precision must be one of"),
         ({"precision": "bf16", "quantize": "int8", "calibration": "."}, "not both"),
-        ({"min_agreement": 99.0}, "min_agreement needs quantize='int8' or precision"),
+        ({"min_agreement": 99.0}, "min_agreement needs precision="),
     ],
 )
 def test_bad_precision_options(options: dict[str, object], match: str, photos: Path) -> None:
@@ -128,7 +111,13 @@ def test_bad_precision_options(options: dict[str, object], match: str, photos: P
         compile_to_memory(zoo.build("efficientnet-lite0", progress=False), **options)
 
 
-def test_too_few_images_are_refused(effnet: Path, tmp_path: Path) -> None:
+@needs_bf16
+def test_few_images_are_measured_with_a_warning(
+    effnet: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     few = calibration_folder(tmp_path / "few", count=5)
-    with pytest.raises(OptionError, match="5 images; an agreement figure needs at least 20"):
-        compile_to_memory(effnet, precision="bf16", calibration=few, **VIEW)
+    model = compile_to_memory(effnet, precision="bf16", calibration=few, **VIEW)
+    record = precision_of(model.metadata)
+    assert record is not None and record["images"] == 5
+    assert "calibration: 5 usable images; 20 or more are recommended (the agreement is " \
+           "measured on them)" in caplog.messages

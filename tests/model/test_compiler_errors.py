@@ -116,7 +116,7 @@ def test_model_onnxruntime_rejects_is_unsupported() -> None:
         ({"bogus": 1}, OptionError, "unknown compiler option"),
         ({"batch_size": 0}, OptionError, "batch_size"),
         ({"input_layout": "NOPE"}, OptionError, "unknown memory layout"),
-        ({"input_dtype": "int8"}, OptionError, "INT8 with quantize"),
+        ({"input_dtype": "int8"}, OptionError, "INT8 with precision='int8'"),
         ({"input_layout": "HCWNC4", "input_format": "rgbx"}, OptionError, "drop input_layout"),
         ({"output_layout": {"nope": "NHWC"}}, OptionError, "not among"),
         ({"output_layout": {"probs": "NHWC"}}, OptionError, "no NHWC view"),

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..memory import NpuTensor
-from ..model import precision_line
+from ..model import CompiledModel, precision_line
 from ..pipeline import StageClock
 from ..runner import Runner, RunnerFactory
 from ..types import CopylessError, RunnerType, StatusCode, TensorType
@@ -184,10 +184,10 @@ def _run_image_app(args: argparse.Namespace, builtin: Callable[[], Path], app: I
         return EXIT_USAGE
 
 
-def say_precision(runner: Runner) -> None:
+def say_precision(model: Runner | CompiledModel) -> None:
     """Print (stderr) what a reduced-precision model costs, as its compiler measured it
     (``int8 model: top-1 as fp32 on ...``); nothing for an fp32 model."""
-    note = precision_line(runner.model.metadata)
+    note = precision_line((model.model if isinstance(model, Runner) else model).metadata)
     if note is not None:
         print(note, file=sys.stderr)
 

@@ -67,7 +67,7 @@ from ._checks import (
 from ._memory import MemoryBudget, add_memory_argument
 from ._models import CLASSIFIER, builtin_alias, builtin_model
 from ._output import Output, add_output_arguments, progress_wanted
-from ._setup import EXIT_USAGE, add_runner_argument, runner_type
+from ._setup import EXIT_USAGE, add_runner_argument, runner_type, say_precision
 from ._signals import Interruption
 
 if TYPE_CHECKING:
@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         args.job_task = _job_task(args.model or CLASSIFIER, model, args.task)
         FrameSpec.for_model(model)
         labels = class_names(model, args.labels)
+        say_precision(model)
     except ImportError as exc:
         print(f"error: copyless-batch needs the ray extra (pip install 'copyless[ray]'): {exc}",
               file=sys.stderr)  # fmt: skip

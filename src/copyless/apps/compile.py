@@ -9,8 +9,9 @@ Examples::
         --mean 127,127,127 --std 128,128,128
     copyless-compile effnet.onnx -o effnet_video.rai --input-format i420 --input-size 720x1280 \
         --input-crop 0.875 --mean 127,127,127 --std 128,128,128
-    copyless-compile effnet.onnx -o effnet_int8 --input-format rgbx --mean 127,127,127 \\
-        --std 128,128,128 --quantize int8 --calibration photos/
+    copyless-compile effnet.onnx -o effnet_int8.rai --input-format rgbx --mean 127,127,127 \\
+        --std 128,128,128 --resize crop:0.875 --precision int8 --calibration photos/ \\
+        --max-drop 2
     copyless-compile effnet.onnx -o effnet_bf16.rai --input-format rgbx --mean 127,127,127 \\
         --std 128,128,128 --resize crop:0.875 --precision bf16 --calibration photos/
     copyless-compile det.onnx -o det.rai --input-shape x=1x3x640x640 --input-layout HCWNC4 \\
@@ -52,7 +53,7 @@ from ._output import Output, add_output_arguments, progress_wanted
 _HELP_EPILOG = """\
 With no view flag the HW view of every tensor equals its CPU view (the model's own dtype
 and layout). Layouts: NCHW NHWC NHW NHWC4 NHWC8 NC4HW4 NC8HW8 HCWNC4 HCWNC8 HCWNC16.
-Dtypes: fp32 fp16 bf16 (int8 with --quantize). Per-tensor values: NAME=VALUE (repeatable).
+Dtypes: fp32 fp16 bf16 (int8 with --precision int8). Per-tensor values: NAME=VALUE (repeatable).
 
 --input-format rgbx: the input's HW view is UINT8 NHWC4 [N,H,W,4] packed RGBx pixels; the
 graph starts with Transpose, Slice (drop x), Cast and (x - mean)/std (folded into the first
@@ -81,29 +82,41 @@ decoded, without a copy.
 "preprocessing") so that applications prepare photos as the model expects: copyless-zerocopy
 and copyless-detect read them, and warn when they are missing.
 
---quantize int8 --calibration DIR: static QDQ INT8 (uint8 activations per tensor, int8 weights
-per output channel, symmetric, 8-bit where the CPU has VNNI: onnxruntime's fast U8S8 form)
-calibrated on the images in DIR (at least 100, colour for a colour model), prepared as the
-model records (--resize, --colour-order, --mean/--std). One image in five is held out of the
-ranges: the int8 graph's agreement with fp32 on those (top-1, max|dp|) is printed and
-recorded in the model (metadata "precision"); the apps print it whenever they run the model.
---min-agreement PCT refuses a model whose top-1 agreement is below PCT, naming the figure.
-Float inputs and outputs get INT8 HW views carrying their quantization parameters (RGBx
-inputs stay UINT8 pixels).
+--precision int8 --calibration DIR (--quantize int8 is the same): post-training INT8 by NNCF
+(pip install copyless[quantize]): ranges fitted on the images in DIR, biases corrected,
+int8 weights per output channel (8-bit where the CPU has VNNI, else 7), uint8 activations
+per tensor, in the form onnxruntime's INT8 kernels fuse. DIR holds images as you have them:
+any format Pillow reads, any size, greyscale among colour; unreadable files are named and
+skipped, one line each; fewer than 100 is a warning, not a refusal. They are prepared as the
+model records (--resize, --colour-order, --mean/--std). The agreement with fp32 (top-1,
+overall and on the images fp32 is sure of; max|dp|) is measured on --validation DIR, else
+on one image in five held out of the ranges, and the speed of fp32 and int8 on each engine
+here; both are printed and recorded in the model (metadata "precision"), and the apps
+print them whenever they run the model (and say so where int8 is slower than fp32).
+--max-drop PCT: accuracy control: layers go back to float, those that cost agreement first,
+until top-1 agrees with fp32 on at least 100 - PCT percent of those images; the reverted
+layers are recorded. A drop that cannot be met in INT8 is refused in one line with the best
+agreement reached and what was float. --min-agreement PCT refuses a model whose top-1
+agreement is below PCT, naming the figure. A model NNCF cannot quantize stays fp32, said in
+one line. Float inputs and outputs get INT8 HW views carrying their quantization parameters
+(RGBx inputs stay UINT8 pixels; --output-dtype fp32 keeps an output float).
 --quantize-ops Conv,ConvTranspose,Gemm,MatMul limits quantization to those op types (the rest
-stays float between Q/DQ pairs): fewer, larger INT8 regions; OpenVINO compiles some such
-graphs that it refuses with onnxruntime's default choice (e.g. the PP-OCRv4 detector).
+stays float): fewer, larger INT8 regions.
 
 --precision bf16 --calibration DIR: the model runs in BF16 arithmetic (OpenVINO's; its
 tensors stay float32), never without this flag. Where the CPU has BF16 (AVX512_BF16 or
-AMX), OpenVINO's f32 and bf16 compilations run on every image in DIR (at least 20, prepared
-as the model records): the top-1 agreement (overall and on the images fp32 is sure of) and
-the speed ratio are printed and recorded in the model (metadata "precision"); the apps print
-them whenever they run it. Elsewhere it is refused in one line. onnxruntime has no BF16
-arithmetic: such a model runs on OpenVINO (RunnerType.VAIML or OPENVINO), or in fp32 with
-the runner option inference_precision="f32". --precision fastest measures the same and
-keeps BF16 only when it agrees on at least --min-agreement percent (default 99.5) and runs
-at least 1.05x fp32's speed; otherwise the model stays fp32 and says why.
+AMX), OpenVINO's f32 and bf16 compilations run on every image in DIR (20 or more are
+recommended; prepared as the model records): the top-1 agreement (overall and on the images
+fp32 is sure of) and the speed against fp32 on its fastest engine are printed and recorded
+in the model (metadata "precision"); the apps print them whenever they run it. Elsewhere it
+is refused in one line. onnxruntime has no BF16 arithmetic: such a model runs on OpenVINO
+(RunnerType.VAIML or OPENVINO), or in fp32 with the runner option inference_precision="f32".
+
+--precision fastest --calibration DIR: makes bf16 and int8 where they can be made here, holds
+both to the same top-1 agreement with fp32 on the same images (100 - --max-drop, else
+--min-agreement, else 99.5 percent; int8 by accuracy control) and keeps the one that runs
+fastest on its fastest engine, if at least 1.05x fp32's speed; otherwise the model stays
+fp32. The choice, and why, is recorded and printed.
 
 --task classify|detect|segment (recognised when not given) records what the outputs mean,
 with --labels FILE, so that every app and copyless-serve run the model by its task:
@@ -171,14 +184,17 @@ def _parser() -> argparse.ArgumentParser:
     for flag in ("input-layout", "input-dtype", "output-layout", "output-dtype"):
         p.add_argument(f"--{flag}", action="append", default=[], metavar="[NAME=]VALUE",
                        help=f"HW view {flag.replace('-', ' ')}")  # fmt: skip
-    p.add_argument("--quantize", choices=["int8"], help="static INT8 quantization (QDQ)")
-    p.add_argument("--calibration", help="directory of calibration images (with --quantize "
-                   "or --precision)")  # fmt: skip
-    p.add_argument("--quantize-ops", help="comma-separated op types to quantize (with --quantize)")
-    p.add_argument("--min-agreement", type=float, metavar="PCT", help="with --quantize or "
-                   "--precision: refuse a model whose top-1 agrees with fp32 on fewer "
-                   "calibration images (percent)")  # fmt: skip
-    p.add_argument("--precision", choices=["fp32", "bf16", "fastest"],
+    p.add_argument("--quantize", choices=["int8"], help="the same as --precision int8")
+    p.add_argument("--calibration", metavar="DIR", help="calibration images (with --precision)")
+    p.add_argument("--validation", metavar="DIR", help="images the agreement with fp32 is "
+                   "measured on (with --precision int8|fastest; default: one calibration "
+                   "image in five, held out)")  # fmt: skip
+    p.add_argument("--max-drop", type=float, metavar="PCT", help="with --precision int8|fastest:"
+                   " top-1 agreement with fp32 may drop this many points (accuracy control)")
+    p.add_argument("--quantize-ops", help="comma-separated op types to quantize (int8)")
+    p.add_argument("--min-agreement", type=float, metavar="PCT", help="with --precision: "
+                   "refuse a model whose top-1 agrees with fp32 on fewer images (percent)")
+    p.add_argument("--precision", choices=["fp32", "bf16", "int8", "fastest"],
                    help="the arithmetic the model runs in (default fp32, the model's own; "
                    "see below)")  # fmt: skip
     p.add_argument("--cpu-ops", help="comma-separated op types that start the CPU partition")
@@ -264,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             "quantize": args.quantize,
             "quantize_ops": args.quantize_ops,
             "calibration": args.calibration,
+            "validation": args.validation,
+            "max_drop": args.max_drop,
             "min_agreement": args.min_agreement,
             "precision": args.precision,
             "cpu_ops": args.cpu_ops,
@@ -305,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_task_line(compiled), file=sys.stderr)
     if note is not None:
         lines.say(note)
-    elif args.quantize is None and _offers_bf16(compiled):
+    elif args.quantize is None and args.precision is None and _offers_bf16(compiled):
         print("note: this CPU computes in BF16 (OpenVINO): --precision bf16 --calibration DIR "
               "measures its agreement with fp32 and its speed and records them; the model "
               "runs in fp32 until then", file=sys.stderr)  # fmt: skip

@@ -161,10 +161,13 @@ def _report_models(server: InferenceServer, stop: threading.Event, out: Output) 
             if model.ready:
                 out.say(f"model {name!r}: ready on {model.engine}, max batch "
                         f"{model.max_batch_size}", flush=True)  # fmt: skip
+                if model.precision:
+                    out.say(f"model {name!r}: {model.precision}", flush=True)
             else:
                 print(f"model {name!r}: {model.reason}", file=sys.stderr, flush=True)
             out.record("model", name=model.name, version=model.version, ready=model.ready,
                        engine=str(model.engine) if model.ready else None,
+                       precision=model.precision or None,
                        max_batch_size=model.max_batch_size if model.ready else None,
                        reason=None if model.ready else model.reason)  # fmt: skip
     if server.service.ready:

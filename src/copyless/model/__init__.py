@@ -27,7 +27,7 @@ from ._graph import ELEM_OF, graph_inputs, node_attr
 from ._input_formats import INPUT_FORMATS
 from ._loader import load_model
 from ._options import CompileOptions, parse_shape
-from ._precision import precision_line, precision_of, run_precision
+from ._precision import precision_line, precision_of, run_precision, slower_than_fp32
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
 from ._rounds import best_round_medians
 from ._task import (
@@ -88,6 +88,7 @@ __all__ = [
     "read_config",
     "record_of",
     "run_precision",
+    "slower_than_fp32",
     "task_of",
     "usual_preprocessing",
     "write_atomically",

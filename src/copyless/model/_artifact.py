@@ -11,8 +11,8 @@ from typing import Any
 # 2: RGBx stem fold; 3: uint8 INT8 activations (U8S8); 4: capacities of data-dependent
 # dims; 5: the pixel prefix moves bytes before floats, 3-channel stem fold of any mean;
 # 6: in-graph frame resize as fixed taps (PIL's filter, torchvision's crop coordinates);
-# 7: YUV offsets as swscale's; 8: resized frames rounded to whole levels
-COMPILER_VERSION = "8"
+# 7: YUV offsets as swscale's; 8: resized frames rounded to whole levels; 9: INT8 by NNCF
+COMPILER_VERSION = "9"
 
 
 def artifact_key(source: str, options: Mapping[str, Any]) -> str:

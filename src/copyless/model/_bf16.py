@@ -5,12 +5,9 @@ float32 (BF16 is how OpenVINO computes, not what the tensors hold) and records i
 that it runs in BF16, with the price measured here: both OpenVINO compilations of the graph
 (``INFERENCE_PRECISION_HINT`` f32 and bf16) run on every calibration image, as the model
 sees them (nothing is fitted on them), and the agreement of their first outputs is recorded
-as INT8's is (:mod:`._precision`), with ``speed``: interleaved timed rounds of both on the
-first batch (:data:`ROUNDS` rounds of :data:`ROUND_RUNS` runs; each precision's best round
-median; the machine's load average beside it). ``precision="fastest"`` measures the same and
-keeps BF16 only when its top-1 agreement is at least ``min_agreement`` (default
-:data:`FASTEST_AGREEMENT` percent) and it runs at least :data:`FASTER` times fp32's speed;
-otherwise the model stays fp32 and its record says why.
+as INT8's is (:mod:`._precision`), with ``speed`` (:mod:`._speed`): BF16 on OpenVINO against
+fp32 on its fastest engine here (onnxruntime or OpenVINO at f32), interleaved timed rounds on
+the first batch. ``precision="fastest"`` (:mod:`._fastest`) weighs it against INT8 and fp32.
 
 Only OpenVINO runs BF16 here: onnxruntime's CPU provider has no general BF16 arithmetic. A
 CPU without it (OpenVINO's ``OPTIMIZATION_CAPABILITIES`` lacks ``"BF16"``: no AVX512_BF16 and
@@ -19,9 +16,7 @@ no AMX) is refused in one line (:func:`bf16_refusal`), by the compiler and by th
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -29,20 +24,14 @@ import numpy as np
 import onnx
 
 from ..types import UnsupportedError, cpu_info, openvino_unloadable
-from ._precision import Run, measure
-from ._rounds import best_round_medians
+from ._precision import measure
+from ._speed import engine_runs, openvino_run, speed_record
 
 _log = logging.getLogger(__name__)
 
 #: OpenVINO's name of the capability (``OPTIMIZATION_CAPABILITIES`` of the CPU plugin).
 BF16 = "BF16"
-#: ``precision="fastest"``: the top-1 agreement BF16 needs by default (percent)...
-FASTEST_AGREEMENT = 99.5
-#: ... and the speed it must reach, in times fp32's.
-FASTER = 1.05
-ROUNDS = 7
-ROUND_RUNS = 3
-#: Fewer images than this give no agreement figure worth a percent.
+#: Fewer images than this give no agreement figure worth a percent (a warning names it).
 MIN_IMAGES = 20
 
 
@@ -87,11 +76,8 @@ def measure_bf16(
     core = _core()
     try:
         graph = core.read_model(model=model.SerializeToString())
-        f32, bf16 = (
-            core.compile_model(
-                graph, "CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": p}
-            )
-            for p in ("f32", "bf16")
+        bf16 = core.compile_model(
+            graph, "CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "bf16"}
         )
     except Exception as exc:
         raise UnsupportedError(
@@ -99,38 +85,15 @@ def measure_bf16(
         ) from exc
     if bf16.get_property("INFERENCE_PRECISION_HINT").to_string() != "bf16":
         raise UnsupportedError("precision='bf16': OpenVINO compiled it in another precision")
-    runs = {"fp32": _run(f32), "bf16": _run(bf16)}
-    record = measure(runs["fp32"], runs["bf16"], batches, images, precision="bf16",
+    fp32 = engine_runs(model, name)
+    if "openvino" not in fp32:
+        raise UnsupportedError("precision='bf16': OpenVINO cannot compile the model at f32")
+    reduced = {"openvino": openvino_run(bf16)}
+    record = measure(fp32["openvino"], reduced["openvino"], batches, images, precision="bf16",
                      images_from="calibration", engine="openvino")  # fmt: skip
     if record:
-        record["speed"] = _speed(runs, batches[0])
+        record["speed"] = speed_record(fp32, reduced, batches[0], "bf16")
     return record
-
-
-def _run(compiled: Any) -> Run:
-    request = compiled.create_infer_request()
-
-    def run(batch: np.ndarray) -> np.ndarray:
-        request.infer({0: batch})
-        return np.array(request.get_output_tensor(0).data, copy=True)
-
-    return run
-
-
-def _speed(runs: dict[str, Run], batch: np.ndarray) -> dict[str, Any]:
-    """Interleaved rounds (the precision going first alternating), each precision judged by
-    its best round median, as the engine choice judges engines."""
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    calls = {key: functools.partial(run, batch) for key, run in runs.items()}
-    best = best_round_medians(calls, ROUND_RUNS, lambda done: done < ROUNDS, warm=1)
-    return {
-        "fp32_ms": round(best["fp32"], 3),
-        "bf16_ms": round(best["bf16"], 3),
-        "ratio": round(best["fp32"] / best["bf16"], 2),
-        "batch": int(batch.shape[0]),
-        "cpu": cpu_info().name,
-        "load_before": None if load is None else round(load, 2),
-    }
 
 
 def _core() -> Any:

@@ -43,12 +43,20 @@ parentheses; see ``copyless-compile --help``):
     final Cast/QuantizeLinear). BF16 graph inputs/outputs are genuine ``tensor(bfloat16)``:
     onnxruntime's CPU Cast handles them, but its numpy front door does not, so bind them as
     ``OrtValue.ortvalue_from_numpy_with_onnx_type(arr.view(np.uint16), TensorProto.BFLOAT16)``.
-``quantize="int8"``, ``calibration=DIR | [paths]`` (``--quantize int8 --calibration DIR``)
-    Static QDQ quantization, U8S8 (uint8 activations per tensor, int8 weights per channel;
-    see :mod:`._quantize`). Float inputs get an INT8 HW view (UINT8 RGBx with
+``precision="int8"``, ``calibration=DIR | [paths] | images`` (``--precision int8 --calibration
+DIR``; ``quantize="int8"`` / ``--quantize int8`` is the same)
+    Post-training INT8 by NNCF, in the QDQ form onnxruntime fuses (uint8 activations per
+    tensor, int8 weights per channel; see :mod:`._quantize`), calibrated on images as users
+    have them (:mod:`._calibration`). Float inputs get an INT8 HW view (UINT8 RGBx with
     ``input_format="rgbx"``) and float outputs an INT8 HW view, each with the graph's own
     QuantParameters. ``quantize_ops=("Conv", ...)`` (``--quantize-ops``) limits which op
-    types are quantized.
+    types are quantized. ``max_drop=PCT`` (``--max-drop``): accuracy control on
+    ``validation=`` images (``--validation DIR``) or the held-out fifth of the calibration
+    images (:mod:`._accuracy`).
+``precision="bf16" | "fastest"`` (``--precision``)
+    BF16 arithmetic on OpenVINO (:mod:`._bf16`); the fastest of fp32, bf16 and int8 at a
+    stated agreement (:mod:`._fastest`). Every reduced precision records its agreement with
+    fp32 and its speed (:mod:`._precision`).
 ``cpu_ops=("Softmax",)`` | ``cpu_partition_after="name"`` | ``cpu_tail=True``
 (``--cpu-ops Softmax,TopK``, ``--cpu-partition-after NAME``, ``--cpu-tail``)
     Split into ``par_0`` (target ``npu``) and ``par_1`` (target ``cpu``); see :mod:`._partition`.
@@ -98,10 +106,9 @@ from ..types import (
 from ._archive import write_archive
 from ._artifact import COMPILER_VERSION
 from ._artifact import artifact_key as artifact_key  # where callers found it
-from ._bf16 import FASTER, FASTEST_AGREEMENT, measure_bf16
-from ._bf16 import MIN_IMAGES as BF16_MIN_IMAGES
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._directory import write_directory
+from ._fastest import reduce_precision
 from ._folding import Fold, check_opset, fold_input, fold_output
 from ._graph import IR_VERSION, NameScope, cpu_layout_for, graph_inputs, tensor_value_info
 from ._input_formats import input_format
@@ -109,11 +116,9 @@ from ._options import CompileOptions, parse_options
 from ._partition import Part, find_cut, forward_boundaries, split
 from ._pixels import normalization, pixel_geometry
 from ._precision import KEY as PRECISION_KEY
-from ._precision import check_agreement, measure, onnxruntime_run, precision_line
 from ._preprocessing import KEY as PREPROCESSING_KEY
-from ._preprocessing import ResizePolicy
 from ._preprocessing import record as record_preprocessing
-from ._quantize import Calibration, Quantized, calibration_batches, quantize_int8, weight_bits
+from ._quantize import Quantized
 from ._shapes import ORT_ERRORS, check_interface, fix_inputs, load_source, output_infos, probe
 from ._shapes import session as ort_session
 from ._task import KEY as TASK_KEY
@@ -179,8 +184,7 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
     cpu_outputs, unknown = output_infos(model, probe(model), opts)
     _check_names(opts, fixed.infos, cpu_outputs)
     float_nodes = (*(folded.nodes if folded else ()), *mask_nodes)
-    quantized = _quantize(model, opts, fixed.infos, float_nodes) if opts.quantize else None
-    reduced = _bf16(model, opts, fixed.infos) if opts.precision else {}
+    quantized, reduced = reduce_precision(model, opts, fixed.infos, float_nodes)
     work = quantized.model if quantized else model
     yuv = is_yuv(opts)
     in_folds = (
@@ -231,11 +235,6 @@ def _compile(model: onnx.ModelProto, opts: CompileOptions, name: str) -> Compile
             "options": json.dumps(opts.to_json(), sort_keys=True),
             PREPROCESSING_KEY: _preprocessing(opts, fixed.infos, plan),
             TASK_KEY: task_metadata(plan, folded, cpu_outputs, batch_added, unknown),
-            **(
-                {PRECISION_KEY: json.dumps(quantized.precision)}
-                if quantized and quantized.precision
-                else {}
-            ),
             **({PRECISION_KEY: json.dumps(reduced)} if reduced else {}),
         },
     )
@@ -312,80 +311,11 @@ def _check_names(
 
 
 def _check_single_input(opts: CompileOptions, inputs: tuple[NpuTensorInfo, ...]) -> None:
-    if (opts.input_format or opts.quantize or opts.postprocess) and len(inputs) != 1:
+    if (opts.input_format or opts.precision or opts.postprocess) and len(inputs) != 1:
         raise UnsupportedError(
-            "input_format/quantize/postprocess need a single-input model; this one has "
+            "input_format/precision/postprocess need a single-input model; this one has "
             f"{len(inputs)} inputs"
         )
-
-
-def _quantize(
-    model: onnx.ModelProto,
-    opts: CompileOptions,
-    inputs: tuple[NpuTensorInfo, ...],
-    float_nodes: tuple[str, ...],
-) -> Quantized:
-    """INT8 QDQ; ``float_nodes`` (a folded postprocess: box arithmetic, NMS) stay float."""
-    info = inputs[0]
-    if info.data_type is not DataType.FLOAT32:
-        raise UnsupportedError(f"quantize='int8' needs a float32 input; {info.describe()}")
-    calibration = _calibration(opts, info)
-    quantized = quantize_int8(model, info.name, calibration.fit, opts.quantize_ops, float_nodes)
-    record = measure(onnxruntime_run(model, info.name),
-                     onnxruntime_run(quantized.model, info.name), calibration.check,
-                     calibration.check_images, images_from="held-out calibration")  # fmt: skip
-    if record:
-        record["weights"] = f"int8 per channel, symmetric, {weight_bits()}-bit"
-        record["calibration"] = {"images": calibration.fit_images, "ranges": "min-max"}
-        _log.info("%s", precision_line({PRECISION_KEY: json.dumps(record)}))
-    check_agreement(record, opts.min_agreement)
-    return dataclasses.replace(quantized, precision=record)
-
-
-def _bf16(model: onnx.ModelProto, opts: CompileOptions,
-          inputs: tuple[NpuTensorInfo, ...]) -> dict[str, Any]:  # fmt: skip
-    """precision='bf16' / 'fastest': OpenVINO's BF16 measured against fp32 on the calibration
-    images (:mod:`._bf16`); the record to keep (fp32's, saying why, when 'fastest' declines)."""
-    info = inputs[0]
-    if len(inputs) != 1 or info.data_type is not DataType.FLOAT32:
-        raise UnsupportedError(
-            f"precision={opts.precision!r} is measured on images: it needs a model with one "
-            f"float32 image input; this one has {[i.describe() for i in inputs]}"
-        )
-    images = _calibration(opts, info, hold_out=1, minimum=BF16_MIN_IMAGES)
-    record = measure_bf16(model, info.name, images.check, images.check_images)
-    if not record:
-        raise UnsupportedError(f"precision={opts.precision!r}: bf16 could not be measured "
-                               "against fp32 on this model (see the warning above)")  # fmt: skip
-    _log.info("%s", precision_line({PRECISION_KEY: json.dumps(record)}))
-    if opts.precision == "bf16":
-        check_agreement(record, opts.min_agreement)
-        return record
-    return _fastest(record, FASTEST_AGREEMENT if opts.min_agreement is None else opts.min_agreement)
-
-
-def _calibration(opts: CompileOptions, info: NpuTensorInfo, **split: int) -> Calibration:
-    """The calibration images as the model will see them (its resize, normalisation and
-    colour order; ``split``: :func:`calibration_batches`' ``hold_out`` and ``minimum``)."""
-    policy = opts.resize
-    if policy is None and opts.input_crop is not None:  # a YUV model crops in its graph
-        policy = ResizePolicy("crop", crop_fraction=opts.input_crop)
-    return calibration_batches(opts.calibration, info, opts.mean, opts.std, policy,
-                               opts.colour_order == "BGR", **split)  # fmt: skip
-
-
-def _fastest(record: dict[str, Any], minimum: float) -> dict[str, Any]:
-    """precision='fastest': the bf16 record when it agrees and is faster, else fp32's."""
-    ratio = record["speed"]["ratio"]
-    top1 = record.get("top1")
-    if top1 is not None and top1 >= minimum and ratio >= FASTER:
-        return record
-    agrees = "no top-1 figure" if top1 is None else f"top-1 as fp32 on {top1}%"
-    why = (
-        f"bf16 declined ({agrees} of {record['images']} calibration images, needed "
-        f"{minimum:g}%; {ratio}x fp32's speed, needed {FASTER}x)"
-    )
-    return {"precision": "fp32", "why": why, "declined": record}
 
 
 def _hw_view(cpu: NpuTensorInfo, layout: MemoryLayout | None, dtype: DataType) -> NpuTensorInfo:
@@ -409,7 +339,7 @@ def _dtype_and_quant(
         return dtype, quant
     raise OptionError(
         f"{key}={dtype.name} for {cpu.describe()}: the views must be the same dtype, two float "
-        "dtypes, or INT8 with quantize='int8'"
+        "dtypes, or INT8 with precision='int8'"
     )
 
 

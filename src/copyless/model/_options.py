@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..types import DataType, MemoryLayout, OptionError
+from ._calibration import calibration_items
 from ._input_formats import YUV_MATRICES, YUV_RANGES, input_format, yuv_option
 from ._preprocessing import ResizePolicy, parse_colour_order, parse_resize
 from ._task import TASKS, parse_labels
@@ -54,6 +54,8 @@ _KNOWN = frozenset(
         "quantize",
         "quantize_ops",
         "calibration",
+        "validation",
+        "max_drop",
         "min_agreement",
         "precision",
         "cpu_ops",
@@ -93,12 +95,17 @@ class CompileOptions:
     input_dtype: tuple[tuple[str, DataType], ...] = ()
     output_layout: tuple[tuple[str, MemoryLayout], ...] = ()
     output_dtype: tuple[tuple[str, DataType], ...] = ()
-    quantize: str | None = None  # None or "int8"
     quantize_ops: tuple[str, ...] = ()  # op types to quantize; () = the quantizer's default
-    calibration: tuple[Path, ...] = ()
+    #: calibration / validation images: paths and in-memory images (see ._calibration)
+    calibration: tuple[Any, ...] = field(default=(), compare=False)
+    validation: tuple[Any, ...] = field(default=(), compare=False)
+    #: INT8 accuracy control: top-1 agreement with fp32 may drop this many points (see
+    #: ._accuracy); "fastest": the drop every reduced precision is held to
+    max_drop: float | None = None
     min_agreement: float | None = None  # INT8/BF16: refuse below this top-1 agreement (percent)
-    #: the arithmetic the model runs in: None (its own), "bf16" (OpenVINO's, measured and
-    #: recorded) or "fastest" (bf16 where it agrees within min_agreement; see ._bf16)
+    #: the arithmetic the model runs in: None (its own), "int8" (NNCF's, see ._quantize;
+    #: ``quantize="int8"`` is the same), "bf16" (OpenVINO's, measured and recorded) or
+    #: "fastest" (measured among fp32, bf16 and int8; see ._fastest)
     precision: str | None = None
     cpu_ops: tuple[str, ...] = ()
     cpu_partition_after: str | None = None
@@ -112,6 +119,11 @@ class CompileOptions:
     #: score/IoU thresholds and max detections for a YOLO head the compiler recognises
     #: (given without ``postprocess``; checked against the head at compile time)
     thresholds: tuple[Any, Any, Any] | None = None
+
+    @property
+    def quantize(self) -> str | None:
+        """"int8" where the model's graph is quantized (precision="int8"), else None."""
+        return "int8" if self.precision == "int8" else None
 
     @property
     def partitioned(self) -> bool:
@@ -145,6 +157,8 @@ class CompileOptions:
             "quantize": self.quantize,
             "quantize_ops": list(self.quantize_ops),
             "calibration_images": len(self.calibration),
+            "validation_images": len(self.validation),
+            "max_drop": self.max_drop,
             "min_agreement": self.min_agreement,
             "precision": self.precision,
             "cpu_ops": list(self.cpu_ops),
@@ -179,14 +193,17 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
     quantize = raw.get("quantize")
     if quantize is not None and str(quantize).lower() != "int8":
         raise OptionError(f"quantize must be 'int8' or None, got {quantize!r}")
-    quantize_ops = _op_types(raw.get("quantize_ops"), "quantize_ops")
-    if quantize_ops and quantize is None:
-        raise OptionError("quantize_ops needs quantize='int8'")
-    calibration = _calibration(raw.get("calibration"))
-    if quantize is not None and not calibration:
-        raise OptionError("quantize='int8' needs calibration= (a directory or image paths)")
+    calibration = calibration_items(raw.get("calibration"))
+    validation = calibration_items(raw.get("validation"), "validation")
     precision = _precision(raw.get("precision"), quantize, calibration)
-    min_agreement = _agreement(raw.get("min_agreement"), quantize or precision)
+    quantize_ops = _op_types(raw.get("quantize_ops"), "quantize_ops")
+    if quantize_ops and precision not in ("int8", "fastest"):
+        raise OptionError("quantize_ops needs precision='int8' (or quantize='int8')")
+    if validation and precision not in ("int8", "fastest"):
+        raise OptionError("validation needs precision='int8' or 'fastest'")
+    max_drop = _percent(raw.get("max_drop"), "max_drop", precision, ("int8", "fastest"))
+    min_agreement = _percent(raw.get("min_agreement"), "min_agreement", precision,
+                             ("int8", "bf16", "fastest"))  # fmt: skip
     after = raw.get("cpu_partition_after")
     cpu_ops = _op_types(raw.get("cpu_ops"), "cpu_ops")
     cpu_tail = bool(raw.get("cpu_tail", False))
@@ -215,9 +232,10 @@ def parse_options(raw: Mapping[str, Any]) -> CompileOptions:
         input_dtype=_per_tensor(raw.get("input_dtype"), "input_dtype", _dtype),
         output_layout=_per_tensor(raw.get("output_layout"), "output_layout", _layout),
         output_dtype=_per_tensor(raw.get("output_dtype"), "output_dtype", _dtype),
-        quantize=None if quantize is None else "int8",
         quantize_ops=quantize_ops,
         calibration=calibration,
+        validation=validation,
+        max_drop=max_drop,
         min_agreement=min_agreement,
         precision=precision,
         cpu_ops=cpu_ops,
@@ -372,56 +390,42 @@ def _input_shapes(
     return tuple(out)
 
 
-_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+_PRECISIONS = ("fp32", "bf16", "int8", "fastest")
 
 
-_PRECISIONS = ("fp32", "bf16", "fastest")
-
-
-def _precision(value: Any, quantize: Any, calibration: tuple[Path, ...]) -> str | None:
-    """``precision``: None / "fp32" (the model's own: None), "bf16" or "fastest"; the
-    latter two measure their agreement on calibration images, and exclude quantize."""
+def _precision(value: Any, quantize: Any, calibration: tuple[Any, ...]) -> str | None:
+    """``precision``: None / "fp32" (the model's own: None), "bf16", "int8" or "fastest"
+    (``quantize="int8"`` is precision "int8"); all but fp32 measure their agreement on
+    calibration images."""
+    if quantize is not None:
+        if value not in (None, "int8"):
+            raise OptionError(
+                f"precision: give quantize='int8' or precision={value!r}, not both"
+            )
+        value = "int8"
     if value is None or value == "fp32":
         return None
     if not isinstance(value, str) or value.lower() not in _PRECISIONS:
         raise OptionError(f"precision must be one of {list(_PRECISIONS)}, got {value!r}")
-    if quantize is not None:
-        raise OptionError("precision: give quantize='int8' or precision='bf16'/'fastest', not both")
     if not calibration:
         raise OptionError(
-            f"precision={value.lower()!r} needs calibration= (images like the ones the model "
-            "will see: its agreement with fp32 is measured on them)"
+            f"precision={value.lower()!r} needs calibration= (a directory, image files or "
+            "images like the ones the model will see: its agreement with fp32 is measured on "
+            "them)"
         )
     return value.lower()
 
 
-def _agreement(value: Any, reduced: Any) -> float | None:
-    """``min_agreement``: a percentage 0..100, with quantize='int8' or precision only."""
+def _percent(value: Any, key: str, precision: str | None, allowed: tuple[str, ...]) -> float | None:
+    """``max_drop`` / ``min_agreement``: a percentage 0..100, with a reduced precision."""
     if value is None:
         return None
-    if reduced is None:
-        raise OptionError("min_agreement needs quantize='int8' or precision='bf16'/'fastest'")
+    if precision not in allowed:
+        wanted = "/".join(repr(p) for p in allowed)
+        raise OptionError(f"{key} needs precision={wanted} (or quantize='int8')")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
-        raise OptionError(f"min_agreement must be a percentage 0..100, got {value!r}")
+        raise OptionError(f"{key} must be a percentage 0..100, got {value!r}")
     return float(value)
-
-
-def _calibration(value: Any) -> tuple[Path, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, Path)):
-        root = Path(value)
-        if root.is_dir():
-            files = sorted(p for p in root.iterdir() if p.suffix.lower() in _IMAGE_SUFFIXES)
-            if not files:
-                raise OptionError(f"calibration: no images in {root}")
-            return tuple(files)
-        value = [root]
-    paths = tuple(Path(p) for p in value)
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        raise OptionError(f"calibration: no such image file(s) {missing}")
-    return paths
 
 
 def parse_shape(text: str, flag: str = "--input-shape") -> tuple[str, tuple[int, ...]]:

@@ -1,27 +1,39 @@
 """The price of a reduced precision, measured when the model is compiled and recorded in it.
 
 A reduced-precision model answers differently from its fp32 source: an INT8 one
-(``compile_model(..., quantize="int8", calibration=...)``) everywhere, a BF16 one
-(``precision="bf16"``, OpenVINO's BF16 arithmetic: :mod:`._bf16`) where it runs. The compiler
-runs both the reference and the reduced model on images the model has not been fitted on (INT8:
-one calibration image in five, held out; BF16: every calibration image, nothing is fitted; as
-the model sees them: its own resize, colour order and normalisation) and records in the
-compiled model's metadata (key ``"precision"``, JSON)::
+(``compile_model(..., precision="int8", calibration=...)``, :mod:`._quantize`) everywhere, a
+BF16 one (``precision="bf16"``, OpenVINO's BF16 arithmetic: :mod:`._bf16`) where it runs.
+The compiler runs both the reference and the reduced model on images the model has not been
+fitted on (INT8: ``validation=`` images, else one calibration image in five, held out; BF16:
+every calibration image, nothing is fitted; as the model sees them: its own resize, colour
+order and normalisation) and records in the compiled model's metadata (key ``"precision"``,
+JSON; this module owns it)::
 
-    {"precision": "int8", "reference": "fp32", "engine": "onnxruntime", "images": 26,
-     "images_from": "held-out calibration", "top1": 88.5, "sure_images": 19, "top1_sure": 94.7,
-     "dp_median": 0.03, "dp_p95": 0.2, "weights": "int8 per channel, symmetric, 8-bit",
-     "calibration": {"images": 102, "ranges": "min-max"}}
+    {"precision": "int8", "reference": "fp32", "engine": "onnxruntime", "images": 25,
+     "images_from": "held-out calibration", "top1": 92.0, "sure_images": 17,
+     "top1_sure": 100.0, "dp_median": 0.02, "dp_p95": 0.1,
+     "quantizer": "nncf 3.4.0 (min-max ranges, bias correction)",
+     "weights": "int8 per channel, symmetric, 8-bit",
+     "activations": "uint8 per tensor, asymmetric",
+     "calibration": {"images": 102, "greyscale": 13, "skipped": 0},
+     "layers": {"int8": 56, "float": 2}, "max_drop": 2.0, "reverted": ["conv_stem_3", ...],
+     "speed": {"fp32_ms": 9.1, "int8_ms": 3.7, "ratio": 2.46, "engine": "openvino", ...}}
 
 ``top1`` is the percentage of images whose top-1 class is the fp32 model's, ``top1_sure`` the
 same on the images the fp32 model is sure of (top-1 probability >= :data:`SURE`), ``dp_*`` the
 largest softmax probability difference per image (classifiers: a ``[N, classes]`` first
 output); other models get ``rel_error``, the mean |difference| of the first output over its
-fp32 range. A BF16 record adds ``speed`` (``{"fp32_ms", "bf16_ms", "ratio", ...}``: interleaved
-timed runs of both on the compiling machine). ``min_agreement`` (``--min-agreement``) makes
-the compiler refuse a model whose ``top1`` falls below it, naming the figure
-(:func:`check_agreement`). A larger held-out set (``copyless-bench accuracy``) says more.
-:func:`precision_line` is the one line applications print for such a model.
+fp32 range. ``speed`` (:mod:`._speed`) compares each precision on its fastest engine here.
+``max_drop`` (accuracy control, :mod:`._accuracy`) lists the layers ``reverted`` to float;
+those images then steered the reverts, so a separate ``validation=`` set, or a larger
+held-out set (``copyless-bench accuracy``), says more. ``min_agreement``
+(``--min-agreement``) makes the compiler refuse a model whose ``top1`` falls below it,
+naming the figure (:func:`check_agreement`). A model kept fp32 (``precision="fastest"``
+chose it, or INT8 was declined) records ``{"precision": "fp32", "why": ...}``; one chosen
+by ``precision="fastest"`` adds ``fastest``: every candidate's agreement and speed.
+:func:`precision_line` is the one line applications print for such a model;
+:func:`slower_than_fp32` the line a runner logs where the engine it runs on makes the
+reduced precision slower than the fp32 model.
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..types import UnsupportedError
+from ..types import QuantParameters, UnsupportedError, cpu_info
 from ._shapes import ORT_ERRORS, session
 
 _log = logging.getLogger(__name__)
@@ -104,6 +116,22 @@ def onnxruntime_run(model: onnx.ModelProto, name: str) -> Run:
     return run
 
 
+def through_int8(run: Run, quant: QuantParameters | None) -> Run:
+    """``run`` with its output read back through an INT8 view with ``quant`` (quantized,
+    rounded half to even, saturated, dequantized: what a caller of the compiled model reads
+    from its INT8 output view); ``run`` itself for None (a float view)."""
+    if quant is None:
+        return run
+    scale, zero = quant.scale, quant.zero_point
+
+    def viewed(batch: np.ndarray) -> np.ndarray:
+        q = np.clip(np.rint(run(batch) / scale) + zero, -128, 127)
+        result: np.ndarray = ((q - zero) * scale).astype(np.float32)
+        return result
+
+    return viewed
+
+
 def check_agreement(record: Mapping[str, Any], minimum: float | None) -> None:
     """Refuse (UnsupportedError, naming the figures) a reduced-precision model whose top-1
     agreement with fp32 is below ``minimum`` percent, or was not measured."""
@@ -146,14 +174,13 @@ def run_precision(metadata: Mapping[str, str]) -> str:
 
 def precision_line(metadata: Mapping[str, str]) -> str | None:
     """One line saying what a reduced-precision model costs, e.g. ``int8 model: top-1 as
-    fp32 on 66.7% of 3 calibration images (median max|dp| 0.21)``, or ``bf16 model
-    (OpenVINO): top-1 as fp32 on 98.0% of 100 calibration images, 98.9% of the 90 fp32 is
-    sure of (median max|dp| 0.004); 1.71x fp32's speed (4.1 vs 7.0 ms)``; None for fp32
-    models."""
+    fp32 on 92.0% of 25 held-out calibration images, 100.0% of the 17 fp32 is sure of
+    (median max|dp| 0.02); 2.46x fp32's speed (3.7 vs 9.1 ms, measured when compiled)``,
+    or ``bf16 model (OpenVINO): ...``; None for fp32 models."""
     data = precision_of(metadata)
     if data is None:
         return None
-    if data["precision"] == "fp32":  # precision="fastest" kept fp32
+    if data["precision"] == "fp32":  # precision="fastest" kept fp32, or int8 was declined
         return f"fp32 model: {data.get('why', 'kept fp32')}"
     where = f"{data.get('images', '?')} {data.get('images_from', '')} images".replace("  ", " ")
     engine = " (OpenVINO)" if data["precision"] == "bf16" else ""
@@ -170,14 +197,51 @@ def precision_line(metadata: Mapping[str, str]) -> str | None:
             f"{data['precision']} model{engine}: mean error {data.get('rel_error', '?')} of "
             f"the {data.get('reference', 'fp32')} output range on {where}"
         )
+    return line + _layers(data) + _speed(data) + _chosen(data)
+
+
+def _layers(data: Mapping[str, Any]) -> str:
+    layers = data.get("layers")
+    if not isinstance(layers, dict) or "max_drop" not in data:
+        return ""
+    floats, total = layers.get("float", 0), layers.get("float", 0) + layers.get("int8", 0)
+    return f"; {floats} of {total} layers float to stay within {data['max_drop']:g} points"
+
+
+def _speed(data: Mapping[str, Any]) -> str:
     speed = data.get("speed")
-    if isinstance(speed, dict) and "ratio" in speed:
-        p = data["precision"]
-        line += (
-            f"; {speed['ratio']}x fp32's speed ({speed.get(p + '_ms', '?')} vs "
-            f"{speed.get('fp32_ms', '?')} ms, measured when compiled)"
-        )
-    return line
+    if not isinstance(speed, dict) or "ratio" not in speed:
+        return ""
+    p = data["precision"]
+    figures = f"{speed.get(p + '_ms', '?')} vs {speed.get('fp32_ms', '?')} ms"
+    slower = ": slower than the fp32 model here" if speed["ratio"] < 1.0 else ""
+    return f"; {speed['ratio']}x fp32's speed{slower} ({figures}, measured when compiled)"
+
+
+def _chosen(data: Mapping[str, Any]) -> str:
+    fastest = data.get("fastest")
+    if not isinstance(fastest, dict):
+        return ""
+    return f"; chosen by precision='fastest' ({fastest.get('why', '')})"
+
+
+def slower_than_fp32(metadata: Mapping[str, str], engine: str) -> str | None:
+    """One line where the model's reduced precision on ``engine`` ran slower than its fp32
+    model on the fp32 model's fastest engine, as recorded when compiled on this CPU; None
+    otherwise (no record, another CPU, or not slower)."""
+    data = precision_of(metadata)
+    speed = None if data is None else data.get("speed")
+    if data is None or not isinstance(speed, dict) or speed.get("cpu") != cpu_info().name:
+        return None
+    p = data["precision"]
+    mine = speed.get("engines", {}).get(engine, {}).get(f"{p}_ms")
+    fp32 = speed.get("fp32_ms")
+    if not isinstance(mine, (int, float)) or not isinstance(fp32, (int, float)) or mine <= fp32:
+        return None
+    return (
+        f"its {p} graph runs slower on {engine} than its fp32 model ({mine} vs {fp32} ms on "
+        f"{speed.get('fp32_engine', '?')}, measured when it was compiled on this CPU)"
+    )
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Timing alternatives against each other on a shared machine, one way for every caller (the
-engine choice, the BF16 record): rounds of back-to-back runs of each alternative, the first
-alternating round by round, each judged by its best round median. A burst of load from
-elsewhere then lands in one alternative's round, not in its best one."""
+engine choice, the speed in a reduced precision's record: :mod:`._speed`): rounds of
+back-to-back runs of each alternative, the first alternating round by round, each judged by
+its best round median. A burst of load from elsewhere then lands in one alternative's round,
+not in its best one."""
 
 from __future__ import annotations
 

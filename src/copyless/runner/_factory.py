@@ -10,13 +10,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..backends import Backend, Engine, EngineCache, create_backend
-from ..model import CompiledModel, check_compiled_with, read_config, run_precision
+from ..model import (
+    CompiledModel,
+    check_compiled_with,
+    read_config,
+    run_precision,
+    slower_than_fp32,
+)
 from ..types import ModelLoadError, OptionError, RunnerType, UnsupportedError
 from ._choice import choose_engine
 from ._options import RunnerOptions, parse_options
 from ._runner import Runner
 
 logger = logging.getLogger(__name__)
+
+#: The engines' names in a precision record's speed figures (copyless.model._speed).
+_ENGINE_NAMES = {RunnerType.ONNXRUNTIME: "onnxruntime", RunnerType.OPENVINO: "openvino"}
 
 
 class RunnerFactory:
@@ -63,8 +72,14 @@ class RunnerFactory:
         if runner_type is RunnerType.VAIML:
             runner, choice = choose_engine(model, parsed, functools.partial(_build, model))
             runner._adopt_choice(choice)  # the factory's side of the runner
-            return runner
-        return _build(model, runner_type, parsed)
+        else:
+            runner = _build(model, runner_type, parsed)
+        # the record's speeds are the graph's own, on this CPU's engines
+        if parsed.inference_precision == "model" and parsed.device in ("cpu", "CPU"):
+            slower = slower_than_fp32(model.metadata, _ENGINE_NAMES.get(runner.engine, ""))
+            if slower is not None:
+                logger.warning("%s: %s", model.name, slower)
+        return runner
 
 
 def _build(model: CompiledModel, runner_type: RunnerType, parsed: RunnerOptions) -> Runner:

@@ -116,6 +116,10 @@ class ServedChain:
         return OCR_BACKEND
 
     @property
+    def precision(self) -> str:
+        return ""  # the chain's models say theirs in their own records
+
+    @property
     def shape(self) -> ModelShape:
         return self._shape
 

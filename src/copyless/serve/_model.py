@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..model import precision_line
 from ..pipeline import ItemTensors, Pipeline
 from ..runner import Runner, RunnerFactory
 from ..types import CopylessError, NpuTensorInfo, TensorDirection, TensorType
@@ -79,6 +80,8 @@ class Served(Protocol):
     def ready(self) -> bool: ...
     @property
     def engine(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
     @property
     def shape(self) -> ModelShape: ...
     def load(self) -> None: ...
@@ -155,6 +158,15 @@ class ServedModel:
     @property
     def engine(self) -> str:
         return str(self._runner.get_property("engine")) if self._runner is not None else ""
+
+    @property
+    def precision(self) -> str:
+        """What the model's reduced precision costs, as its compiler measured it (the line
+        every app prints: ``int8 model: top-1 as fp32 on ...``); '' for an fp32 model or one
+        not loaded."""
+        if self._runner is None:
+            return ""
+        return precision_line(self._runner.model.metadata) or ""
 
     def _set_state(self, state: ModelState, reason: str = "") -> None:
         self._state, self._reason = state, reason
@@ -416,7 +428,26 @@ class ServedModel:
                     "allow_timeout_override": policy.allow_timeout_override,
                 },
             }  # fmt: skip
+        parameters = self._parameters()
+        if parameters:
+            config["parameters"] = {**config.get("parameters", {}), **parameters}
         return config
+
+    def _parameters(self) -> dict[str, Any]:
+        """Triton's config parameters: the precision line, and the quantization of each
+        integer view (``quantization/NAME``: ``scale=S zero_point=Z``, how a client reads an
+        INT8 output: ``(q - Z) * S``)."""
+        if self._runner is None:
+            return {}
+        model = self._runner.model
+        found: dict[str, Any] = {}
+        if self.precision:
+            found["precision"] = {"string_value": self.precision}
+        for spec in (*model.inputs, *model.outputs):
+            if spec.quant is not None and not spec.hw.data_type.is_float:
+                value = f"scale={spec.quant.scale!r} zero_point={spec.quant.zero_point}"
+                found[f"quantization/{spec.name}"] = {"string_value": value}
+        return found
 
     # -- the end -------------------------------------------------------------------------
     def retire(self) -> None:

@@ -1,4 +1,5 @@
-"""The base layer: enums, metadata and errors. Imports nothing else of copyless."""
+"""The base layer: enums, metadata, errors and the pixel rules of every image reader. Imports
+nothing else of copyless."""
 
 from ._cpu import CpuInfo, cpu_info
 from ._engines import openvino_unloadable
@@ -29,6 +30,14 @@ from ._errors import (
 from ._files import apply_umask, umask
 from ._info import ExecuteAsyncCallback, JobHandle, NpuTensorInfo, QuantParameters
 from ._readonly import ReadOnly
+from ._samples import (
+    as_rgb,
+    jpeg_orientation,
+    orient,
+    pil_orientation,
+    pil_rgb,
+    upright_size,
+)
 from ._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
 
 __all__ = [
@@ -59,11 +68,17 @@ __all__ = [
     "UnknownTensorError",
     "UnsupportedError",
     "apply_umask",
+    "as_rgb",
     "cpu_info",
     "info_from_dict",
     "info_to_dict",
+    "jpeg_orientation",
     "openvino_unloadable",
+    "orient",
+    "pil_orientation",
+    "pil_rgb",
     "quant_from_dict",
     "quant_to_dict",
     "umask",
+    "upright_size",
 ]

@@ -4,8 +4,8 @@ of the Python API.
 Every format Pillow opens (JPEG, PNG, WebP, BMP, TIFF, GIF and the rest; a GIF's or TIFF's
 first frame) and, where Pillow cannot, float TIFFs through tifffile when it is installed.
 What the pixels become (EXIF orientation applied, 16-bit and float samples scaled, CMYK,
-palettes, alpha and greyscale converted) is :mod:`._samples`'s rules, the same for files,
-encoded bytes, Pillow images and numpy arrays.
+palettes, alpha and greyscale converted) is :mod:`copyless.types`' pixel rules (``as_rgb``,
+``pil_rgb``, ``orient``), the same for files, encoded bytes, Pillow images and numpy arrays.
 
 JPEG goes through simplejpeg (libjpeg-turbo). When the caller needs only a smaller image
 (``min_size``, in upright pixels), libjpeg-turbo downscales in the DCT domain while
@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..types import as_rgb, jpeg_orientation, orient, pil_orientation, pil_rgb, upright_size
 from ._extra import need
-from ._samples import as_rgb, jpeg_orientation, orient, pil_rgb, upright_size
 
 logger = logging.getLogger(__name__)
 
@@ -191,10 +191,10 @@ def _decode_pillow(data: bytes, name: str, min_h: int, min_w: int) -> npt.NDArra
     try:
         with _quiet_bombs(), image.open(io.BytesIO(data)) as img:
             if img.format == "JPEG" and (min_h or min_w):
-                want_h, want_w = upright_size(min_h, min_w, _orientation(img))
+                want_h, want_w = upright_size(min_h, min_w, pil_orientation(img))
                 img.draft("RGB", (max(want_w, 1), max(want_h, 1)))
             img.load()
-            turn = _orientation(img)  # after load: Pillow turns some formats itself (TIFF)
+            turn = pil_orientation(img)  # after load: Pillow turns some formats itself (TIFF)
             pixels = pil_rgb(img)
     except image.UnidentifiedImageError:
         float_tiff = _tifffile(data, name)
@@ -215,15 +215,7 @@ def _from_pil(img: Any, name: str) -> npt.NDArray[np.uint8]:
         img.load()
     except (OSError, SyntaxError, ValueError) as exc:
         raise ValueError(f"{name}: not a decodable image ({exc})") from None
-    return as_rgb(orient(pil_rgb(img), _orientation(img)))
-
-
-def _orientation(img: Any) -> int:
-    try:
-        value = img.getexif().get(0x0112, 1)
-    except Exception:  # noqa: BLE001 - a broken EXIF block never makes a picture unreadable
-        return 1
-    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+    return as_rgb(orient(pil_rgb(img), pil_orientation(img)))
 
 
 def _tifffile(data: bytes, name: str) -> npt.NDArray[np.uint8] | None:
@@ -284,7 +276,7 @@ def _size_of(f: Any, name: str) -> tuple[int, int]:
 def _upright_size(img: Any) -> tuple[int, int]:
     """``(height, width)`` of an opened Pillow image once :func:`_from_pil` turned it."""
     width, height = img.size
-    turn = _orientation(img)
+    turn = pil_orientation(img)
     if img.format == "TIFF" and turn in (5, 6, 7, 8):
         stored = (img.tag_v2.get(256), img.tag_v2.get(257))  # ImageWidth, ImageLength
         if (width, height) != stored:  # newer Pillow (13 here) reports and loads TIFFs upright

@@ -44,6 +44,7 @@ CHECKOUT_PROGRAMS = (
     "first_submit",
     "fuzz_models",
     "gpu",
+    "int8",
     "ipc_pipeline",
     "layout",
     "node_conformance",

@@ -1,5 +1,6 @@
 """Pixels as the apps take them: ``(H, W, 3)`` uint8 RGB, upright, from whatever an image
-holds (the one set of rules :func:`~copyless.vision.decode` and every app share).
+holds (the one set of rules :func:`~copyless.vision.decode`, every app and the compiler's
+calibration images share; here, on the floor every layer reaches).
 
 * Orientation: the EXIF orientation tag (1-8) is applied, so boxes are reported in the
   upright picture and drawn pictures are upright (:func:`orient`, :func:`jpeg_orientation`
@@ -26,7 +27,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ORIENTATION_TAG", "as_rgb", "jpeg_orientation", "orient", "pil_rgb", "upright_size"]
+__all__ = [
+    "ORIENTATION_TAG",
+    "as_rgb",
+    "jpeg_orientation",
+    "orient",
+    "pil_orientation",
+    "pil_rgb",
+    "upright_size",
+]
 
 #: EXIF's orientation tag (0x0112).
 ORIENTATION_TAG = 0x0112
@@ -80,6 +89,16 @@ def jpeg_orientation(data: bytes) -> int:
             return _tiff_orientation(data[i + 10 : i + 2 + length])
         i += 2 + length
     return 1
+
+
+def pil_orientation(image: Any) -> int:
+    """The EXIF orientation (1-8) a Pillow image records; 1 when it records none or a broken
+    one (a broken EXIF block never makes a picture unreadable)."""
+    try:
+        value = image.getexif().get(ORIENTATION_TAG, 1)
+    except Exception:  # noqa: BLE001 - Pillow raises many types for a broken EXIF block
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
 def _tiff_orientation(tiff: bytes) -> int:
