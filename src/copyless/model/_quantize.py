@@ -262,12 +262,34 @@ def _nncf_output() -> Iterator[None]:
         nncf_logger.removeHandler(handler)
     nncf_logger.addHandler(forward)
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), _torch_extension_quiet():
             yield
     finally:
         nncf_logger.removeHandler(forward)
         for handler in handlers:
             nncf_logger.addHandler(handler)
+
+
+@contextlib.contextmanager
+def _torch_extension_quiet() -> Iterator[None]:
+    """NNCF imports torch's C++ extension loader where torch is installed, which warns on
+    stderr (with torch's own handler) that no CUDA runtime is found when an nvcc is on the
+    PATH: that record goes to this module's logger at DEBUG, for the call only."""
+    loader = logging.getLogger("torch.utils.cpp_extension")
+    divert = _Divert()
+    loader.addFilter(divert)
+    try:
+        yield
+    finally:
+        loader.removeFilter(divert)
+
+
+class _Divert(logging.Filter):
+    """A logger's records to copyless's logger at DEBUG instead of its handlers."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        _log.debug("%s: %s", record.name, record.getMessage())
+        return False
 
 
 class _Forward(logging.Handler):
