@@ -359,7 +359,8 @@ class _Video:
         self.out.say("\n".join(lines))
         self.out.record("frame", stream=item.stream, frame=item.frame.index, **result.fields)
         if self.writers:
-            self.writers[item.stream].write(item.frame, result.banner, result.boxes)
+            self.writers[item.stream].write(item.frame, result.banner, result.boxes,
+                                            result.mask)  # fmt: skip
         annotated = Annotated(item.stream, item.frame, tuple(lines), result.banner, result.boxes)
         self.streams.publish(annotated, item.decoded)
         self.output.add("output", time.perf_counter() - t0)
