@@ -22,7 +22,6 @@ from ._bf16 import bf16_available, bf16_refusal, cpu_capabilities
 from ._class_names import class_names
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._config import ConfigFile, check_compiled_with, read_config
-from ._directory import write_atomically
 from ._graph import ELEM_OF, graph_inputs, node_attr
 from ._input_formats import INPUT_FORMATS
 from ._loader import load_model
@@ -91,5 +90,4 @@ __all__ = [
     "slower_than_fp32",
     "task_of",
     "usual_preprocessing",
-    "write_atomically",
 ]
