@@ -28,7 +28,6 @@ from ._loader import load_model
 from ._options import CompileOptions, parse_shape
 from ._precision import precision_line, precision_of, run_precision, slower_than_fp32
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
-from ._rounds import best_round_medians
 from ._task import (
     TASKS,
     TaskRecord,
@@ -68,7 +67,6 @@ __all__ = [
     "TaskRecord",
     "TensorSpec",
     "artifact_key",
-    "best_round_medians",
     "bf16_available",
     "bf16_refusal",
     "check_compiled_with",

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ..model import CompiledModel, best_round_medians
+from ..model import CompiledModel
 from ..model.zoo import cache_root
 from ..types import (
     CopylessError,
@@ -72,6 +72,7 @@ from ..types import (
     TensorDirection,
     TensorType,
     UnsupportedError,
+    best_round_medians,
     cpu_info,
     openvino_unloadable,
     write_atomically,

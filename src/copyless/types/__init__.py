@@ -30,6 +30,7 @@ from ._errors import (
 from ._files import AtomicFile, apply_umask, atomic_path, umask, write_atomically
 from ._info import ExecuteAsyncCallback, JobHandle, NpuTensorInfo, QuantParameters
 from ._readonly import ReadOnly
+from ._rounds import best_round_medians, round_medians
 from ._samples import (
     as_rgb,
     jpeg_orientation,
@@ -71,6 +72,7 @@ __all__ = [
     "apply_umask",
     "as_rgb",
     "atomic_path",
+    "best_round_medians",
     "cpu_info",
     "info_from_dict",
     "info_to_dict",
@@ -81,6 +83,7 @@ __all__ = [
     "pil_rgb",
     "quant_from_dict",
     "quant_to_dict",
+    "round_medians",
     "umask",
     "upright_size",
     "write_atomically",
