@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, TextIO, Union
 from tqdm import tqdm
 
 from ..model import CompiledModel, class_names, load_model
-from ..types import CopylessError
+from ..types import AtomicFile, CopylessError
 from ._checks import (
     UsageError,
     check_model_path,
@@ -528,9 +528,8 @@ def line_table(batches: Sequence[Mapping[str, Any]]) -> Any:
 def _write_parquet(table: Any, output: str) -> None:
     import pyarrow.parquet as pq
 
-    tmp = f"{output}.{os.getpid()}.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, output)
+    with AtomicFile(output) as out:
+        pq.write_table(table, out.file)
 
 
 def expand_inputs(items: Sequence[str], skipped: TextIO | None = None) -> list[str]:

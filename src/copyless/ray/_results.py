@@ -29,14 +29,14 @@ import tempfile
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..types import apply_umask
+from ..types import AtomicFile
 
 SCHEMA = pa.schema(
     [
@@ -90,15 +90,15 @@ class ResultWriter:
         self._path = Path(path)
         self._labels = list(labels)
         self._task = task
-        directory = self._path.parent
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self._path.name}.", suffix=".tmp")
-        self._tmp = Path(tmp)
-        apply_umask(fd)  # mkstemp makes it 0600: readable by its writer only
-        self._file = os.fdopen(fd, "wb")
-        self._writer = pq.ParquetWriter(self._file, schema_for(task))
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._out = AtomicFile(self._path)
+        try:
+            self._writer = pq.ParquetWriter(self._out.file, schema_for(task))
+        except BaseException:
+            self._out.discard()
+            raise
         # A writer dropped without commit() or abort() removes its temporary file.
-        self._finalizer = weakref.finalize(self, _discard, self._writer, self._file, self._tmp)
+        self._finalizer = weakref.finalize(self, _discard, self._writer, self._out)
         self._done = False
         self.rows = 0
         self.errors = 0
@@ -123,14 +123,10 @@ class ResultWriter:
         self._finalizer.detach()
         try:
             self._writer.close()
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
-            os.replace(self._tmp, self._path)
         except BaseException:
             self._remove()
             raise
-        return self._path
+        return self._out.commit()
 
     def abort(self) -> None:
         """Drop what was written; the destination is left as it was."""
@@ -141,7 +137,7 @@ class ResultWriter:
         self._remove()
 
     def _remove(self) -> None:
-        _discard(self._writer, self._file, self._tmp)
+        _discard(self._writer, self._out)
 
     def __enter__(self) -> ResultWriter:
         return self
@@ -153,13 +149,10 @@ class ResultWriter:
             self.commit()
 
 
-def _discard(writer: pq.ParquetWriter, file: IO[bytes], tmp: Path) -> None:
+def _discard(writer: pq.ParquetWriter, out: AtomicFile) -> None:
     with contextlib.suppress(Exception):  # closing a writer whose file failed may raise
         writer.close()
-    with contextlib.suppress(OSError):
-        file.close()
-    with contextlib.suppress(OSError):
-        tmp.unlink()
+    out.discard()
 
 
 def result_table(batch: dict[str, npt.NDArray[Any]], labels: Sequence[str] = (),
@@ -247,17 +240,8 @@ class PartitionedWriter:
         """Write one result batch as its own part file; returns its number of rows."""
         table = result_table(batch, self._labels, self._task)
         name = part_name(table.column("path").to_pylist())
-        fd, tmp = tempfile.mkstemp(dir=self._directory, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as file:
-                pq.write_table(table, file)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(tmp, self._directory / name)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with AtomicFile(self._directory / name) as out:
+            pq.write_table(table, out.file)
         if name not in self._names:  # a batch written again replaced its file
             self._names.add(name)
             self.rows += table.num_rows
