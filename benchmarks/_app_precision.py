@@ -58,15 +58,16 @@ def calibration_folder(count: int = CALIBRATION, seed: int = SEED) -> Path:
     return folder
 
 
-def classifier(precision: str, *, batch_size: int = 1, max_drop: float | None = None
-               ) -> Path | None:  # fmt: skip
+def classifier(precision: str, *, batch_size: int = 1, max_drop: float | None = None,
+               calibration: int = CALIBRATION) -> Path | None:  # fmt: skip
     """The compiled classifier copyless runs at ``precision`` (None for fp32: the app's own
-    built-in); compiled on first use (NNCF: a minute or more), then cached."""
+    built-in), calibrated on ``calibration`` photos; compiled on first use (NNCF on 128
+    photos: a minute or more), then cached."""
     if precision == "fp32":
         return None
+    folder = calibration_folder(calibration)
     options: dict[str, Any] = {"input_format": "rgbx", **zoo.compile_options(CLASSIFIER),
-                               "precision": precision,
-                               "calibration": str(calibration_folder())}  # fmt: skip
+                               "precision": precision, "calibration": str(folder)}  # fmt: skip
     if batch_size != 1:
         options["batch_size"] = batch_size
     if max_drop is not None:

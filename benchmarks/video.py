@@ -272,6 +272,9 @@ def _parser() -> argparse.ArgumentParser:
                         "the plain peers stay fp32")  # fmt: skip
     parser.add_argument("--max-drop", type=float, metavar="PCT", help="with --precision int8: "
                         "accuracy control (points of top-1 agreement with fp32)")
+    parser.add_argument("--calibration", type=int, default=128, metavar="N", help="with "
+                        "--precision int8|fastest: calibration photos (seeded variants of "
+                        "real photos)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="100 frames, 3 rounds")
     parser.add_argument("--limits", action=argparse.BooleanOptionalAction, default=True,
                         help="after the rounds, time each stage alone on the same frames "
@@ -308,7 +311,8 @@ def main() -> None:
 
     model = str(zoo.build("efficientnet-lite0", progress=False))
     # the reduced model for the app's batch (a compiled model runs at its own batch size)
-    reduced = classifier(args.precision, batch_size=args.batch or 1, max_drop=args.max_drop)
+    reduced = classifier(args.precision, batch_size=args.batch or 1, max_drop=args.max_drop,
+                         calibration=args.calibration)  # fmt: skip
     print(record_line(reduced))
     if args.quick:
         args.frames, args.rounds = 100, 3
