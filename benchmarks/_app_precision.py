@@ -65,7 +65,9 @@ def classifier(precision: str, *, batch_size: int = 1, max_drop: float | None = 
     photos: a minute or more), then cached."""
     if precision == "fp32":
         return None
-    folder = calibration_folder(calibration)
+    # the real path: the artifact's key holds it, and a test session's cache root links
+    # to the user's calibration folder under a path of its own
+    folder = calibration_folder(calibration).resolve()
     options: dict[str, Any] = {"input_format": "rgbx", **zoo.compile_options(CLASSIFIER),
                                "precision": precision, "calibration": str(folder)}  # fmt: skip
     if batch_size != 1:
