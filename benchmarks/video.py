@@ -63,7 +63,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -349,21 +348,22 @@ def main() -> None:
     _summary(args, run, frames, alone, load)
 
 
-@dataclass
 class _Run:
     """The rounds' figures: frames/s of copyless and of the best plain arrangement of each
     round (and which it was), their ratios, copyless's agreement with the plain fp32 and
     its frames off their scene's labels, latencies, and the other ratios (``--tuned``,
-    ``--before``) by name."""
+    ``--before``) by name. (A plain class: tests load this file without registering it as
+    a module, which a dataclass needs.)"""
 
-    ours_fps: list[float] = field(default_factory=list)
-    plain_fps: list[float] = field(default_factory=list)
-    best: list[str] = field(default_factory=list)
-    ratios: list[float] = field(default_factory=list)
-    agreements: list[Agreement] = field(default_factory=list)
-    off_scene: list[int] = field(default_factory=list)
-    latencies: list[list[tuple[float, float]]] = field(default_factory=list)
-    extra: dict[str, list[float]] = field(default_factory=dict)
+    def __init__(self, extra: list[str]) -> None:
+        self.ours_fps: list[float] = []
+        self.plain_fps: list[float] = []
+        self.best: list[str] = []
+        self.ratios: list[float] = []
+        self.agreements: list[Agreement] = []
+        self.off_scene: list[int] = []
+        self.latencies: list[list[tuple[float, float]]] = []
+        self.extra: dict[str, list[float]] = {name: [] for name in extra}
 
 
 def _rounds(args: argparse.Namespace, commands: dict[str, list[str]], frames: int) -> _Run:
@@ -373,7 +373,7 @@ def _rounds(args: argparse.Namespace, commands: dict[str, list[str]], frames: in
     if args.before:
         before_env = {**os.environ, "PYTHONPATH": str(Path(args.before).resolve())}
         _timed([*commands["copyless"], "-n", "2"], before_env)  # its own compiled model
-    run = _Run(extra={"plain tuned side by side": [], "copyless before": []})
+    run = _Run(extra=["plain tuned side by side", "copyless before"])
     for r in range(args.rounds):
         pair = [("copyless", lambda: _timed(commands["copyless"])),
                 ("plain", lambda: _timed(commands["plain"]))]  # fmt: skip
