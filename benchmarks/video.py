@@ -90,7 +90,7 @@ def _limits(clip: str, streams: int, runner: str, slots: int, compiled: Path | N
     from copyless import vision
     from copyless.apps._models import CLASSIFIER, builtin_model
     from copyless.apps._setup import runner_type
-    from copyless.apps._video_inputs import engine_options
+    from copyless.apps.video._inputs import engine_options
 
     alone: dict[str, float] = {}
     frames = []

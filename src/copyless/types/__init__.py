@@ -1,6 +1,7 @@
 """The base layer: enums, metadata, errors, the pixel rules of every image reader and the one
 way to write a file atomically (:class:`AtomicFile`). Imports nothing else of copyless."""
 
+from ._address import Address, parse_address
 from ._cpu import CpuInfo, cpu_info
 from ._engines import openvino_unloadable
 from ._enums import (
@@ -42,6 +43,7 @@ from ._samples import (
 from ._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
 
 __all__ = [
+    "Address",
     "AtomicFile",
     "CopylessError",
     "CpuInfo",
@@ -78,6 +80,7 @@ __all__ = [
     "info_to_dict",
     "jpeg_orientation",
     "openvino_unloadable",
+    "parse_address",
     "orient",
     "pil_orientation",
     "pil_rgb",

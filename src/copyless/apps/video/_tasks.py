@@ -26,10 +26,10 @@ from typing import Any, Protocol
 
 import numpy.typing as npt
 
-from ..memory import NpuTensor
-from ..model import TaskRecord, zoo
-from ..types import NpuTensorInfo, QuantParameters
-from ..vision import (
+from ...memory import NpuTensor
+from ...model import TaskRecord, zoo
+from ...types import NpuTensorInfo, QuantParameters
+from ...vision import (
     Box,
     Letterbox,
     Placement,
@@ -43,14 +43,14 @@ from ..vision import (
     text_boxes,
     to_image,
 )
-from ._models import (
+from .._models import (
     CLASSIFIER,
     DETECTOR,
     OBJECT_DETECTORS,
     builtin_model,
     builtin_object_detector,
 )
-from ._output import box_fields, detection_fields
+from .._output import box_fields, detection_fields
 
 #: The zoo models ``-m`` may name instead of a compiled model path.
 BUILTIN = (CLASSIFIER, DETECTOR, *OBJECT_DETECTORS)
