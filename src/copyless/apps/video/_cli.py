@@ -38,7 +38,8 @@ its error), the stages per frame (the pipeline's figures; decode the decoders') 
 ``--serve HOST:PORT`` (loopback unless a host is named; port 0 picks one; the URL goes to
 stderr) serves a live page (:mod:`._live`, :mod:`._board`, :mod:`._page`): a tile per
 stream (latest frame as MJPEG, encoded only while watched, at most ``--serve-fps`` a
-second) and ``/metrics`` (the collector ``--metrics-port`` serves); after the inputs end it serves the final frames until SIGINT/SIGTERM (then the run's status).
+second) and ``/metrics`` (the collector ``--metrics-port`` serves); after the inputs end it
+serves the final frames until SIGINT/SIGTERM (then the run's status).
 
 SIGINT/SIGTERM during the run stop the inputs: the jobs running end and their frames are
 shown, the ``-o`` files are finished, the closing block printed, and the app exits 130 /
