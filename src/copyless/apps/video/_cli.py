@@ -250,4 +250,3 @@ def _run(
     except (CopylessError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
