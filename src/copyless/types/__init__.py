@@ -1,5 +1,7 @@
-"""The base layer: enums, metadata, errors, the pixel rules of every image reader and the one
-way to write a file atomically (:class:`AtomicFile`). Imports nothing else of copyless."""
+"""The base layer: enums, metadata, errors, the pixel rules of every image reader, the one
+way to write a file atomically (:class:`AtomicFile`) and the one parser of a listening
+address (:func:`parse_address`, for copyless-serve, copyless-video and the Ray layer).
+Imports nothing else of copyless."""
 
 from ._address import Address, parse_address
 from ._cpu import CpuInfo, cpu_info
