@@ -1,7 +1,13 @@
 """copyless-batch: classify, detect or segment many images on Ray, one Parquet row per image
 (the model's task, from its record: a classifier's top-k, a detector's boxes as lists in the
 image's pixels, a segmenter's mask classes and their fractions), or, with ``--task ocr``,
-read their text: one row per line.
+read their text: one row per line (``path, line, x0, y0, x1, y1, score, text, error``; a
+page without text has no row, an unreadable one a row with its ``error`` and line -1).
+Either is a job of :mod:`copyless.ray` (a :class:`~copyless.ray.ClassificationJob`, or a
+:class:`~copyless.ray.ReaderJob` of :class:`copyless.ocr.OcrBatchReader` actors) run by the
+one driver loop here, written by the ray layer's writers, under the same watchdog, memory
+budget and signal handling; ``--task ocr`` takes INPUTs and ``-o`` (no printed rows), and
+its progress counts lines.
 
 ``copyless-batch (INPUT... | --manifest URI [--path-column NAME]) [-o OUT.parquet|DIR/]
 [--json] [--quiet] [-m MODEL] [--address ADDR] [--actors N] [--batch-size B]
@@ -46,16 +52,16 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, Union
 
 from tqdm import tqdm
 
 from ..model import CompiledModel, class_names, load_model
-from ..types import AtomicFile, CopylessError
+from ..types import CopylessError
 from ._checks import (
     UsageError,
     check_model_path,
@@ -72,11 +78,13 @@ from ._signals import Interruption
 
 if TYPE_CHECKING:
     from ..ray import (
+        ClassificationJob,
         ClusterInfo,
         JobControl,
         JobSettings,
         Manifest,
         PartitionedWriter,
+        ReaderJob,
         ResultWriter,
     )
 
@@ -102,7 +110,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Classify, detect or segment images on Ray (a local one, or a cluster "
-        "with --address); one Parquet row per image.",
+        "with --address), one Parquet row per image; or read their text (--task ocr), one "
+        "row per line.",
     )
     parser.add_argument("inputs", nargs="*", metavar="INPUT", help="image files, dirs, globs")
     parser.add_argument(
@@ -168,9 +177,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.task == "ocr":
-        return _ocr_main(args)
     try:
+        if args.task == "ocr" and (args.manifest or args.output is None):
+            raise UsageError("--task ocr takes INPUTs and -o OUT.parquet or DIR/")
         if args.output is None:
             pass  # the rows are printed
         elif args.output.endswith(("/", os.sep)) or os.path.isdir(args.output):
@@ -178,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             check_output(args.output, (".parquet", ".pq"), "Parquet")
         # the ray extra, imported once the arguments are good and before any model is built
-        from ..ray import FrameSpec, Manifest
+        from ..ray import Manifest
 
         if args.manifest:
             manifest = Manifest(args.manifest, args.path_column)
@@ -186,11 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             paths: Sequence[str] | Manifest = manifest
         else:
             paths = expand_inputs(args.inputs)
-        model = load_model(_model_path(args.model))
-        args.job_task = _job_task(args.model or CLASSIFIER, model, args.task)
-        FrameSpec.for_model(model)
-        labels = class_names(model, args.labels)
-        say_precision(model)
+        work = _reading(args) if args.task == "ocr" else _classifying(args)
     except ImportError as exc:
         print(f"error: copyless-batch needs the ray extra (pip install 'copyless[ray]'): {exc}",
               file=sys.stderr)  # fmt: skip
@@ -200,17 +205,63 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     interrupted = Interruption(PROG)
     try:
-        return _run(args, paths, model, labels, interrupted)
+        return _run(args, paths, work, interrupted)
     except KeyboardInterrupt:  # Ctrl-C before the handlers, or after them
         interrupted.note(signal.SIGINT)
         return interrupted.exit_code(EXIT_FAILED)
 
 
+@dataclass(frozen=True)
+class _Work:
+    """What the run does: ``job(paths, settings, gpus)`` builds its ray job once the cluster
+    is up; its rows are written as ``labels``/``task``/``schema`` say (see
+    :func:`copyless.ray.result_table`); ``record`` names a row in ``--json`` and what the
+    progress bar counts."""
+
+    job: Callable[[Sequence[str] | Manifest, JobSettings, float], ClassificationJob | ReaderJob]
+    labels: list[str] = field(default_factory=list)
+    task: str | None = None
+    schema: Any = None
+    record: str = "image"
+
+
+def _classifying(args: argparse.Namespace) -> _Work:
+    """The model's job (classify, detect or segment), the model checked and loaded."""
+    from ..ray import ClassificationJob, FrameSpec
+
+    model = load_model(_model_path(args.model))
+    task = _job_task(args.model or CLASSIFIER, model, args.task)
+    FrameSpec.for_model(model)
+    labels = class_names(model, args.labels)
+    say_precision(model)
+
+    def job(paths: Sequence[str] | Manifest, settings: JobSettings, gpus: float
+            ) -> ClassificationJob:  # fmt: skip
+        return ClassificationJob(paths, model, settings, gpus)
+
+    return _Work(job, labels, task)
+
+
+def _reading(args: argparse.Namespace) -> _Work:
+    """``--task ocr``: OcrBatchReader actors (the models checked here, before Ray)."""
+    from ..ocr import OcrBatchReader, OcrModels, line_schema
+    from ..ray import ReaderJob
+
+    OcrModels.load()  # no PP-OCR package, or a broken one: a usage error, before Ray
+    options = {} if args.device == "cpu" else {"device": args.device}
+
+    def job(paths: Sequence[str] | Manifest, settings: JobSettings, gpus: float) -> ReaderJob:
+        kwargs = {"runner_type": settings.runner_type, "options": options,
+                  "max_image_bytes": settings.max_image_bytes}  # fmt: skip
+        return ReaderJob(paths, OcrBatchReader, kwargs, settings, gpus)
+
+    return _Work(job, schema=line_schema(), record="line")
+
+
 def _run(
     args: argparse.Namespace,
     paths: Sequence[str] | Manifest,
-    model: CompiledModel,
-    labels: list[str],
+    work: _Work,
     interrupted: Interruption,
 ) -> int:
     from ..ray import JobControl, JobSettings
@@ -228,11 +279,11 @@ def _run(
         device=args.device,
         stall_s=args.stall_timeout,
         max_image_bytes=per_image,
-        task=args.job_task,
+        task=work.task,
     )
     out = Output.from_args(args)
     try:  # before Ray starts: an output that cannot be written fails at once
-        writer = _writer(args.output, labels, out, args.job_task)
+        writer = _writer(args.output, work, out)
     except OSError as exc:
         print(f"error: cannot write {args.output}: {_reason(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -242,23 +293,27 @@ def _run(
     with _native_stderr() as (terminal, log), interrupted:
         interrupted.on_signal(control.stop)  # before Ray is up: the job never starts
         try:
-            closing = _classify(args, paths, model, settings, writer, terminal, control,
-                                interrupted, out, labels)  # fmt: skip
-            closing = _finish(writer, closing, interrupted.interrupted)
+            closing = _drive(args, paths, work, settings, writer, terminal, control,
+                             interrupted, out)  # fmt: skip
+            closing = _finish(writer, closing, interrupted.interrupted, work.record)
         except SystemExit as exc:  # Ray's own SIGTERM handler, before ours took over
             if exc.code != signal.SIGTERM:
                 raise
             interrupted.note(signal.SIGTERM)
-            closing = _finish(writer, "", True)
+            closing = _finish(writer, "", True, work.record)
         except Exception as exc:  # noqa: BLE001 - reported in one line, the rows kept
             print(f"error: {_failure(exc, args.output)}; {_keep(writer)}", file=terminal)
             log.keep = not isinstance(exc, CopylessError | OSError)
             return EXIT_FAILED
         except KeyboardInterrupt:  # a second signal: stop at once, keep what is written
             interrupted.note(signal.SIGINT)
-            closing = _finish(writer, "", True)
+            closing = _finish(writer, "", True, work.record)
     out.say(closing)
-    out.summary(images=writer.rows, unreadable=writer.errors, output=args.output)
+    if work.schema is None:
+        out.summary(images=writer.rows, unreadable=writer.errors, output=args.output)
+    else:
+        out.summary(images=len(paths) if isinstance(paths, Sequence) else None,
+                    lines=writer.rows, unreadable=writer.errors, output=args.output)  # fmt: skip
     return interrupted.exit_code(0)
 
 
@@ -275,13 +330,13 @@ def _image_budget(args: argparse.Namespace) -> int:
     return max(1, (budget.limit - fixed) // (actors * DECODES_PER_ACTOR))
 
 
-def _finish(writer: Writer, closing: str, stopped: bool) -> str:
+def _finish(writer: Writer, closing: str, stopped: bool, record: str = "image") -> str:
     """Commit the output (after a signal: the rows finished, if any); the summary line."""
     if stopped and writer.rows == 0:
         writer.abort()
         return "stopped before any batch finished: no output written"
     writer.commit()
-    return closing or f"{writer.rows} images written before the stop"
+    return closing or f"{writer.rows} {record}s written before the stop"
 
 
 def _job_task(name: str, model: CompiledModel, wanted: str | None) -> str | None:
@@ -299,14 +354,14 @@ def _job_task(name: str, model: CompiledModel, wanted: str | None) -> str | None
     return job
 
 
-def _writer(output: str | None, labels: list[str], out: Output, task: str | None) -> Writer:
+def _writer(output: str | None, work: _Work, out: Output) -> Writer:
     from ..ray import PartitionedWriter, ResultWriter
 
     if output is None:
-        return _PrintWriter(labels, out, task)
+        return _PrintWriter(work.labels, out, work.task)
     if output.endswith(("/", os.sep)) or os.path.isdir(output):
-        return PartitionedWriter(output, labels, task)
-    return ResultWriter(output, labels, task)
+        return PartitionedWriter(output, work.labels, work.task, schema=work.schema)
+    return ResultWriter(output, work.labels, work.task, schema=work.schema)
 
 
 class _PrintWriter:
@@ -400,21 +455,20 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _classify(
+def _drive(
     args: argparse.Namespace,
     paths: Sequence[str] | Manifest,
-    model: CompiledModel,
+    work: _Work,
     settings: JobSettings,
     writer: Writer,
     terminal: TextIO,
     control: JobControl,
     interrupted: Interruption,
     out: Output,
-    labels: list[str],
 ) -> str:
     """Run the job into ``writer`` with a progress bar (on a terminal); return the closing
     line (the timings go to ``out``'s summary)."""
-    from ..ray import ClassificationJob, gpus_per_actor, node_cpus, plan_resources, result_table
+    from ..ray import gpus_per_actor, node_cpus, plan_resources, result_table
 
     started = time.perf_counter()
     with _cluster(args.address, args.actors) as cluster:
@@ -427,22 +481,32 @@ def _classify(
         if plan.note:
             print(f"note: {plan.note}", file=terminal)
         settings = settings.planned(plan)
-        job = ClassificationJob(paths, model, settings, gpus_per_actor(settings, cluster))
+        job = work.job(paths, settings, gpus_per_actor(settings, cluster))
         ready = time.perf_counter()
-        total = len(paths) if isinstance(paths, Sequence) else None
-        bar = tqdm(total=total, unit="img", file=terminal, dynamic_ncols=True, leave=False,
+        images = len(paths) if isinstance(paths, Sequence) else None
+        total, unit = (images, "img") if work.schema is None else (None, " lines")
+        bar = tqdm(total=total, unit=unit, file=terminal, dynamic_ncols=True, leave=False,
                    disable=not progress_wanted(terminal))  # fmt: skip
         tee = out.json_lines and not isinstance(writer, _PrintWriter)
+        pages: set[str] = set()  # the pages with a row (of lines), for a stopped run's count
         with bar, _over_ray(interrupted, control):  # a second signal ends the loop here
             for batch in job.run(control) if not control.stopped else ():
                 bar.update(writer.write(batch))
-                for row in result_table(batch, labels, settings.task).to_pylist() if tee else ():
-                    out.record("image", **_row_fields(row))
+                if work.schema is not None:
+                    pages.update(str(path) for path in batch["path"])
+                rows = result_table(batch, work.labels, work.task, schema=work.schema)
+                for row in rows.to_pylist() if tee else ():
+                    out.record(work.record, **(_row_fields(row) if work.schema is None else row))
         seconds = max(time.perf_counter() - ready, 1e-6)
-    out.timing([], {"seconds": round(seconds, 3), "startup_s": round(ready - started, 3),
-                    "images_per_second": round(writer.rows / seconds, 3)})  # fmt: skip
     where = "local Ray" if cluster.local else f"cluster {cluster.address}"
     errors = f" ({writer.errors} unreadable)" if writer.errors else ""
+    if work.schema is not None:  # lines: the INPUTs, or (stopped) the pages with a line
+        images = len(pages) if control.stopped or images is None else images
+        out.timing([], {"seconds": round(seconds, 3), "startup_s": round(ready - started, 3)})
+        return (f"{images} images{errors}, {writer.rows} lines in {seconds:.2f} s "
+                f"({job.actors} actor(s) on {where}) -> {args.output}")  # fmt: skip
+    out.timing([], {"seconds": round(seconds, 3), "startup_s": round(ready - started, 3),
+                    "images_per_second": round(writer.rows / seconds, 3)})  # fmt: skip
     return (
         f"{writer.rows} images{errors} in {seconds:.2f} s, {writer.rows / seconds:.1f} images/s "
         f"({job.actors} actor(s) on {where}, up in {ready - started:.1f} s) -> {args.output}"
@@ -461,75 +525,6 @@ def _over_ray(interrupted: Interruption, control: JobControl) -> Iterator[None]:
         yield
     if inner.signal is not None:  # a second signal arrives as KeyboardInterrupt
         interrupted.note(inner.signal)
-
-
-def _ocr_main(args: argparse.Namespace) -> int:
-    """``--task ocr``: OcrBatchReader actors over the images; the lines to Parquet."""
-    if args.manifest or args.output is None or not args.output.endswith(".parquet"):
-        print("error: --task ocr takes INPUTs and an OUT.parquet", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        paths = expand_inputs(args.inputs)
-        import ray  # the ray extra
-
-        from ..ocr import OcrBatchReader, OcrModels
-
-        OcrModels.load()  # no PP-OCR package, or a broken one: a usage error, before Ray
-    except ImportError as exc:
-        print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
-        return EXIT_USAGE
-    except (InputError, CopylessError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    _quiet_ray_logging()
-    with _native_stderr() as (terminal, log):
-        try:
-            with _cluster(args.address, args.actors) as cluster:
-                started = time.perf_counter()
-                lines = ray.data.from_items([{"path": p} for p in paths]).map_batches(
-                    OcrBatchReader, fn_constructor_kwargs={"runner_type": runner_type(args)},
-                    concurrency=args.actors, batch_size=args.batch_size, num_cpus=1,
-                )  # fmt: skip
-                batches = list(lines.iter_batches(batch_format="numpy"))
-                seconds = time.perf_counter() - started
-        except Exception as exc:  # noqa: BLE001 - Ray's task errors: reported, no output
-            print(f"error: the run failed, no output written: {_last_line(exc)}", file=terminal)
-            log.keep = True
-            return EXIT_FAILED
-    table = line_table(batches)
-    _write_parquet(table, args.output)
-    where = "local Ray" if cluster.local else f"cluster {cluster.address}"
-    out = Output.from_args(args)
-    out.say(f"{len(paths)} images, {table.num_rows} lines in {seconds:.2f} s "
-            f"({args.actors} actor(s) on {where}) -> {args.output}")  # fmt: skip
-    for row in table.to_pylist():
-        out.record("line", **row)
-    out.timing([], {"seconds": round(seconds, 3)})
-    out.summary(images=len(paths), lines=table.num_rows, output=args.output)
-    return 0
-
-
-def line_table(batches: Sequence[Mapping[str, Any]]) -> Any:
-    """The Arrow table of OcrBatchReader batches (Ray Data turns a column of None into
-    NaN on the way: text and error keep only strings)."""
-    import pyarrow as pa
-
-    from ..ocr import LINE_COLUMNS
-
-    types = {"path": pa.string(), "score": pa.float32(), "text": pa.string(),
-             "error": pa.string()}  # fmt: skip
-    schema = pa.schema([(k, types.get(k, pa.int32())) for k in LINE_COLUMNS])
-    columns = {k: [v for b in batches for v in list(b[k])] for k in LINE_COLUMNS}
-    for key in ("text", "error"):
-        columns[key] = [v if isinstance(v, str) else None for v in columns[key]]
-    return pa.Table.from_pydict(columns, schema=schema)
-
-
-def _write_parquet(table: Any, output: str) -> None:
-    import pyarrow.parquet as pq
-
-    with AtomicFile(output) as out:
-        pq.write_table(table, out.file)
 
 
 def expand_inputs(items: Sequence[str], skipped: TextIO | None = None) -> list[str]:
