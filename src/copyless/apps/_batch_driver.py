@@ -381,4 +381,3 @@ def _native_stderr() -> Iterator[tuple[TextIO, _Log]]:
 def _last_line(exc: BaseException) -> str:
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return lines[-1].strip() if lines else type(exc).__name__
-

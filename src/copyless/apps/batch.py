@@ -4,9 +4,9 @@ image's pixels, a segmenter's mask classes and their fractions), or, with ``--ta
 read their text: one row per line (``path, line, x0, y0, x1, y1, score, text, error``; a
 page without text has no row, an unreadable one a row with its ``error`` and line -1).
 Either is a job of :mod:`copyless.ray` (a :class:`~copyless.ray.ClassificationJob`, or a
-:class:`~copyless.ray.ReaderJob` of :class:`copyless.ocr.OcrBatchReader` actors) run by the
-one driver loop here, written by the ray layer's writers, under the same watchdog, memory
-budget and signal handling; ``--task ocr`` takes INPUTs and ``-o`` (no printed rows), its
+:class:`~copyless.ray.ReaderJob` of :class:`copyless.ocr.OcrBatchReader` actors) run by
+the one driver loop (:mod:`._batch_driver`), written by the ray layer's writers, under the
+same watchdog, memory budget and signal handling; ``--task ocr`` takes INPUTs and ``-o`` (no printed rows), its
 progress counts lines, and a stopped run's closing line counts the pages with a line.
 
 ``copyless-batch (INPUT... | --manifest URI [--path-column NAME]) [-o OUT.parquet|DIR/]
@@ -188,8 +188,6 @@ def main(argv: list[str] | None = None) -> int:
         return interrupted.exit_code(EXIT_FAILED)
 
 
-
-
 def _classifying(args: argparse.Namespace) -> BatchWork:
     """The model's job (classify, detect or segment), the model checked and loaded."""
     from ..ray import ClassificationJob, FrameSpec
@@ -223,12 +221,6 @@ def _reading(args: argparse.Namespace) -> BatchWork:
     return BatchWork(job, schema=line_schema(), record="line")
 
 
-
-
-
-
-
-
 def _job_task(name: str, model: CompiledModel, wanted: str | None) -> str | None:
     """The job's task (None: classify) from the model's record; UsageError (one line) for
     a model of no task this app runs, or one that is not the ``--task`` asked for."""
@@ -242,26 +234,6 @@ def _job_task(name: str, model: CompiledModel, wanted: str | None) -> str | None
             (wanted not in (None, "classify") and wanted != job):  # fmt: skip
         raise UsageError(f"{name} records the task {job or 'classify'}, not {wanted} (--task)")
     return job
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def expand_inputs(items: Sequence[str], skipped: TextIO | None = None) -> list[str]:
@@ -291,16 +263,6 @@ def _model_path(name: str | None) -> Path:
 def builtin_batch_classifier() -> Path:
     """The built-in EfficientNet-Lite0 (RGBx input) compiled for :data:`BUILTIN_BATCH`."""
     return builtin_model(CLASSIFIER, batch_size=BUILTIN_BATCH)
-
-
-
-
-
-
-
-
-
-
 
 
 __all__ = ["BUILTIN_BATCH", "InputError", "expand_inputs", "main"]
