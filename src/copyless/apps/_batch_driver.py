@@ -57,7 +57,7 @@ ACTOR_BASE = 512 << 20
 DECODES_PER_ACTOR = 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BatchWork:
     """What the run does: ``job(paths, settings, gpus)`` builds its ray job once the cluster
     is up; its rows are written as ``labels``/``task``/``schema`` say (see

@@ -6,8 +6,9 @@ page without text has no row, an unreadable one a row with its ``error`` and lin
 Either is a job of :mod:`copyless.ray` (a :class:`~copyless.ray.ClassificationJob`, or a
 :class:`~copyless.ray.ReaderJob` of :class:`copyless.ocr.OcrBatchReader` actors) run by
 the one driver loop (:mod:`._batch_driver`), written by the ray layer's writers, under the
-same watchdog, memory budget and signal handling; ``--task ocr`` takes INPUTs and ``-o`` (no printed rows), its
-progress counts lines, and a stopped run's closing line counts the pages with a line.
+same watchdog, memory budget and signal handling; ``--task ocr`` takes INPUTs and ``-o``
+(no printed rows), its progress counts lines, and a stopped run's closing line counts the
+pages with a line.
 
 ``copyless-batch (INPUT... | --manifest URI [--path-column NAME]) [-o OUT.parquet|DIR/]
 [--json] [--quiet] [-m MODEL] [--address ADDR] [--actors N] [--batch-size B]
