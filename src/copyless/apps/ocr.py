@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ocr import OcrError, OcrPipeline, OcrResult, installed_generations
-from ..types import CopylessError
+from ..types import CopylessError, RunnerType
 from ..vision import ReadLimit
 from ._memory import MemoryBudget, add_memory_argument
 from ._ocr_draw import draw_lines
@@ -90,7 +90,10 @@ def _parser() -> argparse.ArgumentParser:
                         "stand, turned pages included; --no-angle skips it")  # fmt: skip
     parser.add_argument("--models", choices=["v6", "v4"],
                         help="PP-OCR generation (default: the newest installed)")  # fmt: skip
-    add_runner_argument(parser)
+    # onnxruntime, as OcrPipeline's own default and RapidOCR's: vaiml would measure both
+    # engines for every detector input size (a new compiled model per page size)
+    add_runner_argument(parser, RunnerType.ONNXRUNTIME,
+                        ": vaiml measures the engines once per page size")  # fmt: skip
     add_memory_argument(parser)
     return parser
 
