@@ -36,6 +36,7 @@ from ..runner import RunnerFactory
 from ..types import CopylessError, JobError, RunnerType
 from ..vision import ReadLimit, line_crops
 from ._ahead import DetectAhead, SameSize
+from ._groups import REC_BATCH, WIDTHS, rec_jobs
 from ._models import PIXEL_MEAN, PIXEL_STD, OcrModels, compiled
 from ._orientation import LineTurns, orient_lines
 from ._results import OcrLine, OcrResult, PageTimes
@@ -56,11 +57,6 @@ __all__ = ["OcrError", "OcrPipeline"]
 logger = logging.getLogger(__name__)
 
 HEIGHT = 48
-#: recogniser input widths (RapidOCR pads a batch to max(320, 48 x its widest ratio))
-WIDTHS = (320, 480, 640, 960, 1280, 1920)
-REC_BATCH = 6
-#: batch sizes the recogniser is compiled at: a chunk of n lines runs at the smallest >= n
-REC_BATCHES = (1, 2, 3, REC_BATCH)
 CLS_WIDTH = 192
 #: detector pipelines kept open (one per page size, the latest used): a new size opens
 #: its own (a session from the compiled cache, ~50 ms) and closes the oldest
@@ -236,14 +232,9 @@ class OcrPipeline:
             quads, quarters = quads[turns.order], turns.quarters[turns.order]
         t0 = time.perf_counter()
         crops = line_crops(quads, height=HEIGHT, max_width=WIDTHS[-1], quarters=quarters)
-        order = np.argsort(crops.ratios, kind="stable")
-        chunks: dict[tuple[int, int], list[int]] = {}  # bucket -> line per row (-1: idle)
-        for first in range(0, len(order), REC_BATCH):
-            idx = [int(i) for i in order[first : first + REC_BATCH]]
-            widest = int(crops.widths[idx].max())
-            width = WIDTHS[min(int(np.searchsorted(WIDTHS, widest)), len(WIDTHS) - 1)]
-            batch = _batch_for(len(idx))
-            chunks.setdefault((batch, width), []).extend(idx + [-1] * (batch - len(idx)))
+        chunks: dict[tuple[int, int], list[int]] = {}  # shape -> line per row (-1: idle)
+        for job in rec_jobs(crops.widths):
+            chunks.setdefault((job.batch, job.width), []).extend(job.rows)
         times.crops += time.perf_counter() - t0
         texts: list[tuple[str, float]] = [("", 0.0)] * len(quads)
         for (batch, width), rows in chunks.items():
@@ -367,10 +358,6 @@ def _lines(quads: npt.NDArray[np.float64], texts: list[tuple[str, float]]) -> li
         corners = tuple((float(x), float(y)) for x, y in quad)
         lines.append(OcrLine((int(x0), int(y0), int(x1), int(y1)), corners, text, score))  # type: ignore[arg-type]
     return lines
-
-
-def _batch_for(lines: int) -> int:
-    return next(size for size in REC_BATCHES if size >= lines)
 
 
 def _unbounded(path: Any) -> bool:
