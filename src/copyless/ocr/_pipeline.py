@@ -13,8 +13,9 @@ chained: a detector pipeline per input size takes the pages (``prepare`` decodes
 and writes the detector's input, ``finish`` finds its lines), and its results feed the
 recogniser's pipelines, one per (batch, width) bucket, whose jobs are the buckets' chunks
 of up to :data:`REC_BATCH` lines (``prepare`` samples a line into its row, ``finish``
-decodes the row's text). While a page's lines are recognised, the detector's slots decode
-and detect the next pages. A page that cannot be read is one error result, and the others
+decodes the row's text). While a page's lines are recognised, the next page is decoded and
+detected on a thread of its own, whatever its size (:mod:`._ahead`); the recogniser's jobs
+cut the page's lines where the padded columns are fewest (:mod:`._groups`). A page that cannot be read is one error result, and the others
 go on (:meth:`OcrPipeline.map`).
 """
 
