@@ -33,7 +33,9 @@ The models are PP-OCRv6 from ``rapidocr`` 3.x where it is installed, else PP-OCR
 and cached. They run on onnxruntime, as RapidOCR's do, unless ``--runner`` names another
 engine (``vaiml``: the one measured fastest, measured once per model, not per page size);
 ``--precision bf16`` runs them on OpenVINO's BF16 arithmetic (faster on CPUs with
-AVX512-BF16 or AMX; answers may differ a little from fp32). Exit status 0; 1 when any image failed (the others' results still printed and
+AVX512-BF16 or AMX; answers may differ a little from fp32).
+
+Exit status 0; 1 when any image failed (the others' results still printed and
 written); 2 for bad arguments, no image at a path, or missing models (one ``error:`` line
 on stderr); 130 / 143 after SIGINT / SIGTERM: the images taken are finished, printed and
 written, then the closing line and one ``stopped by`` line.

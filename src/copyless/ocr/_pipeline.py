@@ -15,8 +15,8 @@ recogniser's pipelines, one per (batch, width) bucket, whose jobs are the bucket
 of up to :data:`REC_BATCH` lines (``prepare`` samples a line into its row, ``finish``
 decodes the row's text). While a page's lines are recognised, the next page is decoded and
 detected on a thread of its own, whatever its size (:mod:`._ahead`); the recogniser's jobs
-cut the page's lines where the padded columns are fewest (:mod:`._groups`). A page that cannot be read is one error result, and the others
-go on (:meth:`OcrPipeline.map`).
+cut the page's lines where the padded columns are fewest (:mod:`._groups`). A page that
+cannot be read is one error result, and the others go on (:meth:`OcrPipeline.map`).
 """
 
 from __future__ import annotations
