@@ -16,8 +16,10 @@ quads, plain arrays no tensor aliases).
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator
 from typing import cast
 
@@ -29,6 +31,9 @@ __all__ = ["AHEAD", "DetectAhead", "SameSize"]
 #: Detected pages waiting for recognition at most (beside those in the detector's slots).
 AHEAD = 1
 _POLL_S = 0.05
+#: how long leaving a map early waits for the detection thread
+CLOSE_S = 5.0
+logger = logging.getLogger(__name__)
 Size = tuple[int, int]
 #: What the thread hands over: a detector's result, a page unreadable before any size was
 #: known (no detector), or the exception that ended the thread.
@@ -72,7 +77,8 @@ class SameSize:
 
 
 class DetectAhead:
-    """The detector's results for ``runs``, in order, detected on a thread of its own up to
+    """The detector's results for ``pages`` (cut into runs of one size, taken until
+    ``stopped()``), in order, detected on a thread of its own up to
     :data:`AHEAD` pages ahead of the reader (``detector(size)`` opens a size's pipeline,
     on that thread). Iterate once; leaving the loop early (or :meth:`close`) ends the
     thread: the run in progress is stopped, its pages detected so far are dropped.
@@ -83,15 +89,16 @@ class DetectAhead:
 
     def __init__(
         self,
-        runs: SameSize,
+        pages: Iterator[PageItem],
+        stopped: Callable[[], bool],
         detector: Callable[[Size], Pipeline],
         on_current: Callable[[Pipeline | None], None],
     ) -> None:
-        self._runs = runs
+        self._cancel = threading.Event()
+        self._runs = SameSize(pages, lambda: stopped() or self._cancel.is_set())
         self._detector = detector
         self._on_current = on_current  # the pipeline stop() must reach
         self._queue: queue.Queue[Found | None] = queue.Queue(maxsize=AHEAD)
-        self._cancel = threading.Event()
         self._thread = threading.Thread(target=self._detect, name="copyless-ocr-detect",
                                         daemon=True)  # fmt: skip
 
@@ -106,13 +113,17 @@ class DetectAhead:
             self.close()
 
     def close(self) -> None:
-        """End the thread (idempotent): the pages detected and not yet taken are dropped."""
+        """End the thread (idempotent): the pages detected and not yet taken are dropped.
+        Waits up to :data:`CLOSE_S` for it (a page in detection, or a source that blocks
+        for its next page: the thread ends once it returns, taking no further page)."""
         self._cancel.set()
-        while self._thread.is_alive():
+        deadline = time.monotonic() + CLOSE_S
+        while self._thread.is_alive() and time.monotonic() < deadline:
             with contextlib.suppress(queue.Empty):
                 self._queue.get(timeout=_POLL_S)  # a put waiting for room sees the cancel
-        if self._thread.ident is not None:
-            self._thread.join()
+        if self._thread.is_alive():
+            logger.debug("the detection thread is still busy after %.0f s; it ends on its own",
+                         CLOSE_S)  # fmt: skip
 
     def _detect(self) -> None:
         try:

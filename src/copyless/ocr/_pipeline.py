@@ -36,7 +36,7 @@ from ..pipeline import ItemTensors, Pipeline, Result
 from ..runner import RunnerFactory
 from ..types import CopylessError, JobError, RunnerType
 from ..vision import ReadLimit, line_crops
-from ._ahead import DetectAhead, SameSize
+from ._ahead import DetectAhead
 from ._groups import REC_BATCH, WIDTHS, rec_jobs
 from ._models import PIXEL_MEAN, PIXEL_STD, OcrModels, compiled
 from ._orientation import LineTurns, orient_lines
@@ -185,8 +185,8 @@ class OcrPipeline:
             raise OcrError("the OCR pipeline is closed")
         limit = self._read_limit
         pages = (page_of(index, image, limit) for index, image in enumerate(images))
-        runs = SameSize(pages, self._stopping.is_set)
-        for detector, found in DetectAhead(runs, self._detector, self._set_current):
+        ahead = DetectAhead(pages, self._stopping.is_set, self._detector, self._set_current)
+        for detector, found in ahead:
             if isinstance(found, PageItem) or detector is None:  # unreadable, no size known
                 page = cast(PageItem, found)
                 yield _failed(page, page.error or OcrError("unreadable page"))
