@@ -66,7 +66,8 @@ _STAGES = ("decode", "detect", "crops", "recognise", "total")
 #: copyless-ocr's own peak with its models loaded (one drawn page: 1.5 GB on onnxruntime,
 #: 0.9 GB on OpenVINO, measured with /usr/bin/time), and the pages it holds at once.
 OCR_BASE = 2 << 30
-PAGES_IN_FLIGHT = 3
+#: the page recognised, one detected and queued, one waiting to queue, the detector's two slots
+PAGES_IN_FLIGHT = 5
 EXIT_FAILED = 1
 
 
