@@ -2,7 +2,7 @@
 I420 planes (the built-in model ``copyless-video`` runs) at batch 1, 2, 4, 8, each run the
 way the app runs it (2 async slots, the engines sized for them), in one process, interleaved.
 
-What this decides: the default ``--batch`` (``copyless.apps.video.DEFAULT_BATCH``). Each
+What this decides: the default ``--batch`` (``copyless.apps.video._cli.DEFAULT_BATCH``). Each
 round runs every batch size on 32 frames' worth of jobs (alternating the order); the figure
 is the median over rounds of ms per frame, and the ratio is batch 1's median / batch B's
 (> 1: batching pays). The planes are blank (the cost of a run does not depend on them).
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from copyless.apps._video_tasks import builtin_for
+from copyless.apps.video._tasks import builtin_for
 from copyless.runner import RunnerFactory, RunnerOptions
 from copyless.types import JobHandle, RunnerType, TensorDirection, TensorType
 from copyless.vision import VideoSource

@@ -23,6 +23,7 @@ class Figures:
     latency_p99: float
     error: str | None = None
     finished: bool = False
+    decoded: int = 0
 
 
 @dataclass
@@ -56,4 +57,5 @@ class StreamMeter:
             wall = self.last - self.started
             fps = self.frames / wall if wall > 0 else 0.0
             p50, p99 = (float(q) for q in np.percentile(lat, (50, 99))) if lat.size else (0, 0)
-            return Figures(self.index, self.source, self.frames, self.dropped, fps, p50, p99)
+            return Figures(self.index, self.source, self.frames, self.dropped, fps, p50, p99,
+                           decoded=self.frames + self.dropped)

@@ -268,3 +268,76 @@ def test_no_two_classes_share_a_name() -> None:
     StageTimes and _Bounds)."""
     shared = {name: places for name, places in class_names().items() if len(places) > 1}
     assert not shared, shared
+
+
+#: The floors of the house (docs/architecture.md, "The layers"): a room imports only rooms on
+#: lower floors. ``types`` is the floor every layer reaches: the one owner of what every layer
+#: needs and no layer owns (errors, metadata, atomic writes). Rooms on one floor do not import
+#: each other. A new package takes a floor here on purpose.
+FLOORS = {
+    "types": 0,
+    "memory": 1,
+    "ipc": 2,
+    "layout": 2,
+    "model": 3,
+    "backends": 4,
+    "runner": 5,
+    "pipeline": 6,
+    "vision": 7,
+    "ocr": 8,
+    "ray": 8,
+    "serve": 9,
+    "apps": 10,
+}
+
+
+def _room(module: str) -> str | None:
+    """``copyless.model.zoo._cache`` -> ``model``; None for the package itself (the front
+    door, which re-exports every floor)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def upward_imports(root: Path = SOURCE) -> list[str]:
+    """Imports from a room into a room not below it (function-level and type-only ones too)."""
+    found = []
+    for module, imported in sorted(_import_graph(root).items()):
+        room = _room(module)
+        for other in sorted(imported):
+            target = _room(other)
+            if room is None or target is None or target == room:
+                continue
+            if FLOORS.get(target, -1) >= FLOORS.get(room, -1):
+                found.append(f"{module} imports {other}")
+    return found
+
+
+def test_every_room_has_a_floor() -> None:
+    rooms = {path.name for path in SOURCE.iterdir() if (path / "__init__.py").is_file()}
+    assert rooms == set(FLOORS), f"give each package a floor: {sorted(rooms ^ set(FLOORS))}"
+
+
+def test_no_import_runs_up_or_across() -> None:
+    assert upward_imports() == []
+
+
+@pytest.mark.parametrize(
+    ("where", "source", "upward"),
+    [
+        ("model/_x.py", "from ..runner import Runner\n", True),
+        ("layout/_x.py", "from ..ipc import send_tensors\n", True),
+        ("types/_x.py", "def f():\n    from ..model import write_atomically\n", True),
+        ("model/zoo/_x.py", "from ...types import write_atomically\n", False),
+        ("apps/_x.py", "from ..serve import InferenceServer\n", False),
+    ],
+)
+def test_the_floor_walk_sees_an_upward_import(
+    tmp_path: Path, where: str, source: str, upward: bool
+) -> None:
+    for room in FLOORS:
+        (tmp_path / room).mkdir()
+        (tmp_path / room / "__init__.py").write_text("")
+    (tmp_path / "model" / "zoo").mkdir()
+    (tmp_path / "model" / "zoo" / "__init__.py").write_text("")
+    (tmp_path / where).write_text(source)
+    assert bool(upward_imports(tmp_path)) is upward

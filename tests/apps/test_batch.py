@@ -175,38 +175,6 @@ def test_inputs_files_directories_and_globs(tmp_path) -> None:
         batch.expand_inputs([str(tmp_path / "empty")])
 
 
-def test_task_ocr_writes_one_row_per_text_line(tmp_path) -> None:
-    """--task ocr on a private local Ray: OcrBatchReader actors, every page's lines in Parquet."""
-    import numpy as np
-    from PIL import Image
-
-    from copyless.ocr import draw_page
-
-    pages = tmp_path / "pages"
-    pages.mkdir()
-    expected = {}
-    for seed in range(2):
-        page = draw_page(seed, size=(620, 500), lines=4)
-        Image.fromarray(page.image).save(pages / f"p{seed}.png")
-        expected[str(pages / f"p{seed}.png")] = list(page.lines)
-    Image.fromarray(np.full((50, 80, 3), 255, np.uint8)).save(pages / "blank.png")
-    out = tmp_path / "lines.parquet"
-    result = subprocess.run(
-        [*_command(), str(pages), "-o", str(out), "--task", "ocr"],
-        capture_output=True, text=True, env={**os.environ, **RAY_ENV}, timeout=600, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    closing = r"^3 images, \d+ lines in \d+\.\d\d s \(1 actor\(s\) on local Ray\) -> "
-    assert re.match(closing, result.stdout)
-    rows = pq.read_table(out).to_pylist()
-    for path, lines in expected.items():
-        read = [r for r in rows if r["path"] == path]
-        assert [r["line"] for r in read] == list(range(len(read)))
-        assert sum(r["text"] in lines for r in read) >= len(lines) - 1
-        assert all(r["error"] is None and r["x0"] < r["x1"] for r in read)
-    assert not any(r["path"].endswith("blank.png") for r in rows)
-
-
 def test_two_actors_on_a_two_cpu_head_are_fitted_and_finish(ray_head, photo_folder, tmp_path):
     """Issue 27: `--actors 2` against `ray start --head --num-cpus=2` waited forever (the
     actors held both CPUs, the decode tasks none); now the plan shrinks the actors."""

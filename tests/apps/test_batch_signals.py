@@ -141,3 +141,74 @@ def test_a_signal_mid_run_writes_what_finished_and_exits_with_its_code(
     assert int(match.group(1)) == len(rows)
     for row in rows:
         assert row["error"] is None and row["class_id"] in links[row["path"]], row
+
+
+#: Pages in the OCR run (links to three drawn pages): a signal after the first line lands
+#: mid-run.
+PAGES = 40
+
+
+def _drawn_pages(folder: Path) -> dict[str, tuple[str, ...]]:
+    """``PAGES`` links to three drawn pages; each link with the lines drawn on its page."""
+    from PIL import Image
+
+    from copyless.ocr import draw_page
+
+    folder.mkdir()
+    drawn = []
+    for seed in range(3):  # beside the INPUT folder
+        page = draw_page(seed, size=(620, 500), lines=4)
+        Image.fromarray(page.image).save(folder.parent / f"page{seed}.png")
+        drawn.append((folder.parent / f"page{seed}.png", tuple(page.lines)))
+    links = {}
+    for i in range(PAGES):
+        target, lines = drawn[i % 3]
+        link = folder / f"{i:04d}.png"
+        link.symlink_to(target)
+        links[str(link)] = lines
+    return links
+
+
+def test_sigint_mid_ocr_run_writes_the_pages_finished(ray_head, tmp_path) -> None:
+    """--task ocr under SIGINT, as the classification run above: the lines of every page
+    finished are in a complete Parquet file, exit 130 with one stderr line."""
+    links = _drawn_pages(tmp_path / "pages")
+    out = tmp_path / "lines.parquet"
+    command = [*_command(), str(tmp_path / "pages"), "-o", str(out), "--task", "ocr",
+               "--address", ray_head.address, "--batch-size", "1"]  # fmt: skip
+    stderr = _Stderr()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr.follower,
+                          env={**os.environ, **RAY_ENV}) as process:  # fmt: skip
+        stderr.start()
+        try:
+            deadline = time.monotonic() + 300
+            while process.poll() is None and time.monotonic() < deadline:
+                if re.search(rb"[1-9]\d* lines \[", stderr.data):  # mid-run: lines written
+                    break
+                time.sleep(0.02)
+            assert process.poll() is None, "the run ended before the signal"
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=180)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            assert process.stdout is not None
+            stdout = process.stdout.read().decode()
+            err = stderr.text()
+    assert process.returncode == 130, err
+    assert _stderr_lines(err) == ["copyless-batch: stopped by SIGINT"], err
+    assert "Traceback" not in err
+    match = re.match(r"^(\d+) images, (\d+) lines in \d+\.\d\d s ", stdout.strip())
+    assert match, stdout
+    rows = pq.read_table(out).to_pylist()
+    written = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("page"))
+    assert written == ["lines.parquet"]  # no temporary file left
+    read = {row["path"] for row in rows}
+    assert 0 < len(read) < PAGES, len(read)  # stopped mid-run, the finished pages kept
+    assert (int(match.group(1)), int(match.group(2))) == (len(read), len(rows))
+    for path in read:  # each page finished whole: all its lines, in order
+        lines = [r for r in rows if r["path"] == path]
+        assert [r["line"] for r in lines] == list(range(len(lines)))
+        assert all(r["error"] is None for r in lines)
+        assert sum(r["text"] in links[path] for r in lines) >= len(links[path]) - 1

@@ -14,7 +14,7 @@ import skimage.data
 from PIL import Image
 
 from board_helpers import StreamMeter
-from copyless.apps._board import FrameBoard
+from copyless.apps.video._board import FrameBoard
 from copyless.vision import Box
 
 CHELSEA = skimage.data.chelsea()

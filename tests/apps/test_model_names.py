@@ -9,7 +9,7 @@ import pytest
 
 from copyless.apps import detect, infer_async, zerocopy
 from copyless.apps._models import CLASSIFIER, TASK_MODELS, builtin_alias
-from copyless.apps._video_tasks import BUILTIN as VIDEO_MODELS
+from copyless.apps.video._tasks import BUILTIN as VIDEO_MODELS
 from copyless.model import zoo
 
 APPS = {

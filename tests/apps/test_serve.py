@@ -22,8 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from board_helpers import StreamMeter
 from browser_helpers import needs_chromium, screenshot, shows_a_frame, tiles
-from copyless.apps._board import FrameBoard
-from copyless.apps._serve import BoardServer, ServeError, parse_address
+from copyless.apps.video._board import FrameBoard
+from copyless.apps.video._page import BoardServer, ServeError
+from copyless.types import parse_address
 from copyless.vision._video import VideoFrame, VideoSource
 from video_helpers import make_clip
 
@@ -186,9 +187,9 @@ def test_unknown_pages_and_streams_are_404(served: tuple[Player, str]) -> None:
 
 def test_a_client_that_disconnects_mid_stream(served: tuple[Player, str]) -> None:
     player, url = served
-    host, port = parse_address(url.split("/")[2])
+    address = parse_address(url.split("/")[2])
     for _ in range(3):  # read a little of the stream, then hang up mid-JPEG
-        with socket.create_connection((host, port), timeout=10) as client:
+        with socket.create_connection((address.host, address.port), timeout=10) as client:
             client.sendall(b"GET /stream/0.mjpg HTTP/1.1\r\nHost: x\r\n\r\n")
             assert client.recv(4096).startswith(b"HTTP/1.1 200")
             client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
@@ -204,8 +205,8 @@ def test_a_client_that_never_reads(served: tuple[Player, str]) -> None:
     """The stuck client's thread blocks in its own socket write; publishing, other clients
     and the board's memory are unaffected."""
     player, url = served
-    host, port = parse_address(url.split("/")[2])
-    stuck = socket.create_connection((host, port), timeout=10)
+    address = parse_address(url.split("/")[2])
+    stuck = socket.create_connection((address.host, address.port), timeout=10)
     stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     stuck.sendall(b"GET /stream/1.mjpg HTTP/1.1\r\nHost: x\r\n\r\n")
     try:
@@ -232,16 +233,6 @@ def test_the_page_in_a_browser_shows_every_tile(served: tuple[Player, str], tmp_
     assert len(found) == 4, f"{len(found)} tiles in {shot}"
     blank = [i for i, tile in enumerate(found) if not shows_a_frame(tile)]
     assert not blank, f"tiles {blank} show no frame"
-
-
-def test_parse_address() -> None:
-    assert parse_address("8080") == ("127.0.0.1", 8080)
-    assert parse_address(":0") == ("127.0.0.1", 0)
-    assert parse_address("0.0.0.0:9000") == ("0.0.0.0", 9000)
-    assert parse_address("[::1]:9000") == ("::1", 9000)
-    for bad in ("", "host:", "host:http", "1:65536", "-1"):
-        with pytest.raises(ValueError, match="HOST:PORT"):
-            parse_address(bad)
 
 
 def test_port_in_use_and_addresses_that_cannot_be_bound() -> None:

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from copyless.apps import video
-from copyless.apps._video_tasks import builtin_for
+from copyless.apps.video._cli import DEFAULT_BATCH
+from copyless.apps.video._tasks import builtin_for
 from copyless.model import compile_model, zoo
 from copyless.vision._video import VideoSource
 from video_helpers import EXPECTED, identity_net, make_clip, reference_labels
@@ -295,7 +296,7 @@ def test_many_streams_on_one_runner(
     ]
     assert all(0.0 < float(p50) <= float(p99) for _, _, p50, p99, _, _ in closing)
     batched = re.search(r"^batched {17}(\d+) frames in (\d+) runs", text, re.M)
-    size = int(batch or video.DEFAULT_BATCH)
+    size = int(batch or DEFAULT_BATCH)
     if size == 1:
         assert batched is None  # batch 1: the planes are bound in place
     else:

@@ -61,11 +61,23 @@ def test_a_segmenter_compiled_for_images_counts_classes_per_frame(
     model = compile_model(export("lraspp_mobilenet_v3_large"), tmp_path / "seg.rai",
                           input_format="rgbx", mean=(123.7, 116.3, 103.5),
                           std=(58.4, 57.1, 57.4))  # fmt: skip
-    assert video.main(["-i", str(clip), "-m", str(model), "--json"]) == 0
+    out = tmp_path / "painted.mp4"
+    assert video.main(["-i", str(clip), "-m", str(model), "--json", "-o", str(out)]) == 0
     frames = _rows(capsys, "frame")
     assert len(frames) == 2
-    for frame in frames:
+    with av.open(str(clip)) as container:
+        source = [f.to_ndarray(format="yuv420p") for f in container.decode(video=0)]
+    with av.open(str(out)) as container:
+        written = [f.to_ndarray(format="yuv420p") for f in container.decode(video=0)]
+    assert len(written) == 2
+    for frame, before, after in zip(frames, source, written, strict=True):
         classes = frame["classes"]
         assert isinstance(classes, list) and classes
         assert abs(sum(c["fraction"] for c in classes) - 1.0) < 1e-3
         assert sum(c["pixels"] for c in classes) == 120 * 160
+        # the mask is painted into the video: where its classes (not the background) cover
+        # the frame, the written frame is not the source re-encoded (below the banner)
+        covered = sum(c["fraction"] for c in classes if c["class_id"] != 0)
+        assert covered > 0.5, classes  # this random-weight model's answer on this clip
+        diff = np.abs(after[20:].astype(int) - before[20:].astype(int)).mean()
+        assert diff > 5.0, diff

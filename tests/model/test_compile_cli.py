@@ -149,3 +149,23 @@ def test_compile_postprocess_flags(tmp_path: Path, capsys: pytest.CaptureFixture
     bad = main([str(source), "-o", str(tmp_path / "x.rai"), "--input-shape", "input=1x3x64x96",
                 "--iou-threshold", "0.4"])  # fmt: skip
     assert bad == 2 and "postprocess" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["lite0.rai", "lite0"], ids=["rai", "directory"])
+def test_missing_directories_are_made_as_compile_model_makes_them(
+    model_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """docs/serve.md's layout, ``-o models/lite0/lite0.rai`` in an empty folder (relative, as
+    typed): the CLI makes the directories, as the Python ``compile_model`` does."""
+    monkeypatch.chdir(tmp_path)
+    out = Path("models") / "lite0" / name
+    assert main([str(model_file), "-o", str(out)]) == 0
+    assert load_model(tmp_path / out).name == "convnet"
+
+
+def test_an_output_below_a_file_is_refused_before_compiling(
+    model_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "models").write_text("a file, not a folder")
+    assert main([str(model_file), "-o", str(tmp_path / "models" / "lite0" / "x.rai")]) == 2
+    assert "is not a directory" in capsys.readouterr().err

@@ -134,11 +134,12 @@ def test_batch_reader_gives_one_row_per_line_and_errors_as_rows(
     tmp_path, pages: list[DrawnPage]
 ) -> None:
     """OcrBatchReader (copyless-batch --task ocr's actor) without a cluster, and the Parquet
-    table copyless-batch writes from its batches."""
+    table copyless-batch writes from its batches (the ray layer's, given the lines' schema)."""
     from PIL import Image
 
-    from copyless.apps.batch import line_table
-    from copyless.ocr import LINE_COLUMNS, OcrBatchReader
+    pytest.importorskip("ray")  # the table: the ray extra's writers
+    from copyless.ocr import LINE_COLUMNS, OcrBatchReader, line_schema
+    from copyless.ray import result_table
 
     good = tmp_path / "page.png"
     Image.fromarray(pages[0].image).save(good)
@@ -156,7 +157,7 @@ def test_batch_reader_gives_one_row_per_line_and_errors_as_rows(
     assert rows["path"].tolist() == [str(good)] * n + [str(bad)]
     assert rows["line"].tolist() == [*range(n), -1]
     assert rows["error"][-1].startswith(f"{bad}: not a decodable image")
-    table = line_table([rows])
+    table = result_table(rows, schema=line_schema())
     assert table.num_rows == n + 1 and table.column("error").null_count == n
     assert table.column("text").to_pylist()[:n] == [r for r in rows["text"][:n]]
 

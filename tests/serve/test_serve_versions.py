@@ -333,17 +333,25 @@ def test_cancelled_requests_are_dropped_before_they_run(slow_repo: Path) -> None
         url = server.url("grpc")
         x = pixels(1, seed=1)
         metrics = server.service.metrics
+
+        def admitted() -> float:
+            return metrics.registry.get_sample_value("copyless_serve_request_bytes_count",
+                                                     {"model": "lite0"}) or 0.0  # fmt: skip
+
         busy_count = 40  # a queue of ~0.4 s or more: both leave while theirs wait in it
         with concurrent.futures.ThreadPoolExecutor(busy_count) as pool:
             busy = [pool.submit(_lite0, grpcclient.InferenceServerClient(url), x)
                     for _ in range(busy_count)]  # fmt: skip
             assert _wait(lambda: metrics.value("nv_inference_pending_request_count", "lite0")
                          >= busy_count // 2, 30)  # fmt: skip
+            # each leaves once the server holds it (on a loaded machine a request cancelled
+            # before it arrives is no request, and not counted)
+            assert _wait(lambda: admitted() >= busy_count, 30)
             client = grpcclient.InferenceServerClient(url)
             given = grpcclient.InferInput("input", list(x.shape), "UINT8")
             given.set_data_from_numpy(x)
             context = client.async_infer("lite0", [given], callback=lambda *a: None)
-            time.sleep(0.01)
+            assert _wait(lambda: admitted() >= busy_count + 1, 30)
             context.cancel()
             host, port = server.url("http").rsplit(":", 1)
             body = (b'{"inputs":[{"name":"input","datatype":"UINT8","shape":[1,224,224,4],'
@@ -353,7 +361,7 @@ def test_cancelled_requests_are_dropped_before_they_run(slow_repo: Path) -> None
                              b"Inference-Header-Content-Length: " + str(len(body)).encode()
                              + b"\r\nContent-Length: " + str(len(body) + x.nbytes).encode()
                              + b"\r\n\r\n" + body + x.tobytes())
-                time.sleep(0.02)
+                assert _wait(lambda: admitted() >= busy_count + 2, 30)
             for f in busy:
                 f.result()
         assert _wait(lambda: metrics.value("nv_inference_pending_request_count", "lite0") == 0)

@@ -20,13 +20,13 @@ def test_written_files_follow_the_umask(tmp_path: Path, mask: int) -> None:
         from model_helpers import conv_net
         import copyless as cl
         from copyless.types import umask
-        from copyless.model.zoo._cache import atomic_write
+        from copyless.types import write_atomically
         from copyless.ray import ResultWriter
         assert umask() == {mask:#o}
         out = {str(tmp_path)!r}
         rai = cl.compile_model(conv_net(), os.path.join(out, "m.rai"))
         folder = cl.compile_model(conv_net(), os.path.join(out, "m-dir"))
-        atomic_write(__import__("pathlib").Path(out, "cached.bin"), b"x")
+        write_atomically(__import__("pathlib").Path(out, "cached.bin"), b"x")
         with ResultWriter(os.path.join(out, "r.parquet")) as writer:
             pass
         paths = [rai, folder / "vaiml_par_0" / "manifest.json",

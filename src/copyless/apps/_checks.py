@@ -35,11 +35,16 @@ class UsageError(ValueError):
     """A mistake in what the user asked for (the apps print it and exit with status 2)."""
 
 
-def check_output(path: str | os.PathLike[str], suffixes: Iterable[str], what: str) -> Path:
+def check_output(
+    path: str | os.PathLike[str], suffixes: Iterable[str], what: str, *, parents: bool = False
+) -> Path:
     """``path`` when a file of one of ``suffixes`` (lower case, with the dot) can be written
     there: its directory exists, is a directory and takes a new file (probed by creating
     and removing one, which also catches read-only mounts and /proc), and ``path`` is not a
-    directory. Else :class:`UsageError` naming the path. Creates nothing that stays."""
+    directory. Else :class:`UsageError` naming the path. Creates nothing that stays.
+
+    ``parents=True``: for a writer that creates missing directories itself (``compile_model``),
+    a missing directory is fine where the nearest one that exists takes new entries."""
     out = Path(path)
     known = tuple(suffixes)
     if out.suffix.lower() not in known:
@@ -47,22 +52,25 @@ def check_output(path: str | os.PathLike[str], suffixes: Iterable[str], what: st
                          f"(use {', '.join(known)})")  # fmt: skip
     if out.is_dir():
         raise UsageError(f"{out} is a directory, not a {what} file")
-    _check_directory(out.parent)
+    _check_directory(out.parent, parents)
     return out
 
 
-def check_output_directory(path: str | os.PathLike[str]) -> Path:
+def check_output_directory(path: str | os.PathLike[str], *, parents: bool = False) -> Path:
     """``path`` when a directory can be created or written there (an existing file, or a
-    parent that is missing, a file or read-only, gives :class:`UsageError`)."""
+    parent that is missing, a file or read-only, gives :class:`UsageError`; ``parents`` as
+    in :func:`check_output`)."""
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a directory")
-    _check_directory(out if out.is_dir() else out.parent)
+    _check_directory(out if out.is_dir() else out.parent, parents)
     return out
 
 
-def _check_directory(folder: Path) -> None:
+def _check_directory(folder: Path, parents: bool) -> None:
     where = folder if str(folder) else Path(".")
+    if parents:
+        where = _nearest_existing(where)
     if not where.exists():
         raise UsageError(f"no directory {where} to write into")
     if not where.is_dir():
@@ -73,6 +81,15 @@ def _check_directory(folder: Path) -> None:
         raise UsageError(f"cannot write into {where}: {exc.strerror or exc}") from None
     os.close(fd)
     os.unlink(probe)
+
+
+def _nearest_existing(folder: Path) -> Path:
+    """``folder`` or the nearest of its ancestors that exists (a file among them is returned
+    too, so that the check names it): the one a writer's ``mkdir(parents=True)`` starts in."""
+    for where in (folder, *folder.parents):
+        if os.path.lexists(where):
+            return where
+    return Path(".")
 
 
 def check_model_path(path: str | os.PathLike[str]) -> Path:

@@ -1,7 +1,14 @@
 """copyless-batch: classify, detect or segment many images on Ray, one Parquet row per image
 (the model's task, from its record: a classifier's top-k, a detector's boxes as lists in the
 image's pixels, a segmenter's mask classes and their fractions), or, with ``--task ocr``,
-read their text: one row per line.
+read their text: one row per line (``path, line, x0, y0, x1, y1, score, text, error``; a
+page without text has no row, an unreadable one a row with its ``error`` and line -1).
+Either is a job of :mod:`copyless.ray` (a :class:`~copyless.ray.ClassificationJob`, or a
+:class:`~copyless.ray.ReaderJob` of :class:`copyless.ocr.OcrBatchReader` actors) run by
+the one driver loop (:mod:`._batch_driver`), written by the ray layer's writers, under the
+same watchdog, memory budget and signal handling; ``--task ocr`` takes INPUTs and ``-o``
+(no printed rows), its progress counts lines, and a stopped run's closing line counts the
+pages with a line.
 
 ``copyless-batch (INPUT... | --manifest URI [--path-column NAME]) [-o OUT.parquet|DIR/]
 [--json] [--quiet] [-m MODEL] [--address ADDR] [--actors N] [--batch-size B]
@@ -39,23 +46,16 @@ are kept as above. Exit status otherwise: 0 done (unreadable images are rows wit
 from __future__ import annotations
 
 import argparse
-import contextlib
-import logging
 import os
 import signal
 import sys
-import tempfile
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, Union
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, TextIO
 
 from ..model import CompiledModel, class_names, load_model
 from ..types import CopylessError
+from ._batch_driver import EXIT_FAILED, BatchWork, run_batch
 from ._checks import (
     UsageError,
     check_model_path,
@@ -64,34 +64,20 @@ from ._checks import (
     model_task,
     task_mismatch,
 )
-from ._memory import MemoryBudget, add_memory_argument
+from ._memory import add_memory_argument
 from ._models import CLASSIFIER, builtin_alias, builtin_model
-from ._output import Output, add_output_arguments, progress_wanted
-from ._setup import EXIT_USAGE, add_runner_argument, runner_type, say_precision
+from ._output import add_output_arguments
+from ._setup import EXIT_USAGE, add_runner_argument, say_precision
 from ._signals import Interruption
 
 if TYPE_CHECKING:
-    from ..ray import (
-        ClusterInfo,
-        JobControl,
-        JobSettings,
-        Manifest,
-        PartitionedWriter,
-        ResultWriter,
-    )
+    from ..ray import ClassificationJob, JobSettings, Manifest, ReaderJob
 
-EXIT_FAILED = 1
 PROG = "copyless-batch"
 #: The built-in classifier's compiled batch size (frames per engine call).
 BUILTIN_BATCH = 8
 #: --stall-timeout's default (as copyless.ray's watchdog; not imported: the ray extra).
 STALL_S = 120.0
-#: Memory a local Ray takes before any actor (its raylet, GCS and workers: ~1 GB measured),
-#: and each actor with its runner and pipeline (the built-in classifier at batch 8: ~0.4 GB).
-RAY_BASE = 1 << 30
-ACTOR_BASE = 512 << 20
-#: Images an actor decodes at once (its pipeline's slots: in flight + 1).
-DECODES_PER_ACTOR = 3
 
 
 class InputError(ValueError):
@@ -102,7 +88,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Classify, detect or segment images on Ray (a local one, or a cluster "
-        "with --address); one Parquet row per image.",
+        "with --address), one Parquet row per image; or read their text (--task ocr), one "
+        "row per line.",
     )
     parser.add_argument("inputs", nargs="*", metavar="INPUT", help="image files, dirs, globs")
     parser.add_argument(
@@ -168,9 +155,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.task == "ocr":
-        return _ocr_main(args)
     try:
+        if args.task == "ocr" and (args.manifest or args.output is None):
+            raise UsageError("--task ocr takes INPUTs and -o OUT.parquet or DIR/")
         if args.output is None:
             pass  # the rows are printed
         elif args.output.endswith(("/", os.sep)) or os.path.isdir(args.output):
@@ -178,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             check_output(args.output, (".parquet", ".pq"), "Parquet")
         # the ray extra, imported once the arguments are good and before any model is built
-        from ..ray import FrameSpec, Manifest
+        from ..ray import Manifest
 
         if args.manifest:
             manifest = Manifest(args.manifest, args.path_column)
@@ -186,11 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             paths: Sequence[str] | Manifest = manifest
         else:
             paths = expand_inputs(args.inputs)
-        model = load_model(_model_path(args.model))
-        args.job_task = _job_task(args.model or CLASSIFIER, model, args.task)
-        FrameSpec.for_model(model)
-        labels = class_names(model, args.labels)
-        say_precision(model)
+        work = _reading(args) if args.task == "ocr" else _classifying(args)
     except ImportError as exc:
         print(f"error: copyless-batch needs the ray extra (pip install 'copyless[ray]'): {exc}",
               file=sys.stderr)  # fmt: skip
@@ -200,88 +183,43 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     interrupted = Interruption(PROG)
     try:
-        return _run(args, paths, model, labels, interrupted)
+        return run_batch(args, paths, work, interrupted)
     except KeyboardInterrupt:  # Ctrl-C before the handlers, or after them
         interrupted.note(signal.SIGINT)
         return interrupted.exit_code(EXIT_FAILED)
 
 
-def _run(
-    args: argparse.Namespace,
-    paths: Sequence[str] | Manifest,
-    model: CompiledModel,
-    labels: list[str],
-    interrupted: Interruption,
-) -> int:
-    from ..ray import JobControl, JobSettings
+def _classifying(args: argparse.Namespace) -> BatchWork:
+    """The model's job (classify, detect or segment), the model checked and loaded."""
+    from ..ray import ClassificationJob, FrameSpec
 
-    try:
-        per_image = _image_budget(args)
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    settings = JobSettings(
-        actors=args.actors,
-        batch_size=args.batch_size,
-        top_k=args.top,
-        runner_type=runner_type(args),
-        device=args.device,
-        stall_s=args.stall_timeout,
-        max_image_bytes=per_image,
-        task=args.job_task,
-    )
-    out = Output.from_args(args)
-    try:  # before Ray starts: an output that cannot be written fails at once
-        writer = _writer(args.output, labels, out, args.job_task)
-    except OSError as exc:
-        print(f"error: cannot write {args.output}: {_reason(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    _quiet_ray_logging()
-    control = JobControl()
-    closing = ""
-    with _native_stderr() as (terminal, log), interrupted:
-        interrupted.on_signal(control.stop)  # before Ray is up: the job never starts
-        try:
-            closing = _classify(args, paths, model, settings, writer, terminal, control,
-                                interrupted, out, labels)  # fmt: skip
-            closing = _finish(writer, closing, interrupted.interrupted)
-        except SystemExit as exc:  # Ray's own SIGTERM handler, before ours took over
-            if exc.code != signal.SIGTERM:
-                raise
-            interrupted.note(signal.SIGTERM)
-            closing = _finish(writer, "", True)
-        except Exception as exc:  # noqa: BLE001 - reported in one line, the rows kept
-            print(f"error: {_failure(exc, args.output)}; {_keep(writer)}", file=terminal)
-            log.keep = not isinstance(exc, CopylessError | OSError)
-            return EXIT_FAILED
-        except KeyboardInterrupt:  # a second signal: stop at once, keep what is written
-            interrupted.note(signal.SIGINT)
-            closing = _finish(writer, "", True)
-    out.say(closing)
-    out.summary(images=writer.rows, unreadable=writer.errors, output=args.output)
-    return interrupted.exit_code(0)
+    model = load_model(_model_path(args.model))
+    task = _job_task(args.model or CLASSIFIER, model, args.task)
+    FrameSpec.for_model(model)
+    labels = class_names(model, args.labels)
+    say_precision(model)
+
+    def job(paths: Sequence[str] | Manifest, settings: JobSettings, gpus: float
+            ) -> ClassificationJob:  # fmt: skip
+        return ClassificationJob(paths, model, settings, gpus)
+
+    return BatchWork(job, labels, task)
 
 
-def _image_budget(args: argparse.Namespace) -> int:
-    """The memory one decoded image may take in this run: what the run may use (see
-    :mod:`._memory`) less Ray's and the actors' own, shared by the images the actors decode
-    at once. Raises UsageError (one line) when Ray and the actors alone are too much."""
-    budget = MemoryBudget.of(args.max_memory)
-    actors = int(args.actors)
-    fixed = RAY_BASE + actors * ACTOR_BASE
-    fits = max(0, (budget.limit - RAY_BASE) // ACTOR_BASE)
-    lower = f"--actors {fits} fits" if fits >= 1 else "no --actors fits"
-    budget.check(fixed, f"Ray with {actors} actor(s)", lower)
-    return max(1, (budget.limit - fixed) // (actors * DECODES_PER_ACTOR))
+def _reading(args: argparse.Namespace) -> BatchWork:
+    """``--task ocr``: OcrBatchReader actors (the models checked here, before Ray)."""
+    from ..ocr import OcrBatchReader, OcrModels, line_schema
+    from ..ray import ReaderJob
 
+    OcrModels.load()  # no PP-OCR package, or a broken one: a usage error, before Ray
+    options = {} if args.device == "cpu" else {"device": args.device}
 
-def _finish(writer: Writer, closing: str, stopped: bool) -> str:
-    """Commit the output (after a signal: the rows finished, if any); the summary line."""
-    if stopped and writer.rows == 0:
-        writer.abort()
-        return "stopped before any batch finished: no output written"
-    writer.commit()
-    return closing or f"{writer.rows} images written before the stop"
+    def job(paths: Sequence[str] | Manifest, settings: JobSettings, gpus: float) -> ReaderJob:
+        kwargs = {"runner_type": settings.runner_type, "options": options,
+                  "max_image_bytes": settings.max_image_bytes}  # fmt: skip
+        return ReaderJob(paths, OcrBatchReader, kwargs, settings, gpus)
+
+    return BatchWork(job, schema=line_schema(), record="line")
 
 
 def _job_task(name: str, model: CompiledModel, wanted: str | None) -> str | None:
@@ -297,240 +235,6 @@ def _job_task(name: str, model: CompiledModel, wanted: str | None) -> str | None
             (wanted not in (None, "classify") and wanted != job):  # fmt: skip
         raise UsageError(f"{name} records the task {job or 'classify'}, not {wanted} (--task)")
     return job
-
-
-def _writer(output: str | None, labels: list[str], out: Output, task: str | None) -> Writer:
-    from ..ray import PartitionedWriter, ResultWriter
-
-    if output is None:
-        return _PrintWriter(labels, out, task)
-    if output.endswith(("/", os.sep)) or os.path.isdir(output):
-        return PartitionedWriter(output, labels, task)
-    return ResultWriter(output, labels, task)
-
-
-class _PrintWriter:
-    """No ``-o``: each image's row printed (``PATH: ID LABEL SCORE``, or a JSON object),
-    nothing written; the writers' interface."""
-
-    def __init__(self, labels: list[str], out: Output, task: str | None = None) -> None:
-        self.labels, self.out, self.task = labels, out, task
-        self.rows = self.errors = 0
-
-    def write(self, batch: dict[str, Any]) -> int:
-        from ..ray import result_table
-
-        table = result_table(batch, self.labels, self.task)
-        for row in table.to_pylist():
-            if row["error"] is not None:
-                self.out.say(f"{row['path']}: error: {row['error']}")
-            else:
-                self.out.say(f"{row['path']}: {_row_line(row)}")
-            self.out.record("image", **_row_fields(row))
-        self.rows += table.num_rows
-        self.errors += table.num_rows - table.column("error").null_count
-        return int(table.num_rows)
-
-    def commit(self) -> str:
-        return "stdout"
-
-    def abort(self) -> None:
-        """Nothing to remove: the rows were printed."""
-
-
-def _row_line(row: dict[str, Any]) -> str:
-    """An image's line: ``ID LABEL SCORE`` (classify), ``K boxes: LABEL SCORE [x0 y0 x1
-    y1], ...`` (detect), ``LABEL FRACTION, ...`` (segment)."""
-    if "boxes" in row:
-        boxes = [f"{label} {score:.3f} [{' '.join(f'{v:.1f}' for v in box)}]"
-                 for box, score, label in zip(row["boxes"], row["scores"], row["labels"],
-                                              strict=True)]  # fmt: skip
-        return f"{len(boxes)} boxes" + (": " + ", ".join(boxes) if boxes else "")
-    if "fractions" in row:
-        return ", ".join(f"{label} {fraction:.3f}" for label, fraction in
-                         zip(row["labels"], row["fractions"], strict=True))  # fmt: skip
-    return f"{row['class_id']} {row['label']} {row['score']:.3f}"
-
-
-def _row_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """A result row's JSON fields, the float32 scores and fractions rounded to 4 decimals
-    (box corners to 0.1 px)."""
-    if row.get("score") is not None:
-        row["score"] = round(row["score"], 4)
-        row["top_scores"] = [round(score, 4) for score in row["top_scores"]]
-    for key in ("scores", "fractions"):
-        if row.get(key) is not None:
-            row[key] = [round(v, 4) for v in row[key]]
-    if row.get("boxes") is not None:
-        row["boxes"] = [[round(v, 1) for v in box] for box in row["boxes"]]
-    return row
-
-
-Writer = Union["ResultWriter", "PartitionedWriter", _PrintWriter]
-
-
-def _failure(exc: Exception, output: str | None) -> str:
-    if isinstance(exc, OSError):  # the output: a full disk, a vanished directory
-        return f"cannot write {output}: {_reason(exc)}"
-    if isinstance(exc, CopylessError):
-        return str(exc)
-    return f"the run failed: {_last_line(exc)}"
-
-
-def _keep(writer: Writer) -> str:
-    """Keep the rows a failed run finished, where they can be kept; say what was kept."""
-    from ..ray import PartitionedWriter
-
-    if writer.rows == 0:
-        writer.abort()
-        return "no output written"
-    if isinstance(writer, _PrintWriter):
-        return f"{writer.rows} rows printed"
-    if isinstance(writer, PartitionedWriter):
-        return f"{writer.rows} rows kept in {writer.parts} part(s) under {writer.commit()}"
-    try:
-        path = writer.commit()
-    except (OSError, ValueError) as exc:  # ValueError: its own commit was what failed
-        reason = _reason(exc) if isinstance(exc, OSError) else "the file could not be finished"
-        return f"no output written ({reason}; -o DIR/ keeps each finished batch)"
-    return f"{writer.rows} rows kept in {path}"
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or str(exc)
-
-
-def _classify(
-    args: argparse.Namespace,
-    paths: Sequence[str] | Manifest,
-    model: CompiledModel,
-    settings: JobSettings,
-    writer: Writer,
-    terminal: TextIO,
-    control: JobControl,
-    interrupted: Interruption,
-    out: Output,
-    labels: list[str],
-) -> str:
-    """Run the job into ``writer`` with a progress bar (on a terminal); return the closing
-    line (the timings go to ``out``'s summary)."""
-    from ..ray import ClassificationJob, gpus_per_actor, node_cpus, plan_resources, result_table
-
-    started = time.perf_counter()
-    with _cluster(args.address, args.actors) as cluster:
-        plan = plan_resources(
-            settings.actors,
-            node_cpus(),
-            cpus_per_actor=settings.cpus_per_actor,
-            decode_cpus=settings.decode_cpus,
-        )
-        if plan.note:
-            print(f"note: {plan.note}", file=terminal)
-        settings = settings.planned(plan)
-        job = ClassificationJob(paths, model, settings, gpus_per_actor(settings, cluster))
-        ready = time.perf_counter()
-        total = len(paths) if isinstance(paths, Sequence) else None
-        bar = tqdm(total=total, unit="img", file=terminal, dynamic_ncols=True, leave=False,
-                   disable=not progress_wanted(terminal))  # fmt: skip
-        tee = out.json_lines and not isinstance(writer, _PrintWriter)
-        with bar, _over_ray(interrupted, control):  # a second signal ends the loop here
-            for batch in job.run(control) if not control.stopped else ():
-                bar.update(writer.write(batch))
-                for row in result_table(batch, labels, settings.task).to_pylist() if tee else ():
-                    out.record("image", **_row_fields(row))
-        seconds = max(time.perf_counter() - ready, 1e-6)
-    out.timing([], {"seconds": round(seconds, 3), "startup_s": round(ready - started, 3),
-                    "images_per_second": round(writer.rows / seconds, 3)})  # fmt: skip
-    where = "local Ray" if cluster.local else f"cluster {cluster.address}"
-    errors = f" ({writer.errors} unreadable)" if writer.errors else ""
-    return (
-        f"{writer.rows} images{errors} in {seconds:.2f} s, {writer.rows / seconds:.1f} images/s "
-        f"({job.actors} actor(s) on {where}, up in {ready - started:.1f} s) -> {args.output}"
-    )
-
-
-@contextlib.contextmanager
-def _over_ray(interrupted: Interruption, control: JobControl) -> Iterator[None]:
-    """Our SIGINT/SIGTERM handlers over the one ``ray.init`` installs (SIGTERM: exit at
-    once) for the run: a signal stops the job's sources and is recorded in ``interrupted``
-    (which prints the line and gives the exit status)."""
-    inner = Interruption()
-    with inner:
-        inner.on_signal(control.stop)
-        inner.on_signal(lambda: interrupted.note(inner.signal or signal.SIGINT))
-        yield
-    if inner.signal is not None:  # a second signal arrives as KeyboardInterrupt
-        interrupted.note(inner.signal)
-
-
-def _ocr_main(args: argparse.Namespace) -> int:
-    """``--task ocr``: OcrBatchReader actors over the images; the lines to Parquet."""
-    if args.manifest or args.output is None or not args.output.endswith(".parquet"):
-        print("error: --task ocr takes INPUTs and an OUT.parquet", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        paths = expand_inputs(args.inputs)
-        import ray  # the ray extra
-
-        from ..ocr import OcrBatchReader, OcrModels
-
-        OcrModels.load()  # no PP-OCR package, or a broken one: a usage error, before Ray
-    except ImportError as exc:
-        print(f"error: copyless-batch needs the ray extra ({exc})", file=sys.stderr)
-        return EXIT_USAGE
-    except (InputError, CopylessError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    _quiet_ray_logging()
-    with _native_stderr() as (terminal, log):
-        try:
-            with _cluster(args.address, args.actors) as cluster:
-                started = time.perf_counter()
-                lines = ray.data.from_items([{"path": p} for p in paths]).map_batches(
-                    OcrBatchReader, fn_constructor_kwargs={"runner_type": runner_type(args)},
-                    concurrency=args.actors, batch_size=args.batch_size, num_cpus=1,
-                )  # fmt: skip
-                batches = list(lines.iter_batches(batch_format="numpy"))
-                seconds = time.perf_counter() - started
-        except Exception as exc:  # noqa: BLE001 - Ray's task errors: reported, no output
-            print(f"error: the run failed, no output written: {_last_line(exc)}", file=terminal)
-            log.keep = True
-            return EXIT_FAILED
-    table = line_table(batches)
-    _write_parquet(table, args.output)
-    where = "local Ray" if cluster.local else f"cluster {cluster.address}"
-    out = Output.from_args(args)
-    out.say(f"{len(paths)} images, {table.num_rows} lines in {seconds:.2f} s "
-            f"({args.actors} actor(s) on {where}) -> {args.output}")  # fmt: skip
-    for row in table.to_pylist():
-        out.record("line", **row)
-    out.timing([], {"seconds": round(seconds, 3)})
-    out.summary(images=len(paths), lines=table.num_rows, output=args.output)
-    return 0
-
-
-def line_table(batches: Sequence[Mapping[str, Any]]) -> Any:
-    """The Arrow table of OcrBatchReader batches (Ray Data turns a column of None into
-    NaN on the way: text and error keep only strings)."""
-    import pyarrow as pa
-
-    from ..ocr import LINE_COLUMNS
-
-    types = {"path": pa.string(), "score": pa.float32(), "text": pa.string(),
-             "error": pa.string()}  # fmt: skip
-    schema = pa.schema([(k, types.get(k, pa.int32())) for k in LINE_COLUMNS])
-    columns = {k: [v for b in batches for v in list(b[k])] for k in LINE_COLUMNS}
-    for key in ("text", "error"):
-        columns[key] = [v if isinstance(v, str) else None for v in columns[key]]
-    return pa.Table.from_pydict(columns, schema=schema)
-
-
-def _write_parquet(table: Any, output: str) -> None:
-    import pyarrow.parquet as pq
-
-    tmp = f"{output}.{os.getpid()}.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, output)
 
 
 def expand_inputs(items: Sequence[str], skipped: TextIO | None = None) -> list[str]:
@@ -560,64 +264,6 @@ def _model_path(name: str | None) -> Path:
 def builtin_batch_classifier() -> Path:
     """The built-in EfficientNet-Lite0 (RGBx input) compiled for :data:`BUILTIN_BATCH`."""
     return builtin_model(CLASSIFIER, batch_size=BUILTIN_BATCH)
-
-
-def _cluster(address: str | None, actors: int) -> AbstractContextManager[ClusterInfo]:
-    from ..ray import join_cluster, local_ray
-
-    if address:
-        return join_cluster(address)
-    # Actors reserve one CPU each: leave at least one logical CPU to the decode tasks.
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return local_ray(num_cpus=max(cores or 1, actors + 1))
-
-
-def _quiet_ray_logging() -> None:
-    """Ray's own lines (cluster start, dataset plans, "progress bars disabled") are not
-    the app's output; Ray Data's failures still reach the user as the run's error."""
-    logging.getLogger("ray").setLevel(logging.WARNING)
-    logging.getLogger("ray.data").setLevel(logging.ERROR)
-
-
-@dataclass
-class _Log:
-    path: Path
-    keep: bool = False
-
-
-@contextlib.contextmanager
-def _native_stderr() -> Iterator[tuple[TextIO, _Log]]:
-    """Send file descriptor 2 to a log file for the run; yield a stream on the terminal.
-
-    Ray's C++ core writes its log lines (a nag for every Ray Data actor pool, actor
-    restarts) straight to the driver's fd 2, and the Ray processes started here inherit it:
-    they go to the log, which is deleted at the end unless the run failed (its path is
-    then printed). Python's ``sys.stderr`` keeps writing to the terminal meanwhile.
-    """
-    fd, name = tempfile.mkstemp(prefix="copyless-batch-", suffix=".log")
-    log = _Log(Path(name))
-    sys.stderr.flush()
-    saved = os.dup(2)
-    terminal = os.fdopen(os.dup(saved), "w", buffering=1)
-    previous, sys.stderr = sys.stderr, terminal
-    os.dup2(fd, 2)
-    os.close(fd)
-    try:
-        yield terminal, log
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        sys.stderr = previous
-        if log.keep:
-            print(f"Ray's log: {log.path}", file=terminal)
-        else:
-            log.path.unlink(missing_ok=True)
-        terminal.close()
-
-
-def _last_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return lines[-1].strip() if lines else type(exc).__name__
 
 
 __all__ = ["BUILTIN_BATCH", "InputError", "expand_inputs", "main"]

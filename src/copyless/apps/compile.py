@@ -20,6 +20,9 @@ Examples::
         --input-format rgbx --input-size 540x960 --postprocess centerface
     copyless-compile nms.onnx -o nms.rai --output-capacity selected=100x3
 
+Missing directories above the output are made, as ``compile_model`` makes them
+(``-o models/lite0/lite0.rai`` in an empty folder).
+
 Exit status: 0 on success, 2 for bad arguments, a missing, unreadable or unsupported model
 or an output that cannot be written (checked before compiling), 1 when writing fails part
 way (a full disk).
@@ -358,14 +361,15 @@ def _offers_bf16(model: CompiledModel) -> bool:
 
 
 def _check_paths(model: str, output: str) -> None:
-    """Before compiling: the model exists and the output can be written (``.rai``: a file
-    in an existing, writable directory; else a directory that is not a file)."""
+    """Before compiling: the model exists and the output can be written (``.rai``: a file,
+    else a directory that is not a file; missing directories above it are fine where they
+    can be made, since :func:`~copyless.model.compile_model` makes them)."""
     if not Path(model).exists():
         raise UsageError(f"no model at {model}")
     if Path(output).suffix.lower() == ".rai":
-        check_output(output, (".rai",), "compiled model")
+        check_output(output, (".rai",), "compiled model", parents=True)
     else:
-        check_output_directory(output)
+        check_output_directory(output, parents=True)
 
 
 if __name__ == "__main__":

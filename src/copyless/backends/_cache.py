@@ -27,8 +27,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..model import Partition, write_atomically
-from ..types import OptionError
+from ..model import Partition
+from ..types import OptionError, write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +88,3 @@ class EngineCache:
         with self._lock:
             self._digests[id(data)] = (data, digest)  # holds data: its id stays its own
         return digest
-
-
-def temporary_path(path: Path) -> Path:
-    """A fresh name beside ``path`` for an engine to write before :func:`os.replace`."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")

@@ -25,16 +25,16 @@ from __future__ import annotations
 import ctypes
 import logging
 import math
-import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 import onnxruntime as ort
 
 from ..model import ELEM_OF, Partition
-from ..types import DataType, ModelLoadError, UnsupportedError, cpu_info
+from ..types import DataType, ModelLoadError, UnsupportedError, atomic_path, cpu_info
 from ._base import Capabilities
-from ._cache import EngineCache, temporary_path
+from ._cache import EngineCache
 
 logger = logging.getLogger(__name__)
 
@@ -313,19 +313,35 @@ def create_session(
         else:
             cache.note(hit=True)
             return session
-    scratch = temporary_path(optimized)
-    options.optimized_model_filepath = str(scratch)
-    try:
-        session = _new_session(partition, bytes(partition.onnx_bytes), options, providers)
-    except ModelLoadError:  # saving can fail where loading does not (graphs over 2 GB)
-        scratch.unlink(missing_ok=True)
+    session = _storing_session(partition, optimized, options, providers, cache)
+    if session is None:  # saving can fail where loading does not (graphs over 2 GB)
         return create_session(partition, num_threads, providers, config, spinning)
+    return session
+
+
+def _storing_session(
+    partition: Partition,
+    optimized: Path,
+    options: ort.SessionOptions,
+    providers: list[Any],
+    cache: EngineCache,
+) -> ort.InferenceSession | None:
+    """A session of ``partition`` whose optimized graph onnxruntime saves, atomically, at
+    ``optimized``; None where saving it fails (ModelLoadError). A session whose graph
+    cannot be stored (a full disk) is kept, with a warning."""
+    session = None
     try:
-        os.replace(scratch, optimized)
-        cache.note(hit=False)
+        with atomic_path(optimized) as scratch:
+            options.optimized_model_filepath = str(scratch)
+            session = _new_session(partition, bytes(partition.onnx_bytes), options, providers)
+    except ModelLoadError:
+        return None
     except OSError as exc:
+        if session is None:
+            raise
         logger.warning("engine cache: cannot store %s: %s", optimized, exc)
-        scratch.unlink(missing_ok=True)
+    else:
+        cache.note(hit=False)
     return session
 
 

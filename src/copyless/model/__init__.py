@@ -22,14 +22,12 @@ from ._bf16 import bf16_available, bf16_refusal, cpu_capabilities
 from ._class_names import class_names
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._config import ConfigFile, check_compiled_with, read_config
-from ._directory import write_atomically
 from ._graph import ELEM_OF, graph_inputs, node_attr
 from ._input_formats import INPUT_FORMATS
 from ._loader import load_model
 from ._options import CompileOptions, parse_shape
 from ._precision import precision_line, precision_of, run_precision, slower_than_fp32
 from ._preprocessing import InputPreprocessing, ResizePolicy, preprocessing_of
-from ._rounds import best_round_medians
 from ._task import (
     TASKS,
     TaskRecord,
@@ -69,7 +67,6 @@ __all__ = [
     "TaskRecord",
     "TensorSpec",
     "artifact_key",
-    "best_round_medians",
     "bf16_available",
     "bf16_refusal",
     "check_compiled_with",
@@ -91,5 +88,4 @@ __all__ = [
     "slower_than_fp32",
     "task_of",
     "usual_preprocessing",
-    "write_atomically",
 ]

@@ -29,15 +29,13 @@ from __future__ import annotations
 
 import json
 import mmap
-import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..types import ModelLoadError, apply_umask
+from ..types import AtomicFile, ModelLoadError
 from . import _mapped
 from ._compiled import CompiledModel
 from ._files import open_regular
@@ -72,20 +70,14 @@ def write_archive(model: CompiledModel, path: Path) -> Path:
                         zlib.crc32(manifest), 0)[:-4]  # fmt: skip
     head += struct.pack("<I", zlib.crc32(head))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        apply_umask(fd)  # mkstemp makes it 0600: readable by its writer only
-        with os.fdopen(fd, "wb") as f:
-            f.write(head.ljust(HEADER_SIZE, b"\0"))
-            for start, data in chunks:
-                f.write(b"\0" * (start - f.tell()))
-                f.write(data)
-            f.write(b"\0" * (man_off - f.tell()))
-            f.write(manifest)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with AtomicFile(path) as out:
+        f = out.file
+        f.write(head.ljust(HEADER_SIZE, b"\0"))
+        for start, data in chunks:
+            f.write(b"\0" * (start - f.tell()))
+            f.write(data)
+        f.write(b"\0" * (man_off - f.tell()))
+        f.write(manifest)
     return path
 
 

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..types import ModelLoadError, apply_umask
+from ..types import ModelLoadError, write_atomically
 from ._compiled import CompiledModel
 from ._files import check_inside, read_inside
 from ._manifest import manifest_of, model_from_manifest
@@ -38,20 +37,6 @@ MAX_MANIFEST_BYTES = 64 << 20
 #: The partition directory copyless writes (the seeds' name), then the names it also reads.
 PARTITION_DIR = "vaiml_par_0"
 PARTITION_DIRS = (PARTITION_DIR, "par_0")
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """``data`` at ``path`` through a temporary file renamed into place: a reader sees the
-    old file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        apply_umask(fd)  # mkstemp makes it 0600: readable by its writer only
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_directory(model: CompiledModel, root: Path) -> Path:

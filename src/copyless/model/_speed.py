@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..types import cpu_info, openvino_unloadable
-from ._rounds import best_round_medians
+from ..types import best_round_medians, cpu_info, openvino_unloadable
 from ._shapes import ORT_ERRORS, session
 
 _log = logging.getLogger(__name__)

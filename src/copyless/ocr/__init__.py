@@ -14,7 +14,7 @@ The models come from the zoo (``ppocr-v6-*``: ``rapidocr`` 3.x; ``ppocr-v4-*``:
 
 from __future__ import annotations
 
-from ._batch import LINE_COLUMNS, OcrBatchReader
+from ._batch import LINE_COLUMNS, OcrBatchReader, line_schema
 from ._models import OcrModels, installed_generations
 from ._pages import DrawnPage, draw_page
 from ._pipeline import OcrError, OcrPipeline
@@ -32,4 +32,5 @@ __all__ = [
     "PageTimes",
     "draw_page",
     "installed_generations",
+    "line_schema",
 ]

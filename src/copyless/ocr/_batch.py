@@ -5,35 +5,58 @@ one :class:`OcrPipeline`, its models compiled once per shape and cached on disk)
 batch with a ``path`` column and returning :data:`LINE_COLUMNS`: one row per line, an image
 without text gives no row, an unreadable image one row with its ``error`` (line -1).
 Nothing here imports Ray: the class is plain Python, so it also runs without a cluster.
+``copyless-batch --task ocr`` runs it as a :class:`copyless.ray.ReaderJob` (the ray layer's
+driver, watchdog and writer), its rows typed by :func:`line_schema`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..types import CopylessError, RunnerType
+from ..vision import ReadLimit
 from ._pipeline import OcrPipeline
 from ._results import OcrResult
 
-__all__ = ["LINE_COLUMNS", "OcrBatchReader"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["LINE_COLUMNS", "OcrBatchReader", "line_schema"]
 
 #: the columns of :class:`OcrBatchReader`'s output (and of ``copyless-batch --task ocr``)
 LINE_COLUMNS = ("path", "line", "x0", "y0", "x1", "y1", "score", "text", "error")
 
 
+def line_schema() -> pa.Schema:
+    """The Parquet schema of :data:`LINE_COLUMNS` (``path``, ``text``, ``error`` strings,
+    ``score`` float32, the rest int32). Needs pyarrow (the ray extra)."""
+    import pyarrow as pa
+
+    types = {"path": pa.string(), "score": pa.float32(), "text": pa.string(),
+             "error": pa.string()}  # fmt: skip
+    return pa.schema([(name, types.get(name, pa.int32())) for name in LINE_COLUMNS])
+
+
 class OcrBatchReader:
-    """``reader({"path": [...]})`` -> a dict of :data:`LINE_COLUMNS` numpy columns."""
+    """``reader({"path": [...]})`` -> a dict of :data:`LINE_COLUMNS` numpy columns.
+    ``max_image_bytes``: the memory one decoded page may take (a larger one is an error
+    row, read from its header; None: no bound)."""
 
     def __init__(
         self,
         generation: str | None = None,
         runner_type: RunnerType = RunnerType.ONNXRUNTIME,
         options: Mapping[str, Any] | None = None,
+        max_image_bytes: int | None = None,
     ) -> None:
-        self._ocr = OcrPipeline(generation, runner_type=runner_type, options=options)
+        limit = None
+        if max_image_bytes is not None:
+            limit = ReadLimit(max_image_bytes, "the job gives one image")
+        self._ocr = OcrPipeline(generation, runner_type=runner_type, options=options,
+                                read_limit=limit)  # fmt: skip
 
     def __call__(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
         rows: dict[str, list[Any]] = {name: [] for name in LINE_COLUMNS}

@@ -11,7 +11,9 @@ Needs the ``ray`` extra (``pip install "copyless[ray]"``). Layer: above ``runner
   model whose preprocessing is folded in (``input_format="rgbx"``).
 * :class:`ClassificationJob` / :class:`JobSettings`: the whole batch job behind
   ``copyless-batch`` (its dataset, or its result batches); :class:`ResultWriter` writes
-  its Parquet.
+  its Parquet. :class:`ReaderJob`: the same job with a callable class of the caller's in
+  the actors, any rows out (``copyless-batch --task ocr``: the OCR layer's reader, which
+  this layer, on the same floor, does not import); the same writers take its schema.
 * :func:`local_ray` / :func:`join_cluster`: a quiet private Ray for one job, or a running
   cluster (failing fast when it is unreachable).
 * :func:`plan_resources` / :func:`node_cpus`: actors and decode tasks fitted to the cluster
@@ -26,7 +28,7 @@ from __future__ import annotations
 from ._cluster import ClusterError, ClusterInfo, check_reachable, join_cluster, local_ray
 from ._control import JobControl, JobStopped
 from ._frames import FrameSpec, decode_frames
-from ._job import ClassificationJob, JobSettings, gpus_per_actor
+from ._job import ClassificationJob, JobSettings, ReaderJob, gpus_per_actor
 from ._manifest import Manifest, ManifestError
 from ._plan import DECODE_CPUS, PlanError, ResourcePlan, node_cpus, plan_resources
 from ._predictor import ModelSource, PredictionError, Predictor
@@ -59,6 +61,7 @@ __all__ = [
     "PlanError",
     "PredictionError",
     "Predictor",
+    "ReaderJob",
     "ResourcePlan",
     "ResultWriter",
     "StallError",

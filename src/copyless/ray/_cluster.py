@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import ray
 
-from ..types import CopylessError
+from ..types import Address, CopylessError, OptionError, parse_address
 
 logger = logging.getLogger(__name__)
 
@@ -123,11 +123,15 @@ def join_cluster(address: str) -> Iterator[ClusterInfo]:
 
 def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """Raise :class:`ClusterError` unless a TCP connection to ``HOST:PORT`` succeeds."""
-    host, sep, port_text = address.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    try:  # the parser copyless-serve's and copyless-video's addresses go through
+        parsed: Address | None = parse_address(address, default_host="", unix=False)
+    except OptionError:
+        parsed = None
+    if parsed is None or not parsed.host or parsed.port == 0:  # a head to reach: both named
         raise ClusterError(f"--address must be HOST:PORT (e.g. 10.0.0.5:6379), got {address!r}")
+    host, port_text = parsed.host, str(parsed.port)
     try:
-        with socket.create_connection((host.strip("[]"), int(port_text)), timeout=timeout_s):
+        with socket.create_connection((host, parsed.port), timeout=timeout_s):
             pass
     except OSError as exc:
         reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))

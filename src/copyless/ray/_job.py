@@ -23,7 +23,7 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,24 +146,14 @@ class ClassificationJob:
     def actors(self) -> int:
         """The actors the job starts: the settings', no more than the batches it has to give
         them (each costs a start-up, and Ray Data warns of a pool larger than its input)."""
-        if isinstance(self.paths, Manifest) or not self.paths:
-            return self.settings.actors
-        batches = math.ceil(len(self.paths) / self.settings.batch_size)
-        return max(1, min(self.settings.actors, batches))
+        return _actors(self.paths, self.settings)
 
     def dataset(self) -> ray.data.Dataset:
         """The lazy dataset: one row per path with ``path``, ``error``, ``class_id``,
         ``score``, ``top_class_ids``, ``top_scores``. The model travels to the actors
         through the object store."""
         settings = self.settings
-        ds: ray.data.Dataset
-        if isinstance(self.paths, Manifest):
-            self.paths.check()
-            ds = self.paths.dataset()
-        elif not self.paths:
-            raise OptionError("a classification job needs at least one path")
-        else:
-            ds = ray.data.from_arrow(_path_blocks(self.paths, settings.batch_size))
+        ds = _path_dataset(self.paths, settings.batch_size, "a classification job")
         decode: dict[str, Any] = {"decode": "path", "max_image_bytes": settings.max_image_bytes}
         if settings.decode == "tasks":
             ds = ds.map_batches(
@@ -209,14 +199,84 @@ class ClassificationJob:
         execution is cancelled, its actors released). ``control.stop()`` (from a signal
         handler, say) stops the sources: the batches running still come out, then the
         iteration ends."""
-        control = control or JobControl()
-        ds = control.attach(self.dataset())
-        batches = ds.iter_batches(batch_size=None, batch_format="numpy")
-        try:
-            yield from watch(iter(batches), self.settings.stall_s, cancel=control.fail)
-        except StallError:
-            _join_executor_threads()
-            raise
+        yield from _run(self.dataset(), self.settings.stall_s, control)
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderJob:
+    """Run ``reader``, a callable class of the caller's, over ``paths`` (a list, or a
+    :class:`~copyless.ray.Manifest`): each of ``settings.actors`` actors constructs it once
+    with ``reader_kwargs`` and calls it with batches of ``settings.batch_size`` paths (a
+    ``path`` column of numpy strings); whatever rows it returns (numpy columns, any number
+    of rows per path) are the job's result batches. The rest is :class:`ClassificationJob`'s:
+    the same dataset of paths, :meth:`run` with the same watchdog and
+    :class:`~copyless.ray.JobControl`, and the rows written by a
+    :class:`~copyless.ray.ResultWriter` given their ``schema``. This is how a layer beside
+    this one runs as a job without being imported here (``copyless-batch --task ocr``:
+    :class:`copyless.ocr.OcrBatchReader`). One call at a time per actor: the reader need
+    not be thread-safe."""
+
+    paths: Sequence[str] | Manifest
+    reader: type[Any]
+    reader_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    settings: JobSettings = JobSettings()
+    gpus: float = 0.0
+
+    @property
+    def actors(self) -> int:
+        """As :attr:`ClassificationJob.actors`."""
+        return _actors(self.paths, self.settings)
+
+    def dataset(self) -> ray.data.Dataset:
+        """The lazy dataset: paths -> the readers' rows."""
+        settings = self.settings
+        ds = _path_dataset(self.paths, settings.batch_size, "a reader job")
+        ds = ds.map_batches(
+            self.reader,
+            fn_constructor_kwargs=dict(self.reader_kwargs),
+            compute=ray.data.ActorPoolStrategy(size=self.actors),
+            batch_size=settings.batch_size,
+            batch_format="numpy",
+            num_cpus=settings.cpus_per_actor,
+            num_gpus=self.gpus or None,
+        )
+        ds.context.enable_progress_bars = False
+        ds.context.print_on_execution_start = False
+        return ds
+
+    def run(self, control: JobControl | None = None) -> Iterator[Batch]:
+        """As :meth:`ClassificationJob.run`: the readers' batches as they complete."""
+        yield from _run(self.dataset(), self.settings.stall_s, control)
+
+
+def _actors(paths: Sequence[str] | Manifest, settings: JobSettings) -> int:
+    if isinstance(paths, Manifest) or not paths:
+        return settings.actors
+    batches = math.ceil(len(paths) / settings.batch_size)
+    return max(1, min(settings.actors, batches))
+
+
+def _path_dataset(paths: Sequence[str] | Manifest, batch_size: int, what: str
+                  ) -> ray.data.Dataset:  # fmt: skip
+    """One ``path`` column: a manifest's (read by Ray's workers), or the list's in blocks of
+    whole batches."""
+    if isinstance(paths, Manifest):
+        paths.check()
+        return paths.dataset()
+    if not paths:
+        raise OptionError(f"{what} needs at least one path")
+    return ray.data.from_arrow(_path_blocks(paths, batch_size))
+
+
+def _run(ds: ray.data.Dataset, stall_s: float, control: JobControl | None) -> Iterator[Batch]:
+    """The result batches of ``ds`` as they complete, under the watchdog and ``control``."""
+    control = control or JobControl()
+    batches = control.attach(ds).iter_batches(batch_size=None, batch_format="numpy")
+    try:
+        yield from watch(iter(batches), stall_s, cancel=control.fail)
+    except StallError:
+        _join_executor_threads()
+        raise
 
 
 def _join_executor_threads(timeout_s: float = EXECUTOR_JOIN_S) -> None:

@@ -29,14 +29,14 @@ import tempfile
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..types import apply_umask
+from ..types import AtomicFile
 
 SCHEMA = pa.schema(
     [
@@ -73,8 +73,11 @@ TASK_SCHEMAS = {
 }  # fmt: skip
 
 
-def schema_for(task: str | None) -> pa.Schema:
-    """The Parquet schema of a job's rows: :data:`SCHEMA` (classify), else the task's."""
+def schema_for(task: str | None, schema: pa.Schema | None = None) -> pa.Schema:
+    """The Parquet schema of a job's rows: ``schema`` where given (a
+    :class:`~copyless.ray.ReaderJob`'s rows), else :data:`SCHEMA` (classify) or the task's."""
+    if schema is not None:
+        return schema
     return SCHEMA if task is None else TASK_SCHEMAS[task]
 
 
@@ -82,23 +85,26 @@ class ResultWriter:
     """Writes the result batches of :meth:`copyless.ray.ClassificationJob.run` to ``path``.
 
     ``labels[class_id]`` names a class; ids beyond the list are named ``"class N"``.
-    ``rows`` and ``errors`` count what was written.
+    ``schema``: the rows of a :class:`~copyless.ray.ReaderJob` instead (its batches' columns
+    as the schema says; see :func:`result_table`). ``rows`` and ``errors`` count what was
+    written (rows with an ``error``).
     """
 
     def __init__(self, path: str | os.PathLike[str], labels: Sequence[str] = (),
-                 task: str | None = None) -> None:  # fmt: skip
+                 task: str | None = None, *, schema: pa.Schema | None = None) -> None:  # fmt: skip
         self._path = Path(path)
         self._labels = list(labels)
         self._task = task
-        directory = self._path.parent
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self._path.name}.", suffix=".tmp")
-        self._tmp = Path(tmp)
-        apply_umask(fd)  # mkstemp makes it 0600: readable by its writer only
-        self._file = os.fdopen(fd, "wb")
-        self._writer = pq.ParquetWriter(self._file, schema_for(task))
+        self._schema = schema
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._out = AtomicFile(self._path)
+        try:
+            self._writer = pq.ParquetWriter(self._out.file, schema_for(task, schema))
+        except BaseException:
+            self._out.discard()
+            raise
         # A writer dropped without commit() or abort() removes its temporary file.
-        self._finalizer = weakref.finalize(self, _discard, self._writer, self._file, self._tmp)
+        self._finalizer = weakref.finalize(self, _discard, self._writer, self._out)
         self._done = False
         self.rows = 0
         self.errors = 0
@@ -113,7 +119,7 @@ class ResultWriter:
 
     def table(self, batch: dict[str, npt.NDArray[Any]]) -> pa.Table:
         """The Parquet rows of one result batch."""
-        return result_table(batch, self._labels, self._task)
+        return result_table(batch, self._labels, self._task, schema=self._schema)
 
     def commit(self) -> Path:
         """Finish the file and move it over the destination; returns the destination."""
@@ -123,14 +129,10 @@ class ResultWriter:
         self._finalizer.detach()
         try:
             self._writer.close()
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
-            os.replace(self._tmp, self._path)
         except BaseException:
             self._remove()
             raise
-        return self._path
+        return self._out.commit()
 
     def abort(self) -> None:
         """Drop what was written; the destination is left as it was."""
@@ -141,7 +143,7 @@ class ResultWriter:
         self._remove()
 
     def _remove(self) -> None:
-        _discard(self._writer, self._file, self._tmp)
+        _discard(self._writer, self._out)
 
     def __enter__(self) -> ResultWriter:
         return self
@@ -153,19 +155,22 @@ class ResultWriter:
             self.commit()
 
 
-def _discard(writer: pq.ParquetWriter, file: IO[bytes], tmp: Path) -> None:
+def _discard(writer: pq.ParquetWriter, out: AtomicFile) -> None:
     with contextlib.suppress(Exception):  # closing a writer whose file failed may raise
         writer.close()
-    with contextlib.suppress(OSError):
-        file.close()
-    with contextlib.suppress(OSError):
-        tmp.unlink()
+    out.discard()
 
 
 def result_table(batch: dict[str, npt.NDArray[Any]], labels: Sequence[str] = (),
-                 task: str | None = None) -> pa.Table:  # fmt: skip
+                 task: str | None = None, *, schema: pa.Schema | None = None
+                 ) -> pa.Table:  # fmt: skip
     """The Parquet rows (:func:`schema_for` ``task``) of one result batch;
-    ``labels[class_id]`` names a class, ids beyond the list are named ``"class N"``."""
+    ``labels[class_id]`` names a class, ids beyond the list are named ``"class N"``.
+    With ``schema`` (a :class:`~copyless.ray.ReaderJob`'s rows): the batch's columns of
+    those names, as those types (a string column keeps only strings: Ray Data hands a column
+    of None back as NaN)."""
+    if schema is not None:
+        return _rows_table(batch, schema)
 
     def name(class_id: int) -> str:
         return labels[class_id] if 0 <= class_id < len(labels) else f"class {class_id}"
@@ -208,6 +213,19 @@ def _task_table(batch: dict[str, npt.NDArray[Any]], task: str, name: Any) -> pa.
     return pa.Table.from_pydict(columns, schema=TASK_SCHEMAS[task])
 
 
+def _rows_table(batch: dict[str, npt.NDArray[Any]], schema: pa.Schema) -> pa.Table:
+    missing = [name for name in schema.names if name not in batch]
+    if missing:
+        raise ValueError(f"the batch has no column(s) {missing} (it has {list(batch)})")
+    columns: dict[str, Any] = {}
+    for field in schema:
+        values: Any = batch[field.name]
+        if pa.types.is_string(field.type):
+            values = [v if isinstance(v, str) else None for v in values]
+        columns[field.name] = values
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
 def _plain(row: Any) -> list[Any]:
     """A row's list as plain Python (Ray Data hands lists back as numpy arrays, boxes as
     arrays of arrays; an image with no boxes as None or an empty array)."""
@@ -219,7 +237,8 @@ def _plain(row: Any) -> list[Any]:
 
 class PartitionedWriter:
     """Writes result batches to ``directory``, one ``part-HASH.parquet`` per batch (see
-    the module docstring); ``rows``, ``errors`` and ``parts`` count what was written.
+    the module docstring); ``rows``, ``errors`` and ``parts`` count what was written;
+    ``labels``, ``task`` and ``schema`` as :class:`ResultWriter`'s.
 
     Has :class:`ResultWriter`'s interface: :meth:`commit` returns the directory and
     :meth:`abort` keeps the parts already written (each is whole). Copies: none beyond
@@ -227,10 +246,11 @@ class PartitionedWriter:
     """
 
     def __init__(self, directory: str | os.PathLike[str], labels: Sequence[str] = (),
-                 task: str | None = None) -> None:  # fmt: skip
+                 task: str | None = None, *, schema: pa.Schema | None = None) -> None:  # fmt: skip
         self._directory = Path(directory)
         self._labels = list(labels)
         self._task = task
+        self._schema = schema
         self._directory.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=self._directory, prefix=".probe-"):
             pass  # the directory is writable: fail before any Ray starts otherwise
@@ -244,20 +264,14 @@ class PartitionedWriter:
         return len(self._names)
 
     def write(self, batch: dict[str, npt.NDArray[Any]]) -> int:
-        """Write one result batch as its own part file; returns its number of rows."""
-        table = result_table(batch, self._labels, self._task)
+        """Write one result batch as its own part file; returns its number of rows (a
+        batch of none, a reader's pages without text, writes no file)."""
+        table = result_table(batch, self._labels, self._task, schema=self._schema)
+        if table.num_rows == 0:
+            return 0
         name = part_name(table.column("path").to_pylist())
-        fd, tmp = tempfile.mkstemp(dir=self._directory, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as file:
-                pq.write_table(table, file)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(tmp, self._directory / name)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with AtomicFile(self._directory / name) as out:
+            pq.write_table(table, out.file)
         if name not in self._names:  # a batch written again replaced its file
             self._names.add(name)
             self.rows += table.num_rows

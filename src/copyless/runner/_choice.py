@@ -55,14 +55,13 @@ import hashlib
 import importlib.util
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ..model import CompiledModel, best_round_medians
+from ..model import CompiledModel
 from ..model.zoo import cache_root
 from ..types import (
     CopylessError,
@@ -73,8 +72,10 @@ from ..types import (
     TensorDirection,
     TensorType,
     UnsupportedError,
+    best_round_medians,
     cpu_info,
     openvino_unloadable,
+    write_atomically,
 )
 from ._load import BUSY_SHARE, CpuLoad, machine_busy
 from ._options import RunnerOptions
@@ -426,18 +427,14 @@ def _read(path: Path, record: dict[str, Any]) -> EngineChoice | None:
 
 
 def _write(path: Path, record: dict[str, Any], choice: EngineChoice) -> None:
-    """Write atomically (a temporary file, then ``os.replace``); a failure only warns."""
+    """Write atomically (:func:`~copyless.types.write_atomically`); a failure only warns."""
     data = {**record, "engine": choice.engine_name, "medians_ms": choice.medians_ms,
             "reason": choice.reason, "busy": choice.busy}  # fmt: skip
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(data, indent=1).encode("utf-8"))
     except OSError as exc:
         logger.warning("cannot write the engine choice cache %s: %s", path, exc)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
 
 
 def _versions() -> dict[str, str]:

@@ -20,6 +20,7 @@ Starlette and uvicorn, prometheus-client).
 * :class:`RequestError` / :class:`Refusal` -- every refusal, and its HTTP status / gRPC code.
 """
 
+from ..types import Address, parse_address
 from ._access import API_CATEGORIES, Client, Restriction, parse_restriction
 from ._budget import DescriptorBudget
 from ._errors import Refusal, RequestError
@@ -30,7 +31,7 @@ from ._regions import MAX_REGIONS, RegionTable
 from ._replicas import ServeReplica, replicated_app
 from ._repository import ModelRepository, find_models
 from ._rest import rest_app
-from ._server import Address, InferenceServer, parse_address
+from ._server import InferenceServer
 from ._service import InferenceService
 from ._settings import DEFAULT_MAX_INFLIGHT_BYTES, DEFAULT_MAX_REQUEST_BYTES, ServeSettings
 

@@ -1,22 +1,16 @@
-"""A chain of models served as one: OCR (detector -> line crops -> angle classifier ->
-recogniser, :class:`copyless.ocr.OcrPipeline`'s chained Pipelines) as a repository entry.
+"""A chain of models served as one: a repository entry whose ``config.pbtxt`` names a chain
+backend takes one encoded page (``page`` ``BYTES [1]``: a JPEG, PNG or WebP file) and answers
+what the chain makes of it:
 
-A model folder whose ``config.pbtxt`` says ``backend: "copyless-ocr"`` (no compiled model in
-it: the PP-OCR models come from the zoo, compiled and cached on first use) is served as a
-model taking one encoded page and answering its text lines::
+* ``backend: "copyless-ocr"``: the OCR chain (:mod:`._chain_ocr`), its lines;
+* ``backend: "copyless-crops"``: a detector and a classifier of its crops, both compiled
+  models in the entry's folder (:mod:`._chain_crops`), its objects and their classes.
 
-    name: "ocr"
-    backend: "copyless-ocr"
-    parameters { key: "generation" value { string_value: "v6" } }   # or v4; default: newest
-    parameters { key: "angle" value { string_value: "true" } }      # the angle classifier
-
-Inputs: ``page`` ``BYTES [1]`` (a JPEG, PNG or WebP file). Outputs, one row a text line in
-reading order: ``text`` ``BYTES [K]`` (UTF-8), ``boxes`` ``FP32 [K, 4, 2]`` (each line's
-quadrilateral, image pixels: top-left, top-right, bottom-right, bottom-left), ``scores``
-``FP32 [K]``. Pages are read one after the other by one OcrPipeline, its stages overlapped
-across pages; a request waits in a bounded queue (503 past it), may carry a timeout, and
-is dropped before it is read when its client leaves. An unreadable page is its request's
-400; the chain and the other requests go on.
+This module owns what every chain shares with a served model: pages are read one after the
+other by the chain, its stages overlapped across pages where it has them; a request waits
+in a bounded queue (503 past it), may carry a timeout, and is dropped before it is read
+when its client leaves. An unreadable page is its request's 400; the chain and the other
+requests go on. Metrics, readiness and retirement are a served model's.
 """
 
 from __future__ import annotations
@@ -27,18 +21,19 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..ocr import OcrPipeline, OcrResult, draw_page
 from ..pipeline import Result
-from ..types import RunnerType
 from ..vision import ReadLimit
 from ._admit import ModelShape
+from ._chain_crops import CROPS_BACKEND, open_crops
+from ._chain_ocr import OCR_BACKEND, open_ocr
+from ._chain_work import ChainWork
 from ._errors import Refusal, RequestError
 from ._images import BYTES, ImageInput, check_images
 from ._layout import ModelPolicy
@@ -49,17 +44,15 @@ from ._request import InferRequest, InferResponse, OutputWish, ResponseTensor
 from ._settings import ServeSettings
 from ._tensors import ServedTensor
 
-__all__ = ["OCR_BACKEND", "ServedChain"]
+__all__ = ["CHAIN_BACKENDS", "CROPS_BACKEND", "OCR_BACKEND", "ServedChain"]
 
 logger = logging.getLogger(__name__)
 
-OCR_BACKEND = "copyless-ocr"
+_Opener = Callable[[Path, Mapping[str, str], ReadLimit], ChainWork]
+#: backend name -> how its chain opens (folder, config parameters, decode limit)
+_OPENERS: dict[str, _Opener] = {OCR_BACKEND: open_ocr, CROPS_BACKEND: open_crops}
+CHAIN_BACKENDS = tuple(_OPENERS)
 _PAGE = ServedTensor("page", BYTES, np.dtype(np.uint8), (1,), (1,), False)
-_OUTPUTS = (
-    ServedTensor("text", BYTES, np.dtype(object), (-1,), (0,), False, True),
-    ServedTensor("boxes", "FP32", np.dtype(np.float32), (-1, 4, 2), (0, 4, 2), False, True),
-    ServedTensor("scores", "FP32", np.dtype(np.float32), (-1,), (0,), False, True),
-)
 
 
 @dataclass(slots=True)
@@ -73,18 +66,20 @@ class _Page:
 
 
 class ServedChain:
-    """The OCR chain as one served model (see the module docstring); the repository keeps
-    it as it keeps a :class:`~._model.ServedModel`."""
+    """A chain as one served model (see the module docstring); the repository keeps it as
+    it keeps a :class:`~._model.ServedModel`. ``policy.backend`` names the chain."""
 
     def __init__(self, name: str, path: Path, settings: ServeSettings, metrics: ServeMetrics,
                  version: str = "1", policy: ModelPolicy | None = None) -> None:  # fmt: skip
         self.name, self.path, self.version = name, path, version
-        self.policy = policy or ModelPolicy()
+        self.policy = policy or ModelPolicy(backend=OCR_BACKEND)
+        self.backend = self.policy.backend or OCR_BACKEND
         self._settings, self._metrics = settings, metrics
         self._state, self._reason = ModelState.LOADING, "loading"
-        self.inputs, self.outputs = [_PAGE], list(_OUTPUTS)
+        self.inputs: list[ServedTensor] = [_PAGE]
+        self.outputs: list[ServedTensor] = []
         self.max_batch_size = 0
-        self._ocr: OcrPipeline | None = None
+        self._work: ChainWork | None = None
         self._limit = ReadLimit(settings.max_image_bytes, "the server allows an image "
                                 "(--max-image-mb)")  # fmt: skip
         self._queue: collections.deque[_Page] = collections.deque()
@@ -113,7 +108,7 @@ class ServedChain:
 
     @property
     def engine(self) -> str:
-        return OCR_BACKEND
+        return self.backend
 
     @property
     def precision(self) -> str:
@@ -137,20 +132,21 @@ class ServedChain:
         """Open the chain and read one drawn page through it (every model compiled and
         warm); a failure leaves it UNAVAILABLE with the reason."""
         try:
-            options = _options(dict(self.policy.parameters))
-            ocr = OcrPipeline(options["generation"], angle=options["angle"],
-                              runner_type=options["runner"], read_limit=self._limit)
+            work = _OPENERS[self.backend](self.path, dict(self.policy.parameters), self._limit)
         except Exception as exc:  # noqa: BLE001 - the state carries it
             self._set_state(ModelState.UNAVAILABLE, f"failed to load: {exc}")
             return
         try:
-            ocr.read(draw_page(0, size=(640, 480), lines=3).image)
+            work.warm()
         except Exception as exc:  # noqa: BLE001 - the state carries it
-            ocr.close()
+            work.close()
             self._set_state(ModelState.UNAVAILABLE, f"failed to load: {exc}")
             return
-        self._ocr = ocr
-        self._consumer = threading.Thread(target=self._consume, args=(ocr,), daemon=True,
+        self._work = work
+        self.outputs = list(work.outputs)
+        self._shape = ModelShape(self.name, self.version, self.inputs, self.outputs, 0,
+                                 encoded=frozenset({"page"}))  # fmt: skip
+        self._consumer = threading.Thread(target=self._consume, args=(work,), daemon=True,
                                           name=f"copyless-serve-{self.name}")  # fmt: skip
         self._consumer.start()
         self._set_state(ModelState.READY)
@@ -201,8 +197,9 @@ class ServedChain:
         wishes = {w.name: w for w in request.outputs or [OutputWish(n) for n in sorted(known)]}
         for name, wish in wishes.items():
             if name not in known:
+                names = ", ".join(repr(t.name) for t in self.outputs)
                 raise RequestError.invalid(f"model {self.name!r} has no output {name!r}; its "
-                                           "outputs are 'text', 'boxes', 'scores'")
+                                           f"outputs are {names}")  # fmt: skip
             if wish.shm is not None:
                 raise RequestError(Refusal.UNSUPPORTED, f"output {name!r}: written into the "
                                    "response only (its size depends on the page)")
@@ -232,9 +229,9 @@ class ServedChain:
                 self._taken.append(page)
             yield page.data
 
-    def _consume(self, ocr: OcrPipeline) -> None:
+    def _consume(self, work: ChainWork) -> None:
         try:
-            for result in ocr.map(self._pages()):
+            for result in work.map(self._pages()):
                 with self._cond:
                     page = self._taken.popleft()
                 self._resolve(page, result)
@@ -255,23 +252,16 @@ class ServedChain:
         if result.error is not None:
             self._fail(page, RequestError.invalid(f"input 'page': {result.error}"), "OTHER")
             return
-        value: OcrResult = result.value
-        lines = value.lines
-        data = {
-            "text": np.array([line.text.encode() for line in lines], dtype=object),
-            "boxes": np.array([line.quad for line in lines], np.float32).reshape(-1, 4, 2),
-            "scores": np.array([line.score for line in lines], np.float32),
-        }
+        assert self._work is not None
+        answer = self._work.answer(result.value)
+        data = answer.outputs
         response = InferResponse(self.name, self.version, page.request.id)
         for tensor in self.outputs:
             wish = page.wishes.get(tensor.name)
             if wish is not None:
                 array = data[tensor.name]
                 response.outputs.append(ResponseTensor(tensor, array.shape, array, wish))
-        times = value.times
-        self._metrics.row(self.name, self.version, 0.0, {
-            "prepare": times.decode, "infer": times.detect + times.recognise,
-            "finish": times.crops})  # fmt: skip
+        self._metrics.row(self.name, self.version, 0.0, answer.stages)
         self._metrics.batch(self.name, self.version, 1)
         if page.future.done():  # cancelled meanwhile
             self._answered(page, "CANCELED")
@@ -302,7 +292,7 @@ class ServedChain:
                     for t in served]  # fmt: skip
 
         return {"name": self.name, "versions": versions or [self.version],
-                "platform": OCR_BACKEND, "inputs": tensors(self.inputs),
+                "platform": self.backend, "inputs": tensors(self.inputs),
                 "outputs": tensors(self.outputs)}  # fmt: skip
 
     def config(self) -> dict[str, Any]:
@@ -311,7 +301,7 @@ class ServedChain:
                      "TYPE_STRING" if t.datatype == BYTES else f"TYPE_{t.datatype}"}
                     for t in served]  # fmt: skip
 
-        return {"name": self.name, "platform": OCR_BACKEND, "backend": OCR_BACKEND,
+        return {"name": self.name, "platform": self.backend, "backend": self.backend,
                 "max_batch_size": 0, "input": tensors(self.inputs),
                 "output": tensors(self.outputs),
                 "parameters": {k: {"string_value": v}
@@ -330,21 +320,6 @@ class ServedChain:
             self._set_state(ModelState.UNLOADING, "the server is shutting down")
         if self._consumer is not None:
             self._consumer.join(timeout_s)
-        if self._ocr is not None:
-            self._ocr.close()
+        if self._work is not None:
+            self._work.close()
 
-
-def _options(parameters: Mapping[str, str]) -> dict[str, Any]:
-    """The chain's options from its config's parameters (refused in one line if wrong)."""
-    unknown = sorted(set(parameters) - {"generation", "angle", "runner"})
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {unknown}: the OCR chain takes generation, "
-                         "angle, runner")  # fmt: skip
-    angle = parameters.get("angle", "true").lower()
-    if angle not in ("true", "false"):
-        raise ValueError(f"parameter angle must be true or false, got {angle!r}")
-    runner = parameters.get("runner", "onnxruntime").upper()
-    if runner not in RunnerType.__members__:
-        raise ValueError(f"parameter runner: unknown engine {runner.lower()!r}")
-    return {"generation": parameters.get("generation") or None, "angle": angle == "true",
-            "runner": RunnerType[runner]}  # fmt: skip

@@ -12,9 +12,9 @@ protocol modules tritonclient ships) for what applies to copyless: ``version_pol
 latest one) and ``dynamic_batching``'s queue policy (``max_queue_delay_microseconds``,
 ``priority_levels``, ``default_priority_level``, ``default_queue_policy { max_queue_size,
 default_timeout_microseconds, allow_timeout_override }``), and ``backend`` with its
-``parameters`` (``copyless-ocr``: the OCR chain, :mod:`._chain`). A config that does not parse, or a
-policy naming versions the folder lacks, is that model's one error line; the other models
-are served.
+``parameters`` (``copyless-ocr``, ``copyless-crops``: chains, :mod:`._chain`). A config
+that does not parse, or a policy naming versions the folder lacks, is that model's one
+error line; the other models are served.
 
 A version's *signature* (its files' names, sizes and modification times) tells a poll that
 a version was replaced in place.
@@ -98,7 +98,7 @@ class ModelPolicy:
     default_priority: int = 0
     default_timeout_us: int = 0
     allow_timeout_override: bool = False
-    backend: str = ""  # "copyless-ocr": a chain (._chain), not a compiled model
+    backend: str = ""  # a chain (._chain: copyless-ocr, copyless-crops), not a model
     parameters: tuple[tuple[str, str], ...] = ()  # the config's string parameters
 
     def timeout_us(self, requested: int) -> int:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..types import ModelLoadError, OptionError
-from ._chain import OCR_BACKEND, ServedChain
+from ._chain import CHAIN_BACKENDS, ServedChain
 from ._errors import Refusal, RequestError
 from ._layout import CONFIG_FILE, ModelPolicy, read_policy, signature, versions_on_disk
 from ._metrics import ServeMetrics
@@ -177,11 +177,12 @@ class ModelEntry:
             try:
                 policy = read_policy(self.folder)
                 available = versions_on_disk(self.folder)
-                if policy.backend == OCR_BACKEND:  # a chain: its models come from the zoo
+                if policy.backend in CHAIN_BACKENDS:  # a chain: it opens its own parts
                     available = {1: self.folder}
                 elif policy.backend:
+                    chains = " or ".join(repr(b) for b in CHAIN_BACKENDS)
                     raise ModelLoadError(f"backend {policy.backend!r} is not one copyless "
-                                         f"serves (a compiled model, or {OCR_BACKEND!r})")
+                                         f"serves (a compiled model, {chains})")
                 wanted = policy.select(available)
                 config = self._config_signature()
             except (ModelLoadError, OSError) as exc:
@@ -226,7 +227,7 @@ class ModelEntry:
         if failed is not None and failed.signature == sig:
             return  # the same broken files: no second attempt until they change
         model: Served
-        if policy.backend == OCR_BACKEND:
+        if policy.backend in CHAIN_BACKENDS:
             model = ServedChain(self.name, folder, self._settings, self._metrics, str(version),
                                 policy)  # fmt: skip
         else:

@@ -25,7 +25,6 @@ import stat
 import threading
 import time
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from tritonclient.grpc import service_pb2_grpc
 
-from ..types import OptionError
+from ..types import Address, OptionError
 from ._budget import DescriptorBudget, raise_fd_limit
 from ._connections import guarded_protocol
 from ._grpc import InferenceServicer, grpc_options
@@ -46,42 +45,16 @@ from ._rest import rest_app
 from ._service import InferenceService
 from ._settings import ServeSettings
 
-__all__ = ["Address", "InferenceServer", "parse_address"]
+__all__ = ["InferenceServer"]
 
 logger = logging.getLogger(__name__)
 
 _START_TIMEOUT_S = 30.0
 _GRACE_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class Address:
-    """A TCP ``host:port``, or a Unix socket at ``path`` (``host`` empty, ``port`` 0)."""
-
-    host: str
-    port: int
-    path: str | None = None
-
-    def __str__(self) -> str:
-        if self.path is not None:
-            return f"unix:{self.path}"
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-
-def parse_address(text: str, default_host: str = "127.0.0.1") -> Address:
-    """``HOST:PORT``, ``[V6]:PORT``, ``PORT`` or ``unix:PATH``; raises :class:`OptionError`."""
-    if text.startswith("unix:"):
-        path = text[len("unix:"):]
-        if not path or "\x00" in path or len(os.fsencode(path)) > 107:
-            raise OptionError(f"{text!r}: a Unix socket needs a path of 1 to 107 bytes")
-        return Address("", 0, os.path.abspath(path))
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = default_host, text
-    host = host.strip("[]") or default_host
-    if not port.isdigit() or int(port) > 65535:
-        raise OptionError(f"{text!r} is not HOST:PORT (a port 0-65535)")
-    return Address(host, int(port))
+#: Where the listeners are unless told otherwise (Triton's ports, on loopback).
+DEFAULT_HTTP = Address("127.0.0.1", 8000)
+DEFAULT_GRPC = Address("127.0.0.1", 8001)
+DEFAULT_METRICS = Address("127.0.0.1", 8002)
 
 
 @contextlib.contextmanager
@@ -172,9 +145,9 @@ class InferenceServer:
         self,
         repository: str | Path,
         *,
-        http: Address | None = Address("127.0.0.1", 8000),
-        grpc_address: Address | None = Address("127.0.0.1", 8001),
-        metrics: Address | None = Address("127.0.0.1", 8002),
+        http: Address | None = DEFAULT_HTTP,
+        grpc_address: Address | None = DEFAULT_GRPC,
+        metrics: Address | None = DEFAULT_METRICS,
         settings: ServeSettings | None = None,
     ) -> None:
         budget = DescriptorBudget.of(raise_fd_limit(), MAX_REGIONS)

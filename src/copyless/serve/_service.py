@@ -158,14 +158,18 @@ class InferenceService:
 
     def give_bytes(self, nbytes: int) -> None:
         """Give back what :meth:`hold_bytes` held; after a large request (once its buffers
-        are dropped, a moment later on the event loop) the heap's free pages go back to the
-        system."""
+        are dropped: a moment later on the event loop, and again a second later, as gRPC's
+        threads may drop them later on a loaded machine) the heap's free pages go back to
+        the system."""
         self.inflight.give(nbytes)
         if nbytes >= TRIM_BYTES:
             try:
-                asyncio.get_running_loop().call_later(0.1, give_back_memory)
+                loop = asyncio.get_running_loop()
             except RuntimeError:  # no loop here
                 give_back_memory()
+                return
+            loop.call_later(0.1, give_back_memory)
+            loop.call_later(1.0, give_back_memory)
 
     def hold_bytes(self, nbytes: int) -> None:
         """Count ``nbytes`` of a request against the in-flight budget (give them back with

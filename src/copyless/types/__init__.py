@@ -1,6 +1,9 @@
-"""The base layer: enums, metadata, errors and the pixel rules of every image reader. Imports
-nothing else of copyless."""
+"""The base layer: enums, metadata, errors, the pixel rules of every image reader, the one
+way to write a file atomically (:class:`AtomicFile`) and the one parser of a listening
+address (:func:`parse_address`, for copyless-serve, copyless-video and the Ray layer).
+Imports nothing else of copyless."""
 
+from ._address import Address, parse_address
 from ._cpu import CpuInfo, cpu_info
 from ._engines import openvino_unloadable
 from ._enums import (
@@ -27,9 +30,10 @@ from ._errors import (
     UnknownTensorError,
     UnsupportedError,
 )
-from ._files import apply_umask, umask
+from ._files import AtomicFile, apply_umask, atomic_path, umask, write_atomically
 from ._info import ExecuteAsyncCallback, JobHandle, NpuTensorInfo, QuantParameters
 from ._readonly import ReadOnly
+from ._rounds import best_round_medians, round_medians
 from ._samples import (
     as_rgb,
     jpeg_orientation,
@@ -41,6 +45,8 @@ from ._samples import (
 from ._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
 
 __all__ = [
+    "Address",
+    "AtomicFile",
     "CopylessError",
     "CpuInfo",
     "DataType",
@@ -69,16 +75,21 @@ __all__ = [
     "UnsupportedError",
     "apply_umask",
     "as_rgb",
+    "atomic_path",
+    "best_round_medians",
     "cpu_info",
     "info_from_dict",
     "info_to_dict",
     "jpeg_orientation",
     "openvino_unloadable",
+    "parse_address",
     "orient",
     "pil_orientation",
     "pil_rgb",
     "quant_from_dict",
     "quant_to_dict",
+    "round_medians",
     "umask",
     "upright_size",
+    "write_atomically",
 ]

@@ -28,7 +28,15 @@ from ._preprocess import Letterbox
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OUTSIDE", "MaskClass", "class_mask", "draw_mask", "mask_summary", "mask_to_image"]
+__all__ = [
+    "OUTSIDE",
+    "MaskClass",
+    "class_mask",
+    "draw_mask",
+    "mask_summary",
+    "mask_to_image",
+    "paint_mask_yuv",
+]
 
 #: The value of a photo pixel the model did not see (a crop's borders).
 OUTSIDE = -1
@@ -131,3 +139,48 @@ def draw_mask(
     need("PIL.Image").fromarray(blended.astype(np.uint8)).save(path, format=fmt)
     logger.debug("wrote a mask of %d painted pixels to %s", int(painted.sum()), path)
     return path
+
+
+def _palette_yuv() -> npt.NDArray[np.float32]:
+    """The palette in limited-range BT.601 Y, U, V (what a yuv420p video carries)."""
+    rgb = _PALETTE.astype(np.float32)
+    matrix = np.array([[0.257, 0.504, 0.098], [-0.148, -0.291, 0.439],
+                       [0.439, -0.368, -0.071]], np.float32)  # fmt: skip
+    return rgb @ matrix.T + np.array([16, 128, 128], np.float32)
+
+
+_PALETTE_YUV = _palette_yuv()
+
+
+def paint_mask_yuv(
+    y: npt.NDArray[np.uint8],
+    u: npt.NDArray[np.uint8],
+    v: npt.NDArray[np.uint8],
+    mask: npt.NDArray[Any],
+    *,
+    background: int | None = 0,
+) -> None:
+    """Paint ``mask``'s classes half over a 4:2:0 frame's planes in place, as
+    :func:`draw_mask` paints a photo (the same colours, BT.601 limited range; ``background``
+    and OUTSIDE pixels left as they are). ``mask`` is the frame's label map; one of another
+    size is scaled to the luma plane (nearest), so a mask of the model's frame fits too.
+    Chroma takes the mask's class at each 2x2 block's top-left pixel. No frame copy."""
+    rows, cols = y.shape
+    if mask.shape != (rows, cols):
+        pick_y = np.minimum(np.arange(rows) * mask.shape[0] // rows, mask.shape[0] - 1)
+        pick_x = np.minimum(np.arange(cols) * mask.shape[1] // cols, mask.shape[1] - 1)
+        mask = mask[pick_y[:, None], pick_x[None, :]]
+    painted = mask != OUTSIDE
+    if background is not None:
+        painted &= mask != background
+    if not painted.any():
+        return
+    colours = _PALETTE_YUV[np.where(painted, mask, 0) % len(_PALETTE_YUV)]
+    luma = (y[painted].astype(np.float32) + colours[..., 0][painted]) / 2
+    y[painted] = np.clip(np.rint(luma), 0, 255).astype(np.uint8)
+    half = (slice(0, u.shape[0] * 2, 2), slice(0, u.shape[1] * 2, 2))
+    small, tones = painted[half], colours[half]
+    for plane, channel in ((u, 1), (v, 2)):
+        view = plane[: small.shape[0], : small.shape[1]]
+        mixed = (view[small].astype(np.float32) + tones[..., channel][small]) / 2
+        view[small] = np.clip(np.rint(mixed), 0, 255).astype(np.uint8)

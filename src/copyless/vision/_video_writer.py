@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._extra import need
+from ._masks import paint_mask_yuv
 from ._postprocess import Box
 from ._video import VideoError, VideoFrame, import_av
 
@@ -49,9 +50,11 @@ class VideoWriter:
         self._font = _font(self._band * 3 // 4)
         self.frames = 0
 
-    def write(self, frame: VideoFrame, text: str, boxes: Sequence[Box] = ()) -> None:
-        """Encode ``frame`` with ``text`` in a band across its top and ``boxes`` (frame
-        pixels) outlined in white."""
+    def write(self, frame: VideoFrame, text: str, boxes: Sequence[Box] = (),
+              mask: npt.NDArray[Any] | None = None) -> None:  # fmt: skip
+        """Encode ``frame`` with ``text`` in a band across its top, ``boxes`` (frame
+        pixels) outlined in white and ``mask`` (a segmenter's label map, the frame's or the
+        model's size) painted half over it as :func:`~copyless.vision.draw_mask` paints."""
         out = self._av.VideoFrame(self._stream.width, self._stream.height, "yuv420p")
         y, u, v = (_plane_view(p) for p in out.planes)
         rows, cols = y.shape
@@ -61,6 +64,8 @@ class VideoWriter:
             u[:], v[:] = frame.planes[1][chroma], frame.planes[2][chroma]
         else:  # NV12: deinterleave UV
             u[:], v[:] = frame.planes[1][(*chroma, 0)], frame.planes[1][(*chroma, 1)]
+        if mask is not None:
+            paint_mask_yuv(y, u, v, mask)
         for box in boxes:
             _outline(y, box)
         self._banner(y, u, v, text)

@@ -145,7 +145,9 @@ def refusal(name: str) -> str | None:
 
 
 def run_script(path: Path, argv: Sequence[str]) -> int:
-    """Run benchmark program ``path`` as ``__main__`` with ``argv``; its exit status."""
+    """Run benchmark program ``path`` as ``__main__`` with ``argv``; its exit status. A
+    ``SystemExit`` carrying a message (``raise SystemExit("why")``) prints it on stderr and
+    gives 1, as the interpreter does for ``python benchmarks/NAME.py``."""
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(path), *argv]
     sys.path.insert(0, str(path.parent))  # as ``python benchmarks/NAME.py`` would
@@ -153,7 +155,10 @@ def run_script(path: Path, argv: Sequence[str]) -> int:
         runpy.run_path(str(path), run_name="__main__")
     except SystemExit as stop:
         code = stop.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
+        if code is None or isinstance(code, int):
+            return code or 0
+        print(code, file=sys.stderr)
+        return 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     return 0

@@ -1,14 +1,16 @@
-"""What the benchmark programs share: interleaved timing of callables, and the pure-overhead
+"""What the benchmark programs share: interleaved timing of callables (copyless's one way,
+:func:`copyless.types.round_medians`, summed up by the median round), and the pure-overhead
 model (the suites under ``benchmarks/`` import it from here; see :mod:`.cli`)."""
 
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 
 import onnx
 import onnx.helper as oh
+
+from ...types import round_medians
 
 
 def relu_model() -> onnx.ModelProto:
@@ -28,18 +30,8 @@ def relu_model() -> onnx.ModelProto:
 def interleaved(
     fns: dict[str, Callable[[], object]], reps: int, rounds: int, *, warm: bool = True
 ) -> dict[str, float]:
-    """Median over rounds of each variant's median seconds per call, the variants
-    alternating round by round (A, B, A, B...) so that machine drift hits them all."""
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    if warm:
-        for fn in fns.values():  # bindings, plans, slots, lazy kernels
-            fn()
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            times = []
-            for _ in range(reps):
-                t = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t)
-            samples[name].append(statistics.median(times))
-    return {k: statistics.median(v) for k, v in samples.items()}
+    """Median over ``rounds`` rounds of each variant's median seconds per call, the variants
+    alternating round by round so that machine drift hits them all; with ``warm``, one
+    untimed call of each first (bindings, plans, slots, lazy kernels)."""
+    found = round_medians(fns, reps, lambda done: done < rounds, warm=1 if warm else 0)
+    return {name: statistics.median(figures) for name, figures in found.items()}

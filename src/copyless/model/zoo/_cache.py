@@ -4,10 +4,10 @@ Root: ``$COPYLESS_CACHE_DIR`` when set (tests point it at a temporary directory)
 ``platformdirs.user_cache_dir("copyless")``. The zoo keeps its models under ``<root>/zoo`` and
 its converted photos under ``<root>/photos``.
 
-Writes are atomic: the bytes go to a temporary file in the destination directory, are fsynced,
-then ``os.replace``-d over the final name, so a crash never leaves a half-written file under a
-final name. Concurrent builders of the same file serialise on an ``flock``-ed lock file; the
-second one finds the file done and does not rebuild. :func:`cached_file` caches bytes (the
+Writes are atomic (:func:`copyless.types.write_atomically`, :func:`copyless.types.atomic_path`):
+a crash never leaves a half-written file under a final name. Concurrent builders of the same
+file serialise on an ``flock``-ed lock file; the second one finds the file done and does not
+rebuild. :func:`cached_file` caches bytes (the
 zoo's ONNX files, photos), :func:`cached_artifact` what a writer writes to a path (every
 compiled model the apps, the OCR pipeline and the benchmarks keep:
 :func:`~copyless.model.zoo.compiled`).
@@ -19,15 +19,14 @@ import contextlib
 import fcntl
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import platformdirs
 
-from ...types import apply_umask
+from ...types import atomic_path, write_atomically
 
-__all__ = ["CACHE_ENV", "atomic_write", "cache_root", "cached_artifact", "cached_file", "locked"]
+__all__ = ["CACHE_ENV", "cache_root", "cached_artifact", "cached_file", "locked"]
 
 CACHE_ENV = "COPYLESS_CACHE_DIR"
 
@@ -38,23 +37,6 @@ def cache_root() -> Path:
     """The cache root directory (not created here)."""
     override = os.environ.get(CACHE_ENV)
     return Path(override) if override else Path(platformdirs.user_cache_dir("copyless"))
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file + fsync + ``os.replace``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        apply_umask(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 @contextlib.contextmanager
@@ -80,17 +62,8 @@ def cached_artifact(path: Path, write: Callable[[Path], object]) -> tuple[Path, 
     with locked(path):
         if path.is_file():
             return path, False
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
-        try:
+        with atomic_path(path) as tmp:
             write(tmp)
-            with open(tmp, "rb") as done:
-                os.fsync(done.fileno())
-            apply_umask(tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
     logger.debug("cached %s", path)
     return path, True
 
@@ -106,6 +79,6 @@ def cached_file(path: Path, produce: Callable[[], bytes]) -> tuple[Path, bool]:
     with locked(path):
         if path.is_file():  # another process finished it while we waited
             return path, False
-        atomic_write(path, produce())
+        write_atomically(path, produce())
     logger.debug("cached %s", path)
     return path, True

@@ -30,8 +30,9 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from ..types import UnsupportedError
-from ..vision import Box
+from ...types import UnsupportedError
+from ...vision import Box
+from ._figures import Figures
 
 logger = logging.getLogger(__name__)
 
@@ -51,44 +52,6 @@ class Published(Protocol):
     @property
     def boxes(self) -> tuple[Box, ...]: ...
     def rgb(self) -> npt.NDArray[np.uint8]: ...
-
-
-class Figures(Protocol):
-    """One stream's figures as the page and ``/metrics`` show them (latencies in seconds,
-    decode to result)."""
-
-    @property
-    def index(self) -> int: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def frames(self) -> int: ...
-    @property
-    def dropped(self) -> int: ...
-    @property
-    def fps(self) -> float: ...
-    @property
-    def latency_p50(self) -> float: ...
-    @property
-    def latency_p99(self) -> float: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def finished(self) -> bool: ...
-
-
-def stream_state(figures: Figures) -> str:
-    """``"failed"`` (the stream stopped on an error), ``"ended"`` (its input ended and
-    every frame is done) or ``"running"``: what the page, /stats.json and /metrics show."""
-    if figures.error is not None:
-        return "failed"
-    return "ended" if figures.finished else "running"
-
-
-def current_fps(figures: Figures) -> float:
-    """The stream's results per second as shown: its mean rate, running or ended; 0 once
-    it failed (a failed stream no longer shows the rate it had before it failed)."""
-    return 0.0 if stream_state(figures) == "failed" else figures.fps
 
 
 @dataclass

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..memory import NpuTensor
-from ..model import TaskRecord, zoo
-from ..types import NpuTensorInfo, QuantParameters
-from ..vision import (
+import numpy.typing as npt
+
+from ...memory import NpuTensor
+from ...model import TaskRecord, zoo
+from ...types import NpuTensorInfo, QuantParameters
+from ...vision import (
     Box,
     Letterbox,
     Placement,
@@ -41,14 +43,14 @@ from ..vision import (
     text_boxes,
     to_image,
 )
-from ._models import (
+from .._models import (
     CLASSIFIER,
     DETECTOR,
     OBJECT_DETECTORS,
     builtin_model,
     builtin_object_detector,
 )
-from ._output import box_fields, detection_fields
+from .._output import box_fields, detection_fields
 
 #: The zoo models ``-m`` may name instead of a compiled model path.
 BUILTIN = (CLASSIFIER, DETECTOR, *OBJECT_DETECTORS)
@@ -64,6 +66,7 @@ class TaskResult:
     banner: str
     boxes: tuple[Box, ...] = ()
     fields: dict[str, Any] = field(default_factory=dict)
+    mask: npt.NDArray[Any] | None = None  # a segmenter's label map, painted into the video
 
 
 class VideoTask(Protocol):
@@ -166,12 +169,14 @@ class Segment:
         mask = class_mask(outputs[self.position])
         if self.placement is not None:
             mask = mask_to_image(mask, self.placement(), self.size)
+        elif mask.base is not None:  # a view of the output: copied, as the video is
+            mask = mask.copy()  # written after the output's slot is reused
         found = mask_summary(mask, self.labels)
         lines = [f"frame {index}: {len(found)} classes", *(f"  {c.line()}" for c in found)]
         top = f"{found[0].label} {found[0].fraction:.0%}" if found else "nothing"
         fields = {"classes": [{"class_id": c.class_id, "label": c.label, "pixels": c.pixels,
                                "fraction": round(c.fraction, 4)} for c in found]}  # fmt: skip
-        return TaskResult(lines, f"{index}: {top}", (), fields)
+        return TaskResult(lines, f"{index}: {top}", (), fields, mask)
 
 
 def task_for(

@@ -1,5 +1,5 @@
 """``copyless-video --serve``: the frame board and its server, bound before any other work,
-and the wait for SIGINT/SIGTERM after the inputs end (:mod:`._board`, :mod:`._serve`)."""
+and the wait for SIGINT/SIGTERM after the inputs end (:mod:`._board`, :mod:`._page`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 
-from ..types import CopylessError
-from ._board import Figures, FrameBoard, Published
-from ._serve import BoardServer
+from ...types import Address, CopylessError
+from ._board import FrameBoard, Published
+from ._figures import Figures
+from ._page import BoardServer
 
 
 class LivePage:
@@ -18,17 +19,17 @@ class LivePage:
     :meth:`publish` (no copy, no encoding on the caller's thread) and says where the figures
     come from with :meth:`show_figures`. ServeError when the address cannot be bound."""
 
-    def __init__(self, names: Sequence[str], address: tuple[str, int], rate: float) -> None:
+    def __init__(self, names: Sequence[str], address: Address, rate: float) -> None:
         self._figures: Callable[[], Sequence[Figures]] = tuple
         self.board = FrameBoard(names, lambda: self._figures(), rate=rate)
         try:
-            self.server = BoardServer(self.board, *address)
+            self.server = BoardServer(self.board, address.host, address.port)
         except CopylessError:
             self.board.close()
             raise
 
     @classmethod
-    def open(cls, names: Sequence[str], address: tuple[str, int], rate: float) -> LivePage:
+    def open(cls, names: Sequence[str], address: Address, rate: float) -> LivePage:
         """Bind, start serving and say where on stderr."""
         page = cls(names, address, rate)
         page.server.start()

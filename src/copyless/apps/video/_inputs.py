@@ -18,18 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..memory import NpuTensor
-from ..runner import Runner, RunnerOptions
-from ..types import (
+from ...memory import NpuTensor
+from ...runner import Runner, RunnerOptions
+from ...types import (
     DataType,
     LayoutError,
     NpuTensorInfo,
     RunnerType,
-    StatusCode,
     TensorDirection,
     TensorType,
 )
-from ..vision import (
+from ...vision import (
     ColourFormat,
     Placement,
     Preparer,
@@ -43,11 +42,11 @@ from ..vision import (
     import_av,
     preparer_for,
 )
-from ._checks import UsageError, check_model_path
-from ._memory import MemoryBudget
-from ._models import CLASSIFIER, builtin_alias, builtin_model
-from ._setup import runner_options, runner_type
-from ._video_tasks import BUILTIN, builtin_for, compact_line_sizes
+from .._checks import UsageError, check_model_path
+from .._memory import MemoryBudget
+from .._models import CLASSIFIER, builtin_alias, builtin_model
+from .._setup import runner_options, runner_type
+from ._tasks import BUILTIN, builtin_for, compact_line_sizes
 
 #: copyless-video's own peak with the built-in classifier (0.28-0.30 GB measured with
 #: /usr/bin/time on 240p and 720p clips; rounded up), and the decoded frames a stream holds
@@ -283,17 +282,3 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any]:
             .async_engine_threads()  # fmt: skip
         options["async_engines"] = "shared"
     return options
-
-
-def warm_up(runner: Runner) -> str | None:
-    """One untimed job on blank tensors (starts the async engines, as the VART-ML samples'
-    prime phase does): None, or why it failed."""
-    ins, outs = (
-        [runner.allocate_npu_tensor(info) for info in runner.get_tensors_info(way, TensorType.HW)]
-        for way in (TensorDirection.INPUT, TensorDirection.OUTPUT)
-    )
-    handle = runner.execute_async([ins], [outs])
-    status = handle.status
-    if status is StatusCode.SUCCESS:
-        status = runner.wait(handle, -1)
-    return None if status is StatusCode.SUCCESS else f"warm-up inference returned {status.name}"

@@ -6,7 +6,8 @@
   page's script reads from ``/stats.json`` twice a second.
 * ``/stream/S.mjpg``: stream ``S``'s frames as MJPEG (``multipart/x-mixed-replace``), each
   part the latest JPEG; ``/stream/S.jpg``: one JPEG of its latest frame.
-* ``/metrics``: the same figures in Prometheus' text format (prometheus-client).
+* ``/metrics``: the same figures in Prometheus' text format, the collector
+  ``--metrics-port`` serves (:class:`~._metrics.StreamMetrics`).
 * Anything else, or a stream the board does not have: 404.
 
 A client that stops reading blocks only its own connection's thread, in a socket write that
@@ -27,8 +28,10 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..types import CopylessError, UnsupportedError
-from ._board import FrameBoard, current_fps, stream_state
+from ...types import CopylessError
+from ._board import FrameBoard
+from ._figures import current_fps, stream_state
+from ._metrics import StreamMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -41,19 +44,6 @@ _BOUNDARY = "copyless-frame"
 
 class ServeError(CopylessError):
     """The server cannot listen where it was asked to (bad address, port in use)."""
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[IPv6]:PORT``, ``:PORT`` or ``PORT`` as (host, port); the host is the
-    loopback address unless one is named. ValueError for anything else."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "", text
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{text!r} is not HOST:PORT (a port from 0 to 65535)")
-    return host or "127.0.0.1", int(port)
 
 
 class BoardServer:
@@ -113,7 +103,8 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], family: int, board: FrameBoard) -> None:
         self.address_family = family  # read by the base class when it makes the socket
-        self.board, self.metrics = board, _Metrics(board)
+        self.board = board
+        self.metrics = StreamMetrics(board.figures, "the live page's /metrics")
         super().__init__(address, _Handler)
 
 
@@ -204,65 +195,6 @@ def _stats(board: FrameBoard) -> dict[str, Any]:
             for f in board.figures()
         ],
     }
-
-
-class _Metrics:
-    """The board's figures as Prometheus metrics, in a registry of its own (the process's
-    default registry is left alone)."""
-
-    def __init__(self, board: FrameBoard) -> None:
-        client = need_prometheus()
-        self.board = board
-        self._core = client.core
-        self._exposition = client.exposition
-        self.registry = client.CollectorRegistry(auto_describe=False)
-        self.registry.register(self)
-
-    def collect(self) -> Any:
-        core, labels = self._core, ["stream", "source"]
-        frames = core.CounterMetricFamily("copyless_video_frames", "Frames with a result",
-                                          labels=labels)  # fmt: skip
-        dropped = core.CounterMetricFamily("copyless_video_dropped",
-                                           "Frames dropped (the model could not keep up)",
-                                           labels=labels)  # fmt: skip
-        fps = core.GaugeMetricFamily("copyless_video_fps", "Results per second",
-                                     labels=labels)  # fmt: skip
-        latency = core.GaugeMetricFamily("copyless_video_latency_seconds",
-                                         "Decode-to-result latency, by quantile",
-                                         labels=[*labels, "quantile"])  # fmt: skip
-        up = core.GaugeMetricFamily("copyless_video_up", "1 while the stream runs",
-                                    labels=labels)  # fmt: skip
-        failed = core.GaugeMetricFamily("copyless_video_failed",
-                                        "1 when the stream stopped on an error",
-                                        labels=labels)  # fmt: skip
-        for f in self.board.figures():
-            names = [str(f.index), f.source]
-            frames.add_metric(names, f.frames)
-            dropped.add_metric(names, f.dropped)
-            fps.add_metric(names, current_fps(f))
-            latency.add_metric([*names, "0.5"], f.latency_p50)
-            latency.add_metric([*names, "0.99"], f.latency_p99)
-            state = stream_state(f)
-            up.add_metric(names, 1.0 if state == "running" else 0.0)
-            failed.add_metric(names, 1.0 if state == "failed" else 0.0)
-        return iter((frames, dropped, fps, latency, up, failed))
-
-    def render(self) -> tuple[bytes, str]:
-        body: bytes = self._exposition.generate_latest(self.registry)
-        return body, str(self._exposition.CONTENT_TYPE_LATEST)
-
-
-def need_prometheus() -> Any:
-    """The ``prometheus_client`` package (the ``video`` extra), or UnsupportedError."""
-    try:
-        import prometheus_client
-        import prometheus_client.core
-        import prometheus_client.exposition
-    except ImportError:
-        raise UnsupportedError(
-            "the live page's /metrics needs prometheus-client: pip install 'copyless[video]'"
-        ) from None
-    return prometheus_client
 
 
 def _page(board: FrameBoard) -> str:
