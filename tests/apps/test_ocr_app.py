@@ -18,6 +18,7 @@ from PIL import Image
 
 from copyless.apps import ocr as app
 from copyless.ocr import draw_page, installed_generations
+from copyless.types import RunnerType
 
 SIZE = (700, 990)
 
@@ -44,10 +45,10 @@ def _parse(out: str) -> dict[str, list[str]]:
     current = ""
     for row in out.splitlines():
         if row.startswith("image: "):
-            current = row[len("image: "):]
+            current = row[len("image: ") :]
             images[current] = []
         elif row.startswith("line: "):
-            x0, y0, x1, y1, score, text = row[len("line: "):].split(" ", 5)
+            x0, y0, x1, y1, score, text = row[len("line: ") :].split(" ", 5)
             assert int(x0) < int(x1) and int(y0) < int(y1) and 0.5 <= float(score) <= 1.0
             images[current].append(text)
         elif row.startswith("error: "):
@@ -240,3 +241,31 @@ def test_recogniser_without_its_character_list_is_one_clear_line(tmp_path: Path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert "has no character list" in done.stderr and gen.package in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "engine", "options"),
+    [
+        ([], RunnerType.ONNXRUNTIME, {}),  # as RapidOCR: vaiml measured every page size
+        (["--runner", "vaiml"], RunnerType.VAIML, {}),
+        (["--precision", "bf16"], RunnerType.OPENVINO, {"inference_precision": "bf16"}),
+        (["--precision", "bf16", "--runner", "openvino"], RunnerType.OPENVINO,
+         {"inference_precision": "bf16"}),
+    ],
+)  # fmt: skip
+def test_engine_follows_runner_and_precision(
+    argv: list[str], engine: RunnerType, options: dict[str, str]
+) -> None:
+    args = app._parser().parse_args(["-i", "x.png", *argv])
+    assert app._engine(args) == (engine, options)
+
+
+def test_bf16_on_onnxruntime_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Image.new("RGB", (300, 200), (240, 240, 230)).save(tmp_path / "blank.png")
+    argv = ["-i", str(tmp_path / "blank.png"), "--precision", "bf16", "--runner", "onnxruntime"]
+    assert app.main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --precision bf16 runs on OpenVINO: leave out --runner onnxruntime"
+    )

@@ -3,6 +3,8 @@ models (rapidocr 3.x for v6, rapidocr_onnxruntime for v4), on drawn pages and sk
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import skimage.data
@@ -33,8 +35,12 @@ def test_matches_the_peer_and_its_error_rate(ocr: OcrPipeline, pages: list[Drawn
     assert same / union >= (0.97 if ocr.models.generation == "v6" else 0.8), (same, union)
     gray = _gray_page()
     result = ocr.read(gray)
-    s, u = same_lines([(line.box, line.text) for line in result.lines],
-                      peer_read(ocr.models.generation, gray))  # fmt: skip
+    # spaces aside: PP-OCRv4 drops some between words, on either side, depending on how wide
+    # the line's batch is padded (copyless pads less than RapidOCR, and reads some it drops)
+    theirs = [
+        replace(p, text=p.text.replace(" ", "")) for p in peer_read(ocr.models.generation, gray)
+    ]
+    s, u = same_lines([(line.box, line.text.replace(" ", "")) for line in result.lines], theirs)
     assert s >= 4 and u <= 7
     # PP-OCRv4 drops spaces between words now and then (RapidOCR 1.4.4 too)
     assert "Region-basedsegmentation" in result.text.replace(" ", "")

@@ -48,15 +48,20 @@ _Result = TypeVar("_Result")
 STAGES = ("preprocess", "infer", "postprocess")
 
 
-def add_runner_argument(parser: argparse.ArgumentParser) -> None:
+def add_runner_argument(
+    parser: argparse.ArgumentParser, default: RunnerType = RunnerType.VAIML, why: str = ""
+) -> None:
     """``--runner vaiml|onnxruntime|openvino`` and ``--device cpu|cuda|tensorrt`` (read back
-    with :func:`runner_type` and :func:`runner_options`)."""
+    with :func:`runner_type` and :func:`runner_options`). ``default``: the app's engine when
+    none is named (``why``, said in the help, when it is not vaiml)."""
+    name = default.name.lower()
     parser.add_argument(
         "--runner",
         choices=[t.name.lower() for t in RunnerType],
-        default="vaiml",
-        help="engine: vaiml (default) runs the model on the engine measured fastest for it on "
-        "this machine (measured once, cached); onnxruntime or openvino force one",
+        default=name,
+        help=f"engine (default {name}{why}): vaiml runs the model on the engine measured "
+        "fastest for it on this machine (measured once per compiled model, cached); "
+        "onnxruntime or openvino force one",
     )
     parser.add_argument(
         "--device",

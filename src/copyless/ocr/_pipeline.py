@@ -13,18 +13,19 @@ chained: a detector pipeline per input size takes the pages (``prepare`` decodes
 and writes the detector's input, ``finish`` finds its lines), and its results feed the
 recogniser's pipelines, one per (batch, width) bucket, whose jobs are the buckets' chunks
 of up to :data:`REC_BATCH` lines (``prepare`` samples a line into its row, ``finish``
-decodes the row's text). While a page's lines are recognised, the detector's slots decode
-and detect the next pages. A page that cannot be read is one error result, and the others
-go on (:meth:`OcrPipeline.map`).
+decodes the row's text). While a page's lines are recognised, the next page is decoded and
+detected on a thread of its own, whatever its size (:mod:`._ahead`); the recogniser's jobs
+cut the page's lines where the padded columns are fewest (:mod:`._groups`). A page that
+cannot be read is one error result, and the others go on (:meth:`OcrPipeline.map`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -35,6 +36,8 @@ from ..pipeline import ItemTensors, Pipeline, Result
 from ..runner import RunnerFactory
 from ..types import CopylessError, JobError, RunnerType
 from ..vision import ReadLimit, line_crops
+from ._ahead import DetectAhead
+from ._groups import REC_BATCH, WIDTHS, rec_jobs
 from ._models import PIXEL_MEAN, PIXEL_STD, OcrModels, compiled
 from ._orientation import LineTurns, orient_lines
 from ._results import OcrLine, OcrResult, PageTimes
@@ -55,12 +58,10 @@ __all__ = ["OcrError", "OcrPipeline"]
 logger = logging.getLogger(__name__)
 
 HEIGHT = 48
-#: recogniser input widths (RapidOCR pads a batch to max(320, 48 x its widest ratio))
-WIDTHS = (320, 480, 640, 960, 1280, 1920)
-REC_BATCH = 6
-#: batch sizes the recogniser is compiled at: a chunk of n lines runs at the smallest >= n
-REC_BATCHES = (1, 2, 3, REC_BATCH)
 CLS_WIDTH = 192
+#: detector pipelines kept open (one per page size, the latest used): a new size opens
+#: its own (a session from the compiled cache, ~50 ms) and closes the oldest
+DETECTORS = 2
 TEXT_SCORE = 0.5
 #: a recogniser job waits this long for its chunk's rows (every chunk is queued at once,
 #: idle rows included, so a job is cut at its chunk's end, not by this)
@@ -115,7 +116,8 @@ class OcrPipeline:
         # one job per runner: a job then gets every core's thread, not a share of them;
         # the pipelines' second slot prepares the next job meanwhile
         self._options = {"max_concurrent_runs": 1, **(options or {})}
-        self._det: dict[tuple[int, int], Pipeline] = {}
+        self._det: OrderedDict[tuple[int, int], Pipeline] = OrderedDict()  # latest last
+        self._engines: dict[str, RunnerType] = {}  # VAIML's choice, per zoo model
         self._rec: dict[tuple[int, int], Pipeline] = {}
         self._cls: Pipeline | None = None
         self._read_text = ReadText(self.models.characters)
@@ -183,19 +185,18 @@ class OcrPipeline:
             raise OcrError("the OCR pipeline is closed")
         limit = self._read_limit
         pages = (page_of(index, image, limit) for index, image in enumerate(images))
-        for size, group in _SameSize(pages, self._stopping.is_set):
-            if size is None:  # unreadable pages before the first readable one
-                for page in group:
-                    yield _failed(page, page.error or OcrError("unreadable page"))
+        ahead = DetectAhead(pages, self._stopping.is_set, self._detector, self._set_current)
+        for detector, found in ahead:
+            if isinstance(found, PageItem) or detector is None:  # unreadable, no size known
+                page = cast(PageItem, found)
+                yield _failed(page, page.error or OcrError("unreadable page"))
                 continue
-            detector = self._current = self._detector(size)
-            results = cast(Generator[Result, None, None], detector.map(group))
-            try:
-                with contextlib.closing(results):
-                    for found in results:
-                        yield self._page_result(detector, found)
-            finally:
-                self._current = None
+            yield self._page_result(detector, found)
+
+    def _set_current(self, detector: Pipeline | None) -> None:
+        self._current = detector
+        if detector is not None and self._stopping.is_set():
+            detector.stop()
 
     # -- one page -----------------------------------------------------------------------
 
@@ -232,14 +233,9 @@ class OcrPipeline:
             quads, quarters = quads[turns.order], turns.quarters[turns.order]
         t0 = time.perf_counter()
         crops = line_crops(quads, height=HEIGHT, max_width=WIDTHS[-1], quarters=quarters)
-        order = np.argsort(crops.ratios, kind="stable")
-        chunks: dict[tuple[int, int], list[int]] = {}  # bucket -> line per row (-1: idle)
-        for first in range(0, len(order), REC_BATCH):
-            idx = [int(i) for i in order[first : first + REC_BATCH]]
-            widest = int(crops.widths[idx].max())
-            width = WIDTHS[min(int(np.searchsorted(WIDTHS, widest)), len(WIDTHS) - 1)]
-            batch = _batch_for(len(idx))
-            chunks.setdefault((batch, width), []).extend(idx + [-1] * (batch - len(idx)))
+        chunks: dict[tuple[int, int], list[int]] = {}  # shape -> line per row (-1: idle)
+        for job in rec_jobs(crops.widths):
+            chunks.setdefault((job.batch, job.width), []).extend(job.rows)
         times.crops += time.perf_counter() - t0
         texts: list[tuple[str, float]] = [("", 0.0)] * len(quads)
         for (batch, width), rows in chunks.items():
@@ -276,7 +272,12 @@ class OcrPipeline:
         if self._closed:
             raise OcrError("the OCR pipeline is closed")
         path = compiled(name, **compile_options)
-        runner = RunnerFactory.create_runner(path, self._options, self._runner_type)
+        # VAIML measures the engines per compiled model, and every input size is one: the
+        # first shape's choice stands for the model's other shapes
+        engine = self._engines.get(name, self._runner_type)
+        runner = RunnerFactory.create_runner(path, self._options, engine)
+        if engine is RunnerType.VAIML:
+            self._engines[name] = runner.engine
         try:
             return Pipeline(runner, prepare, finish, batch=batch,
                             batch_wait_ms=_CHUNK_WAIT_MS if batch > 1 else 0.0)  # fmt: skip
@@ -285,12 +286,20 @@ class OcrPipeline:
             raise
 
     def _detector(self, size: tuple[int, int]) -> Pipeline:
-        if size not in self._det:
-            self._det[size] = self._pipeline(
-                self.models.name("det"), place, find_lines, input_format="rgbx",
-                input_shapes={"x": (1, 3, *size)}, mean=(PIXEL_MEAN,) * 3,
-                std=(PIXEL_STD,) * 3, colour_order="rgb",
-            )  # fmt: skip
+        """The detector pipeline for ``size``; at most :data:`DETECTORS` stay open (the
+        sizes used last): each holds its session's memory for pages of its size."""
+        if size in self._det:
+            self._det.move_to_end(size)
+            return self._det[size]
+        while len(self._det) >= DETECTORS:
+            _, oldest = self._det.popitem(last=False)
+            oldest.close()
+            oldest.runner.close()
+        self._det[size] = self._pipeline(
+            self.models.name("det"), place, find_lines, input_format="rgbx",
+            input_shapes={"x": (1, 3, *size)}, mean=(PIXEL_MEAN,) * 3,
+            std=(PIXEL_STD,) * 3, colour_order="rgb",
+        )  # fmt: skip
         return self._det[size]
 
     def _recogniser(self, batch: int, width: int) -> Pipeline:
@@ -314,42 +323,6 @@ class OcrPipeline:
                 input_shapes={"x": (REC_BATCH, 3, HEIGHT, CLS_WIDTH)},
             )  # fmt: skip
         return self._cls
-
-
-class _SameSize:
-    """Runs of consecutive pages that share a detector input size: ``(size, pages)`` pairs,
-    lazily (each run is one detector pipeline's ``map``). A page that could not be read
-    joins the run it is in (its detector ``prepare`` raises its error); those before the
-    first readable page form a run of size None. Ends early once ``stopped()``."""
-
-    def __init__(self, pages: Iterator[PageItem], stopped: Callable[[], bool]) -> None:
-        self._pages = pages
-        self._stopped = stopped
-        self._held: PageItem | None = None  # the first page of the next run
-
-    def _take(self) -> PageItem | None:
-        if self._stopped():
-            return None
-        if self._held is not None:
-            page, self._held = self._held, None
-            return page
-        return next(self._pages, None)
-
-    def __iter__(self) -> Iterator[tuple[tuple[int, int] | None, Iterator[PageItem]]]:
-        while True:
-            first = self._take()
-            if first is None:
-                return
-            size = first.plan.size if first.plan is not None else None
-            yield size, self._run(first, size)
-
-    def _run(self, first: PageItem, size: tuple[int, int] | None) -> Iterator[PageItem]:
-        yield first
-        while (page := self._take()) is not None:
-            if page.plan is not None and page.plan.size != size:
-                self._held = page
-                return
-            yield page
 
 
 def _run(
@@ -386,10 +359,6 @@ def _lines(quads: npt.NDArray[np.float64], texts: list[tuple[str, float]]) -> li
         corners = tuple((float(x), float(y)) for x, y in quad)
         lines.append(OcrLine((int(x0), int(y0), int(x1), int(y1)), corners, text, score))  # type: ignore[arg-type]
     return lines
-
-
-def _batch_for(lines: int) -> int:
-    return next(size for size in REC_BATCHES if size >= lines)
 
 
 def _unbounded(path: Any) -> bool:
