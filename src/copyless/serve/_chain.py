@@ -38,7 +38,7 @@ from ._errors import Refusal, RequestError
 from ._images import BYTES, ImageInput, check_images
 from ._layout import ModelPolicy
 from ._metrics import ServeMetrics
-from ._model import ModelRetired, ModelState
+from ._model import Lifecycle, ModelRetired, ModelState
 from ._regions import RegionTable
 from ._request import InferRequest, InferResponse, OutputWish, ResponseTensor
 from ._settings import ServeSettings
@@ -65,7 +65,7 @@ class _Page:
     deadline: float | None
 
 
-class ServedChain:
+class ServedChain(Lifecycle):
     """A chain as one served model (see the module docstring); the repository keeps it as
     it keeps a :class:`~._model.ServedModel`. ``policy.backend`` names the chain."""
 
@@ -93,19 +93,7 @@ class ServedChain:
                                  encoded=frozenset({"page"}))  # fmt: skip
         metrics.add_model(name, version)
 
-    # -- state (as ServedModel's) --------------------------------------------------------
-    @property
-    def state(self) -> ModelState:
-        return self._state
-
-    @property
-    def reason(self) -> str:
-        return self._reason
-
-    @property
-    def ready(self) -> bool:
-        return self._state is ModelState.READY
-
+    # -- state (Lifecycle's) ---------------------------------------------------------------
     @property
     def engine(self) -> str:
         return self.backend
@@ -113,19 +101,6 @@ class ServedChain:
     @property
     def precision(self) -> str:
         return ""  # the chain's models say theirs in their own records
-
-    @property
-    def shape(self) -> ModelShape:
-        return self._shape
-
-    def check_ready(self) -> None:
-        if self._state is not ModelState.READY:
-            raise RequestError(Refusal.UNAVAILABLE, f"model {self.name!r} is not ready: "
-                               f"{self._reason}")  # fmt: skip
-
-    def _set_state(self, state: ModelState, reason: str = "") -> None:
-        self._state, self._reason = state, reason
-        self._metrics.ready(self.name, self.version, state is ModelState.READY)
 
     # -- loading -------------------------------------------------------------------------
     def load(self) -> None:

@@ -55,7 +55,7 @@ from ._request import InferRequest, InferResponse
 from ._settings import ServeSettings
 from ._tensors import ServedTensor, served_tensors
 
-__all__ = ["VERSION", "ModelRetired", "ModelState", "Served", "ServedModel"]
+__all__ = ["VERSION", "Lifecycle", "ModelRetired", "ModelState", "Served", "ServedModel"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,47 @@ class ModelState(enum.Enum):
     UNLOADING = "UNLOADING"
 
 
-class ServedModel:
+class Lifecycle:
+    """What every served thing (a model, a chain) shares: its state and why, readiness
+    published to the metrics, and the shape requests are checked against. The subclass
+    sets ``name``, ``version``, ``_metrics``, ``_state``, ``_reason`` and ``_shape``."""
+
+    name: str
+    version: str
+    _metrics: ServeMetrics
+    _state: ModelState
+    _reason: str
+    _shape: ModelShape
+
+    @property
+    def state(self) -> ModelState:
+        return self._state
+
+    @property
+    def reason(self) -> str:
+        """Why it is not ready ('' when it is)."""
+        return self._reason
+
+    @property
+    def ready(self) -> bool:
+        return self._state is ModelState.READY
+
+    @property
+    def shape(self) -> ModelShape:
+        """What a request is checked against (its tensors and batch; empty until loaded)."""
+        return self._shape
+
+    def check_ready(self) -> None:
+        if self._state is not ModelState.READY:
+            raise RequestError(Refusal.UNAVAILABLE, f"model {self.name!r} is not ready: "
+                               f"{self._reason}")  # fmt: skip
+
+    def _set_state(self, state: ModelState, reason: str = "") -> None:
+        self._state, self._reason = state, reason
+        self._metrics.ready(self.name, self.version, state is ModelState.READY)
+
+
+class ServedModel(Lifecycle):
     """A model of the repository (see the module docstring). ``load()`` runs on the
     repository's loading thread; ``submit()`` from any thread."""
 
@@ -136,25 +176,7 @@ class ServedModel:
         self._local = threading.local()
         metrics.add_model(name, version)
 
-    # -- state ---------------------------------------------------------------------------
-    @property
-    def state(self) -> ModelState:
-        return self._state
-
-    @property
-    def reason(self) -> str:
-        """Why the model is not ready ('' when it is)."""
-        return self._reason
-
-    @property
-    def ready(self) -> bool:
-        return self._state is ModelState.READY
-
-    @property
-    def shape(self) -> ModelShape:
-        """What a request is checked against (its tensors and batch; empty until loaded)."""
-        return self._shape
-
+    # -- state (Lifecycle's) ---------------------------------------------------------------
     @property
     def engine(self) -> str:
         return str(self._runner.get_property("engine")) if self._runner is not None else ""
@@ -167,10 +189,6 @@ class ServedModel:
         if self._runner is None:
             return ""
         return precision_line(self._runner.model.metadata) or ""
-
-    def _set_state(self, state: ModelState, reason: str = "") -> None:
-        self._state, self._reason = state, reason
-        self._metrics.ready(self.name, self.version, state is ModelState.READY)
 
     # -- loading -------------------------------------------------------------------------
     def load(self) -> None:
@@ -219,11 +237,6 @@ class ServedModel:
         return self._settings.max_queue_delay_ms if delay is None else delay
 
     # -- requests ------------------------------------------------------------------------
-    def check_ready(self) -> None:
-        if self._state is not ModelState.READY:
-            raise RequestError(Refusal.UNAVAILABLE, f"model {self.name!r} is not ready: "
-                             f"{self._reason}")  # fmt: skip
-
     def submit(self, request: InferRequest, regions: RegionTable
                ) -> concurrent.futures.Future[InferResponse]:  # fmt: skip
         """Check ``request`` and queue its rows; the future resolves with the response or a
