@@ -55,18 +55,17 @@ from PIL import Image
 
 import copyless as cl
 from _accuracy_data import SCENES, encode_scene, face_variants, variants
-from copyless.apps._models import CLASSIFIER, builtin_model, builtin_object_detector
-from copyless.model import load_model, zoo
-from copyless.model._preprocessing import preprocessing_of
+from copyless.apps.builtins import CLASSIFIER, builtin_model, builtin_object_detector
+from copyless.model import load_model, preprocessing_of, zoo
 from copyless.ray import FrameSpec, decode_frames
 from copyless.vision import (
     DECODE_HEADROOM,
     classify_frame,
     classify_preprocess,
     decode,
+    plane_array,
     stretch,
 )
-from copyless.vision._video import plane_array
 
 EXIT_USAGE = 2
 FRAME = (480, 640)

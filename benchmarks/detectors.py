@@ -38,8 +38,8 @@ import numpy as np
 import skimage.data
 
 import copyless as cl
-from copyless.apps._models import builtin_object_detector
 from copyless.apps.bench.timing import interleaved
+from copyless.apps.builtins import builtin_object_detector
 from copyless.model import load_model, zoo
 from copyless.vision import Detection, detections, stretch
 

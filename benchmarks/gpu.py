@@ -38,7 +38,7 @@ import onnxruntime as ort
 
 import copyless as cl
 from copyless.apps.bench.timing import interleaved
-from copyless.backends._cuda_options import check_available
+from copyless.backends import check_available
 from copyless.model import CompiledModel, compile_to_memory, zoo
 
 IN, OUT = cl.TensorDirection.INPUT, cl.TensorDirection.OUTPUT

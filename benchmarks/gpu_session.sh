@@ -60,7 +60,7 @@ for dist in ("onnxruntime-gpu", "cupy-cuda13x", "torch", "numpy",
         print(f"{dist} {md.version(dist)}")
     except md.PackageNotFoundError:
         print(f"{dist} MISSING")
-from copyless.backends._cuda_options import check_available
+from copyless.backends import check_available
 try:
     check_available("cuda")
     print("device 'cuda': usable")

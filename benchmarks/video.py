@@ -88,9 +88,7 @@ def _limits(clip: str, streams: int, runner: str, slots: int, compiled: Path | N
 
     import copyless as cl
     from copyless import vision
-    from copyless.apps._models import CLASSIFIER, builtin_model
-    from copyless.apps._setup import runner_type
-    from copyless.apps.video._inputs import engine_options
+    from copyless.apps.builtins import CLASSIFIER, builtin_model, video_engine
 
     alone: dict[str, float] = {}
     frames = []
@@ -101,9 +99,9 @@ def _limits(clip: str, streams: int, runner: str, slots: int, compiled: Path | N
             stream.thread_type = "AUTO"
             frames.extend(container.decode(stream))
     alone["decode"] = len(frames) / (time.perf_counter() - began)
-    app = argparse.Namespace(runner=runner, device="cpu", slots=slots)  # the app's options
+    options, kind = video_engine(runner, slots)  # the app's options
     path = compiled or builtin_model(CLASSIFIER, progress=False)
-    with cl.RunnerFactory.create_runner(path, engine_options(app), runner_type(app)) as model:
+    with cl.RunnerFactory.create_runner(path, options, kind) as model:
         info = model.get_tensors_info(cl.TensorDirection.INPUT, cl.TensorType.HW)[0]
         tensor = model.allocate_npu_tensor(info)
         planes = [_plane_views(frame) for frame in frames]  # PyAV's planes, no copy

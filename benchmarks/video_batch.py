@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from copyless.apps.video._tasks import builtin_for
+from copyless.apps.builtins import stream_model
 from copyless.runner import RunnerFactory, RunnerOptions
 from copyless.types import JobHandle, RunnerType, TensorDirection, TensorType
 from copyless.vision import VideoSource
@@ -69,7 +69,7 @@ def main() -> None:
         options["num_threads"] = RunnerOptions(max_concurrent_runs=SLOTS).async_engine_threads()
     runners, tensors = {}, {}
     for batch in batches:
-        runner = RunnerFactory.create_runner(builtin_for("efficientnet-lite0", info, lines, batch),
+        runner = RunnerFactory.create_runner(stream_model("efficientnet-lite0", info, lines, batch),
                                              options, kind)  # fmt: skip
         ins = runner.get_tensors_info(TensorDirection.INPUT, TensorType.HW)
         outs = runner.get_tensors_info(TensorDirection.OUTPUT, TensorType.HW)

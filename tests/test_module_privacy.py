@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +41,7 @@ PUBLIC = {
     "copyless.apps.bench.tasks",
     "copyless.apps.bench.timing",
     "copyless.apps.batch",
+    "copyless.apps.builtins",
     "copyless.apps.compile",
     "copyless.apps.detect",
     "copyless.apps.video",
@@ -147,6 +149,36 @@ def cross_package_private_imports(root: Path = SOURCE) -> list[str]:
 def test_no_package_imports_another_packages_private_module() -> None:
     found = cross_package_private_imports()
     assert not found, "import through the package's __init__ instead:\n" + "\n".join(found)
+
+
+_PRIVATE_IMPORT = re.compile(r"^\s*(?:from|import)\s+(copyless(?:\.\w+)*\._\w+)", re.M)
+
+
+def benchmarks_private_imports(folder: Path) -> list[str]:
+    """``file:line module`` for each import of a private copyless module in ``folder``'s
+    Python files and shell scripts (their embedded Python)."""
+    found = []
+    for path in sorted([*folder.glob("*.py"), *folder.glob("*.sh")]):
+        text = path.read_text()
+        for match in _PRIVATE_IMPORT.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(f"{path.name}:{line} {match.group(1)}")
+    return found
+
+
+def test_the_benchmarks_import_no_private_module() -> None:
+    """What a benchmark runs is what users can run: copyless's public names only (issue 53:
+    benchmarks/ imported the apps' private modules)."""
+    found = benchmarks_private_imports(Path(__file__).parent.parent / "benchmarks")
+    assert not found, "use the public module instead:\n" + "\n".join(found)
+
+
+def test_the_benchmark_walk_sees_a_private_import(tmp_path: Path) -> None:
+    (tmp_path / "b.py").write_text("import os\n    from copyless.apps._models import X\n")
+    (tmp_path / "s.sh").write_text("python - <<EOF\nimport copyless.vision._video\nEOF\n")
+    (tmp_path / "ok.py").write_text("from copyless.apps.builtins import builtin_model\n")
+    assert benchmarks_private_imports(tmp_path) == ["b.py:2 copyless.apps._models",
+                                                    "s.sh:2 copyless.vision._video"]
 
 
 @pytest.mark.parametrize(

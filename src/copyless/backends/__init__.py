@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ._base import HOST, Backend, Capabilities, Engine, EngineContext, common_memory
 from ._cache import EngineCache
-from ._cuda_options import CudaOptions, parse_cuda_options
+from ._cuda_options import CudaOptions, check_available, parse_cuda_options
 from ._onnxruntime import OrtCpuBackend, session_options
 from ._registry import BACKENDS, backend_maker, create_backend, register_backend
 
@@ -27,6 +27,7 @@ __all__ = [
     "EngineContext",
     "OrtCpuBackend",
     "backend_maker",
+    "check_available",
     "common_memory",
     "create_backend",
     "parse_cuda_options",

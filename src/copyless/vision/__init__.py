@@ -45,7 +45,7 @@ from ._prepare import DEFAULT_ORDER, DEFAULT_RESIZE, Preparer, preparer_for
 from ._preprocess import Letterbox, classify_preprocess, letterbox, limit_side, stretch
 from ._streams import Annotated, StreamFrame, StreamSet, StreamStats
 from ._textlines import LineCrops, line_crops, order_lines, place_page, text_quads, warp_lines
-from ._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av
+from ._video import StreamInfo, VideoError, VideoFrame, VideoSource, import_av, plane_array
 from ._video_writer import VideoWriter
 
 __all__ = [
@@ -110,4 +110,5 @@ __all__ = [
     "to_image",
     "upload",
     "warp_lines",
+    "plane_array",
 ]
