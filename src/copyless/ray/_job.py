@@ -188,9 +188,7 @@ class ClassificationJob:
             num_cpus=settings.cpus_per_actor,
             num_gpus=self.gpus or None,
         )
-        ds.context.enable_progress_bars = False
-        ds.context.print_on_execution_start = False
-        return ds
+        return _quiet(ds)
 
     def run(self, control: JobControl | None = None) -> Iterator[Batch]:
         """Run the job; yield result batches (numpy columns) as they complete, in
@@ -240,9 +238,7 @@ class ReaderJob:
             num_cpus=settings.cpus_per_actor,
             num_gpus=self.gpus or None,
         )
-        ds.context.enable_progress_bars = False
-        ds.context.print_on_execution_start = False
-        return ds
+        return _quiet(ds)
 
     def run(self, control: JobControl | None = None) -> Iterator[Batch]:
         """As :meth:`ClassificationJob.run`: the readers' batches as they complete."""
@@ -297,3 +293,11 @@ def _path_blocks(paths: Sequence[str], batch_size: int) -> list[pa.Table]:
         pa.table({"path": pa.array(column[start : start + per_block], pa.string())})
         for start in range(0, len(paths), per_block)
     ]
+
+
+def _quiet(ds: ray.data.Dataset) -> ray.data.Dataset:
+    """``ds`` without Ray Data's progress bars and start-of-execution line (the driver
+    prints its own progress)."""
+    ds.context.enable_progress_bars = False
+    ds.context.print_on_execution_start = False
+    return ds
