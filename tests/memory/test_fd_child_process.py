@@ -68,9 +68,9 @@ def _dma_fd(info: cl.NpuTensorInfo) -> cl.NpuTensor:
 def test_child_writes_are_seen_by_the_parent(
     make: Callable[[cl.NpuTensorInfo], cl.NpuTensor],
     offset: int,
-    open_fds: Callable[[], set[int]],
+    memory_fds: Callable[[], dict[int, str]],
 ) -> None:
-    before = open_fds()
+    before = memory_fds()
     whole = cl.NpuTensorInfo(
         "pool",
         cl.DataType.UINT8,
@@ -123,4 +123,4 @@ def test_child_writes_are_seen_by_the_parent(
     parent.close()
     # A live numpy view keeps its mapping (and the mapping's own fd) until it goes.
     del view, whole_bytes
-    assert open_fds() == before
+    assert memory_fds() == before

@@ -48,33 +48,17 @@ def _cycle(i: int, info: cl.NpuTensorInfo, sub_info: cl.NpuTensorInfo) -> None:
     locked.close()
 
 
-def _memory_fds(fds: set[int]) -> dict[int, str]:
-    """The descriptors among ``fds`` of the kinds a cycle opens (memfds, dma-bufs, device
-    files), with their targets. Sockets, pipes, epoll and eventfds are left out: a Ray driver
-    or server thread another test left in this process opens and closes those at any time
-    (seen once in a random order: fd 22 closed and 32 opened while this test ran)."""
-    held = {}
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # closed since it was listed
-            continue
-        if target.startswith(("/memfd:", "/dev/", "anon_inode:dmabuf", "/dmabuf")):
-            held[fd] = target
-    return held
-
-
-def test_no_fd_or_memory_leak(open_fds: Callable[[], set[int]]) -> None:
+def test_no_fd_or_memory_leak(memory_fds: Callable[[], dict[int, str]]) -> None:
     info, sub_info = _info("whole"), _info("sub").with_shape((16, 16))
     for i in range(50):  # warm up allocator and caches before measuring
         _cycle(i, info, sub_info)
     gc.collect()
-    fds_before = _memory_fds(open_fds())
+    fds_before = memory_fds()
     process = psutil.Process()
     rss_before = process.memory_info().rss
     for i in range(CYCLES):
         _cycle(i, info, sub_info)
     gc.collect()
     rss_after = process.memory_info().rss
-    assert _memory_fds(open_fds()) == fds_before
+    assert memory_fds() == fds_before
     assert rss_after - rss_before < 16 * 1024 * 1024, (rss_before, rss_after)

@@ -4,7 +4,9 @@ parser, as a scraper and Grafana read them."""
 
 from __future__ import annotations
 
+import time
 import urllib.request
+from collections.abc import Callable
 
 import tritonclient.grpc as grpcclient
 from prometheus_client.parser import text_string_to_metric_families
@@ -16,6 +18,25 @@ from copyless.serve import InferenceServer
 def _scrape(server: InferenceServer) -> dict[str, object]:
     text = urllib.request.urlopen(f"http://{server.url('metrics')}/metrics").read().decode()
     return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def _settled(server: InferenceServer, done: Callable[[dict[str, object]], bool],
+             seconds: float = 5.0) -> dict[str, object]:
+    """The page once ``done`` holds: a request is counted before its answer leaves, its
+    rows' stage timings right after (the consumer records them once the row's last stage
+    returns, as Triton updates its statistics when a request is released)."""
+    end = time.monotonic() + seconds
+    while True:
+        families = _scrape(server)
+        if done(families) or time.monotonic() > end:
+            return families
+        time.sleep(0.02)
+
+
+def _success(families: dict[str, object]) -> float:
+    family = families.get("nv_inference_request_success")
+    return sum(s.value for s in family.samples  # type: ignore[attr-defined]
+               if s.labels.get("model") == "conv") if family is not None else 0.0  # fmt: skip
 
 
 def test_latency_summaries_histograms_and_sizes(server: InferenceServer) -> None:
@@ -34,7 +55,11 @@ def test_latency_summaries_histograms_and_sizes(server: InferenceServer) -> None
         given = grpcclient.InferInput("input", list(x.shape), "FP32")
         given.set_data_from_numpy(x)
         client.infer("conv", [given])
-    families = _scrape(server)
+    assert _success(_scrape(server)) - _success(before) == 20  # counted before answered
+    families = _settled(server, lambda page: all(
+        count(page, f"nv_inference_{stage}_summary_us")
+        - count(before, f"nv_inference_{stage}_summary_us") == 20
+        for stage in ("queue", "compute_input", "compute_infer", "compute_output")))
     for stage in ("request", "queue", "compute_input", "compute_infer", "compute_output"):
         name = f"nv_inference_{stage}_summary_us"
         assert families[name].type == "summary", name  # type: ignore[attr-defined]
@@ -69,7 +94,10 @@ def test_the_grafana_dashboard_queries_what_the_server_serves(server: InferenceS
     given = grpcclient.InferInput("input", [1, 3, 16, 16], "FP32")
     given.set_data_from_numpy(conv_rows(1))
     client.infer("conv", [given])  # a latency series shows once it has an observation
-    text = urllib.request.urlopen(f"http://{server.url('metrics')}/metrics").read().decode()
-    served = {line.split("{")[0].split(" ")[0] for line in text.splitlines()
-              if line and not line.startswith("#")}  # fmt: skip
-    assert named and named <= served, sorted(named - served)
+
+    def served(families: dict[str, object]) -> set[str]:
+        return {*families, *(s.name for family in families.values()
+                             for s in family.samples)}  # type: ignore[attr-defined]  # fmt: skip
+
+    families = _settled(server, lambda page: named <= served(page))
+    assert named and named <= served(families), sorted(named - served(families))

@@ -241,9 +241,9 @@ class ServedChain(Lifecycle):
         if page.future.done():  # cancelled meanwhile
             self._answered(page, "CANCELED")
             return
+        self._answered(page, None)  # counted before the caller can read the metrics
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             page.future.set_result(response)
-        self._answered(page, None)
 
     def _fail(self, page: _Page, error: RequestError, reason: str) -> None:
         try:

@@ -368,6 +368,7 @@ class ServedModel(Lifecycle):
             self._metrics.request_done(self.name, self.version, seconds)
         else:
             self._metrics.request_failed(self.name, self.version, reason, seconds)
+        request.resolve()
 
     # -- the consumer thread -------------------------------------------------------------
     def _consume(self, pipeline: Pipeline) -> None:

@@ -90,17 +90,17 @@ class PendingRequest:
         return self._count(_as_serve_error(error))
 
     def _count(self, error: RequestError | None) -> bool:
-        """Count a row; True when it was the last (the request is resolved then)."""
+        """Count a row; True when it was the last: the caller records the request's metrics,
+        then calls :meth:`resolve` (so a client that reads the metrics once answered finds
+        its request counted)."""
         with self._lock:
             if error is not None and self._error is None:
                 self._error = error
             self._left -= 1
-            last = self._left == 0
-        if last:
-            self._resolve()
-        return last
+            return self._left == 0
 
-    def _resolve(self) -> None:
+    def resolve(self) -> None:
+        """Answer the caller (once every row is counted) and give back the regions."""
         for region in self._regions:
             region.release()
         self._regions = []
