@@ -82,6 +82,32 @@ def test_infer_async_dry_run_and_benchmark(capsys) -> None:
     assert re.search(
         r"^\[INFO\] sync infer pass: \d+\.\d{3} ms \(\d+\.\d{3} ms/frame\)$", out, re.M
     )
+    assert "Batches completed: 4 / 4" in out  # the async pass ran every submission once
+
+
+def test_infer_async_benchmark_times_its_passes_the_one_way(monkeypatch, capsys) -> None:
+    """The two passes go through copyless.types.round_medians (alternating rounds), each
+    submission counted once: 7 iterations in 3 rounds are 3 + 2 + 2 per pass."""
+    from copyless.types import round_medians
+
+    seen: list[str] = []
+
+    def spy(calls, runs, more, **kw):  # type: ignore[no-untyped-def]
+        def logged(key):  # type: ignore[no-untyped-def]
+            def call() -> None:
+                calls[key]()
+                seen.append(key)
+
+            return call
+
+        return round_medians({key: logged(key) for key in calls}, runs, more, **kw)
+
+    monkeypatch.setattr(infer_async, "round_medians", spy)
+    model = str(builtin_classifier(progress=False))
+    assert infer_async.main(["--model-path", model, "--dry-run", "-n", "7", "--benchmark",
+                             "--rounds", "3"]) == 0  # fmt: skip
+    assert seen == ["async", "sync", "sync", "async", "async", "sync"]
+    assert "Batches completed: 7 / 7" in capsys.readouterr().out
 
 
 def test_infer_async_input_binary_writes_outputs(tmp_path, monkeypatch, capsys) -> None:

@@ -84,3 +84,63 @@ def test_at_least_one_round_runs() -> None:
 
     best = best_round_medians({"x": call}, 2, lambda done: False)
     assert counts["x"] == 2 and best["x"] >= 0.0
+
+
+def test_runs_may_differ_per_alternative() -> None:
+    clock, log = Clock(), []
+    durations = {"one": [0.5, 0.7], "three": [0.1, 0.2, 0.3, 0.3, 0.3, 0.1]}
+    found = round_medians(_timed(durations, clock, log), {"one": 1, "three": 3},
+                          lambda done: done < 2, clock=clock)  # fmt: skip
+    assert log == ["one", "three", "three", "three", "three", "three", "three", "one"]
+    assert found == {"one": pytest.approx([0.5, 0.7]), "three": pytest.approx([0.2, 0.3])}
+
+
+def test_copyless_bench_times_its_pipelines_the_one_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """copyless-bench's pipelines go through round_medians: alternating rounds after one untimed
+    warm-up round, a sync pipeline timed batch by batch, an async one as one stream; a pipeline
+    that raises is reported once, runs no more and has no figures; per-stage laps are flushed
+    once a round, the warm-up's dropped."""
+    from copyless.apps.bench import measure
+    from copyless.apps.bench.contender import Contender
+    from copyless.apps.bench.stages import Stopwatch
+
+    clock, log = Clock(), []
+    monkeypatch.setattr(measure, "round_medians", _with_clock(round_medians, clock))
+    watch = Stopwatch()
+    laps = {"sync": 0.01, "async": 0.02}
+
+    def runner(name: str) -> Any:
+        def run(batches: int) -> None:
+            log.append((name, batches))
+            if name == "broken" and log.count(("broken", 1)) == 3:
+                raise RuntimeError("engine fell over")
+            clock.now += laps.get(name, 0.05) * batches
+            if name == "sync":
+                watch.start()
+                watch.lap("infer")
+                watch.frames(2)
+
+        return run
+
+    pipelines = [Contender("sync", "copyless", False, runner("sync"), watch=watch),
+                 Contender("async", "copyless", True, runner("async")),
+                 Contender("broken", "peer", False, runner("broken"))]  # fmt: skip
+    failures: list[str] = []
+    samples = measure.interleaved(
+        pipelines, frames=4, batch=2, rounds=2,
+        failed=lambda p, e: failures.append(f"{p.name}: {e}"),
+    )  # fmt: skip
+    # warm-up: sync 2 batches of 1, async one stream of 4 (MIN_ASYNC_BATCHES), broken 2;
+    # round 1 in order (broken raises on its first timed call), round 2 reversed without it
+    assert log[:5] == [("sync", 1), ("sync", 1), ("async", 4), ("broken", 1), ("broken", 1)]
+    assert log[5:] == [("sync", 1), ("sync", 1), ("async", 4), ("broken", 1), ("async", 4),
+                       ("sync", 1), ("sync", 1)]  # fmt: skip
+    assert failures == ["broken: engine fell over"]
+    assert samples.rounds["sync"] == pytest.approx([0.005, 0.005])  # 10 ms a batch of 2
+    assert samples.rounds["async"] == pytest.approx([0.02 / 2] * 2)  # 4 x 20 ms / 8 frames
+    assert samples.rounds["broken"] == []
+    assert samples.stages["sync"].snapshot()["infer"].count == 2  # one per timed round
+
+
+def _with_clock(fn: Any, clock: Clock) -> Any:
+    return lambda calls, runs, more, **kw: fn(calls, runs, more, clock=clock, **kw)

@@ -36,7 +36,14 @@ import numpy.typing as npt
 from ..memory import NpuTensor
 from ..pipeline import ItemTensors, Pipeline
 from ..runner import Runner, RunnerFactory
-from ..types import CopylessError, OptionError, RunnerType, TensorDirection, TensorType
+from ..types import (
+    CopylessError,
+    OptionError,
+    RunnerType,
+    TensorDirection,
+    TensorType,
+    round_medians,
+)
 from ..vision import download, upload
 from ._checks import UsageError, check_model_path
 from ._models import CLASSIFIER, DETECTOR, builtin_alias, builtin_model
@@ -224,9 +231,10 @@ def _benchmark(
     """(async ms, sync ms) over ``--num-iteration`` submissions each.
 
     Warm-up first, untimed (bindings and plans of every slot, as the sample's prime phase
-    before its steady state). Then the passes alternate in ``--rounds`` rounds (async
-    first in even rounds, sync first in odd ones) so that a machine whose load drifts
-    weighs on both alike; each pass's time is the sum of its rounds. The sync pass runs
+    before its steady state). Then the passes alternate in ``--rounds`` rounds
+    (:func:`copyless.types.round_medians`: async first in the first round, then sync
+    first, and so on) so that a machine whose load drifts weighs on both alike; each pass's time is
+    the sum of its rounds. The sync pass runs
     ``execute`` on tensors of its own holding the same IFM.
     """
     inputs, outputs = _sync_tensors(runner, jobs.ifm)
@@ -234,22 +242,26 @@ def _benchmark(
     runner.execute(inputs, outputs)
     jobs.completed = 0
     rounds = max(1, min(args.rounds, args.num_iteration))
-    async_s = sync_s = 0.0
+    counts = [args.num_iteration // rounds + (i < args.num_iteration % rounds)
+              for i in range(rounds)]  # fmt: skip
+    done = {"async": 0, "sync": 0}  # rounds each pass has run
     per_frame = jobs.work
-    for index in range(rounds):
-        count = args.num_iteration // rounds + (index < args.num_iteration % rounds)
-        for mode in ("async", "sync") if index % 2 == 0 else ("sync", "async"):
-            start = time.perf_counter()
-            if mode == "async":
-                jobs.run(pipeline, count)
-                async_s += time.perf_counter() - start
-            else:
-                for _ in range(count):
-                    runner.execute(inputs, outputs)
-                    for _ in range(jobs.batch):
-                        per_frame()
-                sync_s += time.perf_counter() - start
-    return async_s * 1000.0, sync_s * 1000.0
+
+    def async_pass() -> None:
+        jobs.run(pipeline, counts[done["async"]])
+        done["async"] += 1
+
+    def sync_pass() -> None:
+        for _ in range(counts[done["sync"]]):
+            runner.execute(inputs, outputs)
+            for _ in range(jobs.batch):
+                per_frame()
+        done["sync"] += 1
+
+    # one call of each pass a round, the first alternating (copyless's one way of timing
+    # alternatives); a pass's time is the sum of its rounds, as the sample reports a pass
+    found = round_medians({"async": async_pass, "sync": sync_pass}, 1, lambda n: n < rounds)
+    return sum(found["async"]) * 1000.0, sum(found["sync"]) * 1000.0
 
 
 def _sync_tensors(

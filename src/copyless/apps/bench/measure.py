@@ -1,22 +1,25 @@
-"""Interleaved timing: A, B, C, A, B, C ... so machine drift hits every pipeline alike.
+"""copyless-bench's pipelines timed against each other, copyless's one way
+(:func:`copyless.types.round_medians`: each round runs every pipeline back to back, the order
+alternating A B C, C B A... so that machine drift hits every pipeline alike; the round's
+figure is a median; the result, the median over rounds).
 
-Per round, a sync pipeline runs ``ceil(frames / batch)`` single batches, each timed; the
-round's figure is the median batch time / batch. An async pipeline runs the same number of
-batches (at least :data:`MIN_ASYNC_BATCHES`) as one pipelined stream, prime to drain; the
-round's figure is wall / frames. The result is the median over rounds. Pipelines with a
-stopwatch also give, per round, their mean seconds per frame in each stage.
+Per round, a sync pipeline runs ``ceil(frames / batch)`` single batches, each timed: its
+figure is the median batch time / batch. An async pipeline runs the same number of batches
+(at least :data:`MIN_ASYNC_BATCHES`) as one pipelined stream, prime to drain: its figure is
+wall / frames. One untimed warm-up round comes first (bindings, plans, slots, lazy kernels;
+its laps are dropped). Pipelines with a stopwatch also give, per round, their median seconds
+per frame in each stage.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...pipeline import StageClock
+from ...types import round_medians
 from .contender import Contender
 
 logger = logging.getLogger(__name__)
@@ -37,21 +40,6 @@ def batches_per_round(pipeline: Contender, frames: int, batch: int) -> int:
     return max(count, MIN_ASYNC_BATCHES) if pipeline.asynchronous else count
 
 
-def one_round(pipeline: Contender, frames: int, batch: int) -> float:
-    """Seconds per frame of one round (see the module docstring)."""
-    count = batches_per_round(pipeline, frames, batch)
-    if pipeline.asynchronous:
-        start = time.perf_counter()
-        pipeline.run(count)
-        return (time.perf_counter() - start) / (count * batch)
-    samples = []
-    for _ in range(count):
-        start = time.perf_counter()
-        pipeline.run(1)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) / batch
-
-
 def interleaved(
     pipelines: list[Contender],
     frames: int,
@@ -59,24 +47,52 @@ def interleaved(
     rounds: int,
     failed: Callable[[Contender, Exception], None],
 ) -> Samples:
-    """Every pipeline's samples; one untimed warm-up round first.
+    """Every pipeline's samples (see the module docstring).
 
-    A pipeline that raises is reported through ``failed`` and dropped from later rounds.
+    A pipeline that raises is reported through ``failed`` and runs no more; it has no
+    figures (its row is the failure).
     """
-    live = list(pipelines)
-    out = Samples({p.name: [] for p in pipelines}, {p.name: StageClock() for p in pipelines})
-    for index in range(rounds + 1):
-        for pipeline in list(live):
+    broken: set[str] = set()
+
+    def guarded(pipeline: Contender, batches: int) -> Callable[[], None]:
+        def call() -> None:
+            if pipeline.name in broken:
+                return
             try:
-                seconds = one_round(pipeline, frames, batch)
+                pipeline.run(batches)
             except Exception as exc:  # noqa: BLE001 - one broken pipeline must not stop the rest
+                broken.add(pipeline.name)
                 failed(pipeline, exc)
-                live.remove(pipeline)
-                continue
-            # round 0 warms caches, bindings, slots and lazy kernels: its laps are dropped
-            stages = out.stages[pipeline.name] if index else StageClock()
+
+        return call
+
+    calls: dict[str, Callable[[], None]] = {}
+    runs: dict[str, int] = {}
+    per_call: dict[str, int] = {}  # frames one timed call processes
+    for pipeline in pipelines:
+        count = batches_per_round(pipeline, frames, batch)
+        stream = pipeline.asynchronous
+        calls[pipeline.name] = guarded(pipeline, count if stream else 1)
+        runs[pipeline.name] = 1 if stream else count
+        per_call[pipeline.name] = count * batch if stream else batch
+    out = Samples({p.name: [] for p in pipelines}, {p.name: StageClock() for p in pipelines})
+
+    def flush(into: Callable[[Contender], StageClock]) -> None:
+        for pipeline in pipelines:
             if pipeline.watch is not None:
-                pipeline.watch.flush(stages)
-            if index:
-                out.rounds[pipeline.name].append(seconds)
+                pipeline.watch.flush(into(pipeline))
+
+    for pipeline in pipelines:  # the warm-up round, untimed
+        for _ in range(runs[pipeline.name]):
+            calls[pipeline.name]()
+    flush(lambda _: StageClock())  # its laps are dropped
+
+    def more(done: int) -> bool:
+        flush(lambda pipeline: out.stages[pipeline.name])
+        return done < rounds
+
+    found = round_medians(calls, runs, more)
+    for name, figures in found.items():
+        if name not in broken:
+            out.rounds[name] = [seconds / per_call[name] for seconds in figures]
     return out
