@@ -19,11 +19,11 @@ from copyless.model import (
     zoo,
 )
 from copyless.model import _bf16 as bf16
-from copyless.types import DataType, OptionError, UnsupportedError
+from copyless.types import DataType, OptionError, UnsupportedError, bf16_available
 from model_helpers import calibration_folder
 
 pytest.importorskip("openvino")
-HAS_BF16 = bf16.bf16_refusal(bf16.cpu_capabilities()) is None
+HAS_BF16 = bf16_available()
 needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="this CPU has no BF16 arithmetic")
 VIEW = {"input_format": "rgbx", "mean": (127, 127, 127), "std": (128, 128, 128),
         "resize": "crop:0.875"}  # fmt: skip
@@ -87,7 +87,7 @@ def test_min_agreement_refuses_naming_the_figure(effnet: Path, photos: Path) -> 
 def test_a_cpu_without_bf16_is_refused_in_one_line(
     effnet: Path, photos: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bf16, "cpu_capabilities", lambda: ("FP32", "INT8", "BIN"))
+    monkeypatch.setattr(bf16, "cpu_capabilities", lambda _core=None: ("FP32", "INT8", "BIN"))
     with pytest.raises(UnsupportedError) as caught:
         compile_to_memory(effnet, precision="bf16", calibration=photos, **VIEW)
     message = str(caught.value)

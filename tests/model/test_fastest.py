@@ -81,7 +81,7 @@ def test_fastest_keeps_fp32_and_says_why(
 def test_a_cpu_without_bf16_weighs_int8_alone(
     effnet: Path, photos: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bf16, "cpu_capabilities", lambda: ("FP32", "INT8", "BIN"))
+    monkeypatch.setattr(bf16, "cpu_capabilities", lambda _core=None: ("FP32", "INT8", "BIN"))
     model = compile_to_memory(effnet, precision="fastest", calibration=photos, max_drop=100,
                               **VIEW)  # fmt: skip
     record = precision_of(model.metadata)

@@ -17,11 +17,12 @@ from copyless.backends import _openvino
 from copyless.model import CompiledModel, compile_to_memory, zoo
 from copyless.model import _bf16 as bf16
 from copyless.runner import Runner, RunnerFactory
+from copyless.types import bf16_available
 from model_helpers import calibration_folder
 
 pytest.importorskip("openvino")
 OV, ORT, VAIML = cl.RunnerType.OPENVINO, cl.RunnerType.ONNXRUNTIME, cl.RunnerType.VAIML
-HAS_BF16 = bf16.bf16_refusal(bf16.cpu_capabilities()) is None
+HAS_BF16 = bf16_available()
 VIEW = {"input_format": "rgbx", "mean": (127, 127, 127), "std": (128, 128, 128),
         "resize": "crop:0.875"}  # fmt: skip
 NO_BF16 = ("FP32", "INT8", "BIN", "EXPORT_IMPORT")

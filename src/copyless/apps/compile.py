@@ -40,7 +40,6 @@ from ..model import (
     INPUT_FORMATS,
     TASKS,
     CompiledModel,
-    bf16_available,
     compile_model,
     load_model,
     parse_shape,
@@ -49,7 +48,7 @@ from ..model import (
     task_of,
     zoo,
 )
-from ..types import CopylessError, DataType
+from ..types import CopylessError, DataType, bf16_available
 from ._checks import UsageError, check_output, check_output_directory
 from ._output import Output, add_output_arguments, progress_wanted
 

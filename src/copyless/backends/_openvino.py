@@ -47,8 +47,8 @@ from typing import Any, Protocol
 
 import onnx
 
-from ..model import Partition, bf16_refusal, cpu_capabilities
-from ..types import DataType, ModelLoadError, UnsupportedError
+from ..model import Partition
+from ..types import DataType, ModelLoadError, UnsupportedError, bf16_refusal, cpu_capabilities
 from ._base import Capabilities
 from ._cache import EngineCache
 from ._openvino_async import FailureWatch

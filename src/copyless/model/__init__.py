@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._artifact import artifact_key
-from ._bf16 import bf16_available, bf16_refusal, cpu_capabilities
 from ._class_names import class_names
 from ._compiled import CompiledModel, Intermediate, Partition, TensorSpec
 from ._config import ConfigFile, check_compiled_with, read_config
@@ -67,13 +66,10 @@ __all__ = [
     "TaskRecord",
     "TensorSpec",
     "artifact_key",
-    "bf16_available",
-    "bf16_refusal",
     "check_compiled_with",
     "class_names",
     "compile_model",
     "compile_to_memory",
-    "cpu_capabilities",
     "graph_inputs",
     "load_model",
     "node_attr",

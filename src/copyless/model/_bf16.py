@@ -11,58 +11,26 @@ the first batch. ``precision="fastest"`` (:mod:`._fastest`) weighs it against IN
 
 Only OpenVINO runs BF16 here: onnxruntime's CPU provider has no general BF16 arithmetic. A
 CPU without it (OpenVINO's ``OPTIMIZATION_CAPABILITIES`` lacks ``"BF16"``: no AVX512_BF16 and
-no AMX) is refused in one line (:func:`bf16_refusal`), by the compiler and by the runner.
+no AMX) is refused in one line (:func:`copyless.types.bf16_refusal`), by the compiler and by
+the runner.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import onnx
 
-from ..types import UnsupportedError, cpu_info, openvino_unloadable
+from ..types import UnsupportedError, bf16_refusal, cpu_capabilities, openvino_unloadable
 from ._precision import measure
 from ._speed import engine_runs, openvino_run, speed_record
 
 _log = logging.getLogger(__name__)
 
-#: OpenVINO's name of the capability (``OPTIMIZATION_CAPABILITIES`` of the CPU plugin).
-BF16 = "BF16"
 #: Fewer images than this give no agreement figure worth a percent (a warning names it).
 MIN_IMAGES = 20
-
-
-def cpu_capabilities(core: Any = None) -> tuple[str, ...]:
-    """OpenVINO's ``OPTIMIZATION_CAPABILITIES`` of the CPU plugin (``"FP32"``, ``"BF16"``,
-    ``"INT8"``...), asked of ``core`` (an ``openvino.Core``; a new one when None:
-    UnsupportedError without the ``openvino`` package)."""
-    if core is None:
-        core = _core()
-    return tuple(str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
-
-
-def bf16_available() -> bool:
-    """Whether OpenVINO is installed and computes BF16 on this CPU (never raises)."""
-    try:
-        return bf16_refusal(cpu_capabilities()) is None
-    except (UnsupportedError, RuntimeError):
-        return False
-
-
-def bf16_refusal(capabilities: Iterable[str]) -> str | None:
-    """Why BF16 is refused on a CPU whose OpenVINO ``capabilities`` lack it (a clause for
-    one error line); None when the CPU has BF16 arithmetic."""
-    listed = [str(c) for c in capabilities]
-    if BF16 in listed:
-        return None
-    return (
-        f"this CPU ({cpu_info().name}) has no BF16 arithmetic (OpenVINO's "
-        f"OPTIMIZATION_CAPABILITIES: {', '.join(listed) or 'none'}; BF16 needs AVX512_BF16 or "
-        "AMX)"
-    )
 
 
 def measure_bf16(
@@ -70,10 +38,10 @@ def measure_bf16(
 ) -> dict[str, Any]:
     """The ``precision`` record of ``model`` in BF16 against fp32, both on OpenVINO's CPU
     plugin; UnsupportedError (one line) where this CPU has no BF16 arithmetic."""
-    refusal = bf16_refusal(cpu_capabilities())
+    core = _core()
+    refusal = bf16_refusal(cpu_capabilities(core))
     if refusal is not None:
         raise UnsupportedError(f"precision='bf16' refused: {refusal}; compile it without")
-    core = _core()
     try:
         graph = core.read_model(model=model.SerializeToString())
         bf16 = core.compile_model(

@@ -5,7 +5,13 @@ Imports nothing else of copyless."""
 
 from ._address import Address, parse_address
 from ._cpu import CpuInfo, cpu_info
-from ._engines import openvino_unloadable
+from ._engines import (
+    BF16,
+    bf16_available,
+    bf16_refusal,
+    cpu_capabilities,
+    openvino_unloadable,
+)
 from ._enums import (
     DataType,
     MemoryLayout,
@@ -45,6 +51,7 @@ from ._samples import (
 from ._serialize import info_from_dict, info_to_dict, quant_from_dict, quant_to_dict
 
 __all__ = [
+    "BF16",
     "Address",
     "AtomicFile",
     "CopylessError",
@@ -81,6 +88,9 @@ __all__ = [
     "info_from_dict",
     "info_to_dict",
     "jpeg_orientation",
+    "bf16_available",
+    "bf16_refusal",
+    "cpu_capabilities",
     "openvino_unloadable",
     "parse_address",
     "orient",

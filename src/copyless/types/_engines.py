@@ -1,10 +1,21 @@
-"""What keeps an installed engine from loading in this process (one owner for the rule)."""
+"""What the engines can do in this process, one owner for each rule: what keeps an installed
+engine from loading (:func:`openvino_unloadable`), and what OpenVINO's CPU plugin computes
+here (:func:`cpu_capabilities`; BF16: :func:`bf16_refusal`, :func:`bf16_available`), asked
+by the compiler, the OpenVINO backend and the apps alike."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["openvino_unloadable"]
+from ._cpu import cpu_info
+from ._errors import UnsupportedError
+
+__all__ = ["BF16", "bf16_available", "bf16_refusal", "cpu_capabilities", "openvino_unloadable"]
+
+#: OpenVINO's name of the capability (``OPTIMIZATION_CAPABILITIES`` of the CPU plugin).
+BF16 = "BF16"
 
 
 def openvino_unloadable() -> str | None:
@@ -17,3 +28,43 @@ def openvino_unloadable() -> str | None:
     if "libasan" in os.environ.get("LD_PRELOAD", ""):
         return "OpenVINO cannot load under AddressSanitizer (LD_PRELOAD)"
     return None
+
+
+def cpu_capabilities(core: Any = None) -> tuple[str, ...]:
+    """OpenVINO's ``OPTIMIZATION_CAPABILITIES`` of the CPU plugin (``"FP32"``, ``"BF16"``,
+    ``"INT8"``...), asked of ``core`` (an ``openvino.Core``; a new one when None:
+    UnsupportedError where OpenVINO is not installed or cannot load here)."""
+    if core is None:
+        unloadable = openvino_unloadable()
+        if unloadable:
+            raise UnsupportedError(f"OpenVINO's CPU capabilities are unknown: {unloadable}")
+        try:
+            import openvino as ov
+        except ImportError as exc:
+            raise UnsupportedError(
+                "OpenVINO's CPU capabilities are unknown: openvino is not installed "
+                "(pip install copyless[openvino])"
+            ) from exc
+        core = ov.Core()
+    return tuple(str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+
+
+def bf16_refusal(capabilities: Iterable[str]) -> str | None:
+    """Why BF16 is refused on a CPU whose OpenVINO ``capabilities`` lack it (a clause for
+    one error line); None when the CPU has BF16 arithmetic."""
+    listed = [str(c) for c in capabilities]
+    if BF16 in listed:
+        return None
+    return (
+        f"this CPU ({cpu_info().name}) has no BF16 arithmetic (OpenVINO's "
+        f"OPTIMIZATION_CAPABILITIES: {', '.join(listed) or 'none'}; BF16 needs AVX512_BF16 or "
+        "AMX)"
+    )
+
+
+def bf16_available() -> bool:
+    """Whether OpenVINO is installed and computes BF16 on this CPU (never raises)."""
+    try:
+        return bf16_refusal(cpu_capabilities()) is None
+    except (UnsupportedError, RuntimeError):
+        return False
