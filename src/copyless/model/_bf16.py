@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..types import UnsupportedError, bf16_refusal, cpu_capabilities, openvino_unloadable
+from ..types import UnsupportedError, bf16_refusal, cpu_capabilities, openvino_core
 from ._precision import measure
 from ._speed import engine_runs, openvino_run, speed_record
 
@@ -65,14 +65,5 @@ def measure_bf16(
 
 
 def _core() -> Any:
-    unloadable = openvino_unloadable()
-    if unloadable:
-        raise UnsupportedError(f"precision='bf16': BF16 runs on OpenVINO only, and {unloadable}")
-    try:
-        import openvino as ov
-    except ImportError as exc:
-        raise UnsupportedError(
-            "precision='bf16': BF16 runs on OpenVINO only (onnxruntime's CPU provider has no "
-            "BF16 arithmetic), and openvino is not installed: pip install copyless[openvino]"
-        ) from exc
-    return ov.Core()
+    return openvino_core("precision='bf16': BF16 runs on OpenVINO only (onnxruntime's CPU "
+                         "provider has no BF16 arithmetic)")

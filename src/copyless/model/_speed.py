@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..types import best_round_medians, cpu_info, openvino_unloadable
+from ..types import UnsupportedError, best_round_medians, cpu_info, openvino_core
 from ._shapes import ORT_ERRORS, session
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["ROUNDS", "ROUND_RUNS", "engine_runs", "openvino_core", "speed_record"]
+__all__ = ["ROUNDS", "ROUND_RUNS", "engine_runs", "speed_record"]
 
 ROUNDS = 7
 ROUND_RUNS = 3
@@ -52,7 +52,7 @@ def engine_runs(
             runs["onnxruntime"] = _ort_run(session(model.SerializeToString()), name)
         except ORT_ERRORS as exc:
             _log.info("onnxruntime cannot load the model to time it: %s", exc)
-    core = openvino_core()
+    core = _core_or_none()
     if core is not None:
         config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": openvino_hint}
         try:
@@ -65,15 +65,12 @@ def engine_runs(
     return runs
 
 
-def openvino_core() -> Any:
+def _core_or_none() -> Any:
     """An ``openvino.Core``, or None where OpenVINO is not installed or not loadable."""
-    if openvino_unloadable():
-        return None
     try:
-        import openvino as ov
-    except ImportError:
+        return openvino_core("not timed on OpenVINO")
+    except UnsupportedError:
         return None
-    return ov.Core()
 
 
 def openvino_run(compiled: Any) -> Run:

@@ -246,19 +246,12 @@ class ServedChain(Lifecycle):
             page.future.set_result(response)
 
     def _fail(self, page: _Page, error: RequestError, reason: str) -> None:
-        try:
+        self._answered(page, "CANCELED" if page.future.done() else reason)  # counted first
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
             page.future.set_exception(error)
-        except concurrent.futures.InvalidStateError:
-            reason = "CANCELED"
-        self._answered(page, reason)
 
     def _answered(self, page: _Page, reason: str | None) -> None:
-        seconds = time.perf_counter() - page.received
-        self._metrics.pending(self.name, self.version, -1)
-        if reason is None:
-            self._metrics.request_done(self.name, self.version, seconds)
-        else:
-            self._metrics.request_failed(self.name, self.version, reason, seconds)
+        self._metrics.answered(self.name, self.version, page.received, reason)
 
     # -- metadata ------------------------------------------------------------------------
     def metadata(self, versions: list[str] | None = None) -> dict[str, Any]:

@@ -143,6 +143,17 @@ class ServeMetrics:
         self._add((model, version), {"nv_inference_request_duration_us": seconds * 1e6,
                                      _FAIL_US: seconds * 1e6})  # fmt: skip
 
+    def answered(self, model: str, version: str, received: float, reason: str | None) -> None:
+        """A request received at ``received`` (perf_counter) is answered: no longer pending,
+        a success (``reason`` None) or a failure for ``reason``. Called before the caller
+        is answered, so that a client reading the metrics then finds its request counted."""
+        seconds = time.perf_counter() - received
+        self.pending(model, version, -1)
+        if reason is None:
+            self.request_done(model, version, seconds)
+        else:
+            self.request_failed(model, version, reason, seconds)
+
     def row(self, model: str, version: str, queue: float, timings: Mapping[str, float]) -> None:
         """One row's stages, seconds (``timings``: a pipeline Result's)."""
         stages = {"queue": queue, "compute_input": timings.get("prepare", 0.0),

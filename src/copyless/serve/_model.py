@@ -362,12 +362,7 @@ class ServedModel(Lifecycle):
             self._answered(request, None)
 
     def _answered(self, request: PendingRequest, reason: str | None) -> None:
-        seconds = time.perf_counter() - request.received
-        self._metrics.pending(self.name, self.version, -1)
-        if reason is None:
-            self._metrics.request_done(self.name, self.version, seconds)
-        else:
-            self._metrics.request_failed(self.name, self.version, reason, seconds)
+        self._metrics.answered(self.name, self.version, request.received, reason)
         request.resolve()
 
     # -- the consumer thread -------------------------------------------------------------

@@ -10,6 +10,7 @@ from ._engines import (
     bf16_available,
     bf16_refusal,
     cpu_capabilities,
+    openvino_core,
     openvino_unloadable,
 )
 from ._enums import (
@@ -91,6 +92,7 @@ __all__ = [
     "bf16_available",
     "bf16_refusal",
     "cpu_capabilities",
+    "openvino_core",
     "openvino_unloadable",
     "parse_address",
     "orient",

@@ -12,7 +12,14 @@ from typing import Any
 from ._cpu import cpu_info
 from ._errors import UnsupportedError
 
-__all__ = ["BF16", "bf16_available", "bf16_refusal", "cpu_capabilities", "openvino_unloadable"]
+__all__ = [
+    "BF16",
+    "bf16_available",
+    "bf16_refusal",
+    "cpu_capabilities",
+    "openvino_core",
+    "openvino_unloadable",
+]
 
 #: OpenVINO's name of the capability (``OPTIMIZATION_CAPABILITIES`` of the CPU plugin).
 BF16 = "BF16"
@@ -30,22 +37,27 @@ def openvino_unloadable() -> str | None:
     return None
 
 
+def openvino_core(why: str) -> Any:
+    """A new ``openvino.Core``; UnsupportedError in one line, ``why`` first, where OpenVINO
+    is not installed or cannot load in this process (:func:`openvino_unloadable`)."""
+    unloadable = openvino_unloadable()
+    if unloadable:
+        raise UnsupportedError(f"{why}: {unloadable}")
+    try:
+        import openvino as ov
+    except ImportError as exc:
+        raise UnsupportedError(
+            f"{why}: openvino is not installed (pip install copyless[openvino])"
+        ) from exc
+    return ov.Core()
+
+
 def cpu_capabilities(core: Any = None) -> tuple[str, ...]:
     """OpenVINO's ``OPTIMIZATION_CAPABILITIES`` of the CPU plugin (``"FP32"``, ``"BF16"``,
     ``"INT8"``...), asked of ``core`` (an ``openvino.Core``; a new one when None:
     UnsupportedError where OpenVINO is not installed or cannot load here)."""
     if core is None:
-        unloadable = openvino_unloadable()
-        if unloadable:
-            raise UnsupportedError(f"OpenVINO's CPU capabilities are unknown: {unloadable}")
-        try:
-            import openvino as ov
-        except ImportError as exc:
-            raise UnsupportedError(
-                "OpenVINO's CPU capabilities are unknown: openvino is not installed "
-                "(pip install copyless[openvino])"
-            ) from exc
-        core = ov.Core()
+        core = openvino_core("OpenVINO's CPU capabilities are unknown")
     return tuple(str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
 
 
