@@ -1,4 +1,5 @@
-"""Coverage-guided fuzzing of the vision kernels (``vision/_kernels.c``) with atheris.
+"""Coverage-guided fuzzing of the vision kernels (``vision/_kernels.c``, and
+``vision/_text.c``'s components) with atheris.
 
 Modes (first byte of the input):
 
@@ -11,7 +12,7 @@ Modes (first byte of the input):
 * ``RESAMPLE``: ``_kernels.resample`` with raw boxes, rects, fills (NaN, inf, negative,
   huge, overflowing sums), and ill-formed buffers. Contract: a ValueError / TypeError /
   OverflowError / BufferError, or the Pillow result inside the rect and ``fill`` around it.
-* ``COMPONENTS``: ``_kernels.components`` and ``text_boxes`` on random probability maps
+* ``COMPONENTS``: ``_text.components`` and ``text_boxes`` on random probability maps
   (0 to 48 a side, NaN, strided, transposed, unaligned float32), thresholds NaN and inf.
   Checked against ``scipy.ndimage.label`` with 8-connectivity (boxes, counts, sums).
 * ``FRAME``: ``classify_frame`` from random 4:2:0 planes (1 to 64 a side, odd sizes; I420,
@@ -38,13 +39,14 @@ import copyless.vision._frames as frames
 import copyless.vision._postprocess as postprocess
 import copyless.vision._preprocess as preprocess
 from copyless import NpuTensorInfo, TensorDirection, TensorType
-from copyless.vision import _kernels
+from copyless.vision import _kernels, _text
 from copyless.vision._formats import ColourFormat
 
 
 class Guard:
-    """Stands in for ``_kernels`` inside the preprocess/postprocess modules: counts the C
-    calls, so a refusal can be checked to come from Python, before C saw the arguments."""
+    """Stands in for ``_kernels`` (``_text`` in postprocess) inside the preprocess/postprocess
+    modules: counts the C calls, so a refusal can be checked to come from Python, before C
+    saw the arguments."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -55,7 +57,7 @@ class Guard:
 
     def components(self, *args: Any) -> Any:
         self.calls += 1
-        return _kernels.components(*args)
+        return _text.components(*args)
 
     def yuv_resize(self, *args: Any) -> None:
         self.calls += 1
@@ -64,7 +66,7 @@ class Guard:
 
 GUARD = Guard()
 preprocess._kernels = GUARD  # type: ignore[assignment]
-postprocess._kernels = GUARD  # type: ignore[assignment]
+postprocess._text = GUARD  # type: ignore[assignment]
 frames._kernels = GUARD  # type: ignore[assignment]
 SENTINEL = 0xA5
 # The formats this harness's references model (packed uint8 within 1 level, planar float32):
@@ -331,11 +333,11 @@ def check_components(fdp: Any) -> None:
         bad = fdp.PickValueInList([prob.astype(np.float64), prob[None], np.zeros(3, np.float32),
                                    b"abcd", prob.astype(np.float16)])  # fmt: skip
         try:
-            _kernels.components(bad, thr)
+            _text.components(bad, thr)
         except REFUSED:
             return
         raise AssertionError("components accepted an ill-formed map")
-    got = _kernels.components(prob, thr)
+    got = _text.components(prob, thr)
     want = reference_components(prob, thr)
     if len(got) != len(want):
         raise AssertionError(f"{len(got)} components, scipy finds {len(want)}")

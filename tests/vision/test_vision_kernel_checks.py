@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import copyless as cl
-from copyless.vision import Letterbox, _kernels, classify_preprocess, text_boxes
+from copyless.vision import Letterbox, _kernels, _text, classify_preprocess, text_boxes
 
 
 def unaligned(values: np.ndarray) -> np.ndarray:
@@ -72,4 +72,4 @@ def test_boxes_and_buffers_the_kernel_refuses() -> None:
     with pytest.raises(ValueError, match="destination"):
         _kernels.resample(src, dst[..., :2], (0.0, 0.0, 4.0, 4.0), (0, 0, 4, 4), 0.0, False)
     with pytest.raises(ValueError, match="2-D float32"):
-        _kernels.components(np.zeros((3, 3), np.float64), 0.5)
+        _text.components(np.zeros((3, 3), np.float64), 0.5)

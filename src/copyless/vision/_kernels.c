@@ -21,9 +21,7 @@
  *     Resize + CenterCrop gives on PyAV's rgb24 frames, bit for bit. Each frame row is
  *     converted once; runs without the GIL.
  *
- * components(prob, threshold)
- *     8-connected components of prob > threshold in a 2-D float32 map of any strides
- *     (union-find, two passes). Returns [(x0, y0, x1, y1, count, sum)], x1/y1 exclusive.
+ * The text detector's connected components are _text.c's (components, regions).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -286,7 +284,7 @@ done:
 }
 
 /* A float32 item format: numpy exports "f", or "=f" / "<f" for an unaligned array (reads
- * and writes of those go through memcpy, see PROB and store_row). */
+ * and writes of those go through memcpy, see store_row). */
 static int is_f32(const Py_buffer *b) {
     if (b->itemsize != 4 || b->format == NULL) return 0;
     const char *f = b->format;
@@ -988,148 +986,6 @@ release:
     Py_RETURN_NONE;
 }
 
-/* ---- connected components ---------------------------------------------------------- */
-
-typedef struct {
-    int x0, y0, x1, y1;
-    Py_ssize_t count;
-    double sum;
-} Comp;
-
-static int32_t uf_find(int32_t *parent, int32_t a) {
-    while (parent[a] != a) {
-        parent[a] = parent[parent[a]];
-        a = parent[a];
-    }
-    return a;
-}
-
-static void uf_union(int32_t *parent, int32_t a, int32_t b) {
-    a = uf_find(parent, a);
-    b = uf_find(parent, b);
-    if (a < b) parent[b] = a;
-    else if (b < a) parent[a] = b;
-}
-
-/* memcpy: the map may be an unaligned float32 view (a raw byte buffer at an odd offset). */
-static inline float prob_at(const char *p) {
-    float v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-#define PROB(y, x) prob_at(base + (y) * sy + (x) * sx)
-
-/* Labels prob > thr; fills *out with n components. Returns n, or -1 on allocation failure. */
-static Py_ssize_t label(const char *base, Py_ssize_t sy, Py_ssize_t sx, int h, int w, float thr,
-                        Comp **out) {
-    int32_t *lab = calloc((size_t)h * (size_t)w, sizeof(int32_t));
-    size_t cap = 1024;
-    int32_t n = 0;
-    int32_t *parent = malloc(sizeof(int32_t) * cap);
-    if (!lab || !parent) goto fail;
-    parent[0] = 0;
-    for (int y = 0; y < h; y++) {
-        int32_t *lr = lab + (size_t)y * (size_t)w, *up = y ? lr - w : NULL;
-        for (int x = 0; x < w; x++) {
-            if (!(PROB(y, x) > thr)) continue;
-            int32_t nb[4] = {x ? lr[x - 1] : 0, up && x ? up[x - 1] : 0, up ? up[x] : 0,
-                             up && x + 1 < w ? up[x + 1] : 0};
-            int32_t l = 0;
-            for (int k = 0; k < 4; k++) {
-                if (!nb[k]) continue;
-                if (!l) l = nb[k];
-                else uf_union(parent, l, nb[k]);
-            }
-            if (!l) {
-                if ((size_t)(n + 2) > cap) {
-                    int32_t *grown = realloc(parent, sizeof(int32_t) * cap * 2);
-                    if (!grown) goto fail;
-                    parent = grown;
-                    cap *= 2;
-                }
-                l = ++n;
-                parent[l] = l;
-            }
-            lr[x] = l;
-        }
-    }
-    /* compact ids: root label -> 1..m, reusing parent[] once every label points at a root */
-    int32_t *compact = calloc((size_t)n + 1, sizeof(int32_t));
-    if (!compact) goto fail;
-    int32_t m = 0;
-    for (int32_t l = 1; l <= n; l++) {
-        int32_t r = uf_find(parent, l);
-        if (!compact[r]) compact[r] = ++m;
-        compact[l] = compact[r];
-    }
-    Comp *comps = malloc(sizeof(Comp) * ((size_t)m + 1));
-    if (!comps) {
-        free(compact);
-        goto fail;
-    }
-    for (int32_t c = 0; c < m; c++) comps[c] = (Comp){w, h, -1, -1, 0, 0.0};
-    for (int y = 0; y < h; y++) {
-        const int32_t *lr = lab + (size_t)y * (size_t)w;
-        for (int x = 0; x < w; x++) {
-            if (!lr[x]) continue;
-            Comp *c = comps + compact[lr[x]] - 1;
-            if (x < c->x0) c->x0 = x;
-            if (y < c->y0) c->y0 = y;
-            if (x > c->x1) c->x1 = x;
-            if (y > c->y1) c->y1 = y;
-            c->count++;
-            c->sum += PROB(y, x);
-        }
-    }
-    free(compact);
-    free(lab);
-    free(parent);
-    *out = comps;
-    return m;
-fail:
-    free(lab);
-    free(parent);
-    return -1;
-}
-
-/* components(prob, threshold). Checked here: a 2-D float32 buffer ("f", or "=f"/"<f" for
- * an unaligned view: PROB reads through memcpy), dims <= INT32_MAX, any strides. Python
- * (postprocess.text_boxes via _plane) passes a [H, W] float32 plane, converting other
- * float types first. Any threshold works (NaN selects nothing). */
-static PyObject *components(PyObject *self, PyObject *args) {
-    PyObject *obj;
-    double thr;
-    if (!PyArg_ParseTuple(args, "Od", &obj, &thr)) return NULL;
-    Py_buffer b;
-    if (PyObject_GetBuffer(obj, &b, PyBUF_RECORDS_RO) < 0) return NULL;
-    if (b.ndim != 2 || !is_f32(&b) ||
-        b.shape[0] > INT32_MAX || b.shape[1] > INT32_MAX) {
-        PyBuffer_Release(&b);
-        PyErr_SetString(PyExc_ValueError, "probability map must be a 2-D float32 array");
-        return NULL;
-    }
-    Comp *comps = NULL;
-    Py_ssize_t n;
-    Py_BEGIN_ALLOW_THREADS
-    n = label(b.buf, b.strides[0], b.strides[1], (int)b.shape[0], (int)b.shape[1], (float)thr,
-              &comps);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&b);
-    if (n < 0) return PyErr_NoMemory();
-    PyObject *list = PyList_New(n);
-    for (Py_ssize_t i = 0; list && i < n; i++) {
-        Comp *c = comps + i;
-        PyObject *t = Py_BuildValue("(iiiind)", c->x0, c->y0, c->x1 + 1, c->y1 + 1, c->count, c->sum);
-        if (!t) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, i, t);
-    }
-    free(comps);
-    return list;
-}
-
 static PyMethodDef methods[] = {
     {"resample", resample, METH_VARARGS,
      "resample(src, dst, src_box, rect, fill, bgr, bf16=False): fused resize/crop/pad/pack "
@@ -1138,8 +994,6 @@ static PyMethodDef methods[] = {
      "yuv_resize(y, u, v, dst, size, origin, coeffs, vertical_first, bgr, bf16=False): "
      "swscale's yuv420p -> "
      "rgb24, PIL's bilinear resize to size, the crop at origin into dst."},
-    {"components", components, METH_VARARGS,
-     "components(prob, threshold): 8-connected components of prob > threshold."},
     {NULL, NULL, 0, NULL},
 };
 

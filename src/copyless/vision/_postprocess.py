@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from ..memory import NpuTensor
 from ..types import LayoutError, NpuTensorInfo, QuantParameters
-from . import _kernels
+from . import _text
 from ._extra import need
 from ._formats import _tensor_array
 from ._preprocess import Letterbox
@@ -100,7 +100,7 @@ def text_boxes(
     map_h, map_w = plane.shape
     sx, sy = letterbox.size / map_w, letterbox.size / map_h
     boxes = []
-    for x0, y0, x1, y1, count, total in _kernels.components(plane, float(threshold)):
+    for x0, y0, x1, y1, count, total in _text.components(plane, float(threshold)):
         score = total / count
         w, h = x1 - x0, y1 - y0
         if score < box_threshold or min(w, h) < min_size:

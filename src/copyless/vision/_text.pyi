@@ -1,5 +1,6 @@
 from typing import Any
 
+def components(prob: Any, threshold: float, /) -> list[tuple[int, int, int, int, int, float]]: ...
 def regions(
     prob: Any, threshold: float, dilate: bool, /
 ) -> list[tuple[int, int, int, int, bytes, int]]: ...
