@@ -29,8 +29,8 @@ and p95 over images of max|dp| (the largest softmax probability difference); for
 bf16 also top-1 agreement with fp32 on the same path; for video the worst scene and the
 agreement of the two engines with each other.
 
-    copyless-bench accuracy                       # 400 variants, 6 scenes of 150 frames
-    copyless-bench accuracy --variants 40 --scenes 2 --frames 30 --json out.json
+    python benchmarks/accuracy.py                       # 400 variants, 6 scenes of 150 frames
+    python benchmarks/accuracy.py --variants 40 --scenes 2 --frames 30 --json out.json
 
 A model with no recorded preprocessing (no mean/std, resize policy) is refused: the harness
 says what is missing instead of guessing.
@@ -519,7 +519,7 @@ def table(title: str, rows: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="copyless-bench accuracy", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--variants", type=int, default=400, help="photo variants (default 400)")
     p.add_argument("--scenes", type=int, default=6, help=f"video scenes, 0..{len(SCENES)}")
     p.add_argument("--frames", type=int, default=150, help="frames per scene (default 150)")

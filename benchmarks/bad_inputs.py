@@ -2,7 +2,7 @@
 arguments a user can get wrong, each with what copyless answers (a status or a clear error,
 never a crash; the scripts: exit status 2, one error line, no traceback).
 
-    copyless-bench bad_inputs [--quiet] [--api-only | --inputs-only]
+    python benchmarks/bad_inputs.py [--quiet] [--api-only | --inputs-only]
 
 Prints one row per case (area, input, answer, ok) and a summary; exits 1 when a case gives
 anything but its expected status or error. The cases live in tests/reliability/catalogue.py,

@@ -1,6 +1,6 @@
 """copyless on OpenVINO vs OpenVINO's own Python pipeline vs copyless on ONNX Runtime.
 
-    copyless-bench bench_openvino [--quick] [--runner onnxruntime openvino]
+    python benchmarks/bench_openvino.py [--quick] [--runner onnxruntime openvino]
         [--models relu efficientnet-lite0 resnet50] [--hint LATENCY|THROUGHPUT|AUTO]
 
 For each model (the same compiled graph everywhere, batch 1, float32 HW views), in one run:

@@ -1,6 +1,6 @@
 """Runner creation time with and without the ``cache_path`` engine cache, side by side.
 
-    copyless-bench cache_path [--models efficientnet-lite0,resnet50,ppocr-det]
+    python benchmarks/cache_path.py [--models efficientnet-lite0,resnet50,ppocr-det]
                                               [--rounds 5]
 
 For each model and engine: the first load with an empty cache (it stores), then interleaved

@@ -1,7 +1,7 @@
 """Object detectors end to end: copyless zero-copy with decoding + NMS folded into the graph,
 against each package's own pipeline, on the same decoded image, in one run.
 
-    copyless-bench detectors [--quick] [--rounds N] [--reps N]
+    python benchmarks/detectors.py [--quick] [--rounds N] [--reps N]
         [--only face|layout]
 
 Per frame, decode excluded (the image is an RGB array in memory for every contender):

@@ -1,6 +1,6 @@
 """The cost of an output whose shape depends on the data, measured side by side in one run.
 
-    copyless-bench dynamic_outputs [--quick]
+    python benchmarks/dynamic_outputs.py [--quick]
 
 The model keeps the rows of an [8400, 6] detection table whose score passes a threshold
 (Compress: a data-dependent [k, 6] output) and returns the [8400] keep mask beside them. Its

@@ -1,6 +1,6 @@
 """The default runner (RunnerType.VAIML) against each engine forced, per model.
 
-    copyless-bench engine_choice [--models efficientnet-lite0,resnet50,ppocr-det]
+    python benchmarks/engine_choice.py [--models efficientnet-lite0,resnet50,ppocr-det]
                                  [--runs 30] [--rounds 3]
 
 Each model is the benchmark suite's RGBx b1 fp32 ``.rai`` (ppocr-det at 640x640). For each

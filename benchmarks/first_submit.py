@@ -1,7 +1,7 @@
 """First-submit latency: how long the first ``execute_async`` blocks, without and with
 ``Runner.warm_up()``, and how long the first job takes to complete.
 
-    copyless-bench first_submit [--model efficientnet-lite0] [--rounds 5]
+    python benchmarks/first_submit.py [--model efficientnet-lite0] [--rounds 5]
 
 Each round creates a fresh runner per variant (the variants alternate round by round) and
 times, on two new tensor pairs: the first submit, the second submit, and the first job's

@@ -1,8 +1,8 @@
 """Fuzz the compiled-model loader at scale: thousands of mutated ``.rai`` files and partition
 directories, each loaded (and, when it loads, run) in a child process that must never crash.
 
-    copyless-bench fuzz_models                  # 10,000 mutants
-    copyless-bench fuzz_models --mutants 2000 --seed 7 --keep crashes/
+    python benchmarks/fuzz_models.py                  # 10,000 mutants
+    python benchmarks/fuzz_models.py --mutants 2000 --seed 7 --keep crashes/
 
 Mutants come from the strategies of the test suite (tests/reliability/fuzz_strategies.py),
 in seven kinds: raw bytes of the file (stale checksums), the partition graph's bytes and its

@@ -1,7 +1,7 @@
 """GPU inference, measured side by side in one run (interleaved rounds, medians, ratios).
 
-    copyless-bench gpu [--quick] [--json OUT.json]        # on an NVIDIA GPU
-    copyless-bench gpu --device cpu --quick                # the same code paths on CPU
+    python benchmarks/gpu.py [--quick] [--json OUT.json]        # on an NVIDIA GPU
+    python benchmarks/gpu.py --device cpu --quick                # the same code paths on CPU
 
 1. 640x640, batch 1 (PP-OCRv4 det; ``yolo-640``: a YOLOv5s-size detector built with
    onnx.helper, random weights, 3 heads [1,255,80|40|20,...]): the regular API

@@ -76,7 +76,7 @@ run 240 "$python" -m pytest -p no:cacheprovider -m cuda -rA --junitxml "$out/pyt
 
 step "benchmarks/gpu.py ${BENCH_ARGS:-}"
 # shellcheck disable=SC2086  # BENCH_ARGS is a list of flags, e.g. "--quick"
-run 240 "$python" -m copyless.apps.bench gpu --json "$out/gpu.json" ${BENCH_ARGS:-}
+run 240 "$python" benchmarks/gpu.py --json "$out/gpu.json" ${BENCH_ARGS:-}
 
 step "pytest: the CPU tests of the same areas, on the GPU host's packages"
 run 200 "$python" -m pytest -p no:cacheprovider -q -m "not cuda" -k "not openvino" \

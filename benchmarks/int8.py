@@ -1,6 +1,6 @@
 """INT8 against fp32, agreement beside speed, per engine (issue 48).
 
-    copyless-bench int8 [--models efficientnet-lite0,resnet50] [--calibration 128]
+    python benchmarks/int8.py [--models efficientnet-lite0,resnet50] [--calibration 128]
                         [--test 300] [--rounds 7] [--runs 20] [--max-drop PCT] [--json FILE]
 
 Each model is compiled twice with ``copyless-compile``'s options (RGBx uint8 input, the
@@ -22,7 +22,7 @@ tensors; ``--rounds`` rounds, each running every runner ``--runs`` timed ``execu
 back to back, the order reversed every round; a runner's figure is the median over rounds
 of its round medians. Ratios: fp32 / int8 on each engine, and the fastest int8 against the
 fastest fp32 (the target: >= 1.8x without VNNI, >= 2.5x with VNNI or AMX). Run it alone:
-``/work/shared/tools/quiet copyless-bench int8``.
+``/work/shared/tools/quiet python benchmarks/int8.py``.
 """
 
 from __future__ import annotations

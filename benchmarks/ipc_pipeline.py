@@ -20,7 +20,7 @@ processes (consumer with its engine threads, producers from their first frame on
 shared machine the queue's extra processes can take their CPU from other users, so the
 wall-clock ratio alone understates what the transport costs.
 
-Run: ``copyless-bench ipc_pipeline [--frames 2000] [--repeats 5] [--model]``
+Run: ``python benchmarks/ipc_pipeline.py [--frames 2000] [--repeats 5] [--model]``
 The last line is ``ipc: fd-shared N frames/s, pickled queue M frames/s, ratio R.RRx``.
 """
 

@@ -5,9 +5,9 @@ For each frame size and conversion this times ``Plan.run`` (the path the runner 
 the same machine noise, and prints the medians and their ratio. A plain numpy chain
 (transpose + round + clip + astype, with padding) is shown for comparison.
 
-    copyless-bench layout            # 224x224, 640x640, 3840x2160
-    copyless-bench layout --repeats 50 --sizes 640x640
-    COPYLESS_KERNELS_NO_AVX2=1 copyless-bench layout --sizes 640x640
+    python benchmarks/layout.py            # 224x224, 640x640, 3840x2160
+    python benchmarks/layout.py --repeats 50 --sizes 640x640
+    COPYLESS_KERNELS_NO_AVX2=1 python benchmarks/layout.py --sizes 640x640
 
 The fp32 NCHW -> NHWC4 u8 row runs the fused pixel kernel, picked at import: AVX2 where the
 CPU has it, else SSE2 (the variable forces SSE2, as on a CPU without AVX2).

@@ -1,6 +1,6 @@
 """ONNX backend node tests through the Runner, per engine: the conformance rate.
 
-    copyless-bench node_conformance [--match TEXT] [--engines ort,ov] [--failures]
+    python benchmarks/node_conformance.py [--match TEXT] [--engines ort,ov] [--failures]
                                     [--jsonl FILE]
 
 Every case of onnx's node test suite (``onnx.backend.test.case.node``: the generators of the

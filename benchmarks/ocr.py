@@ -1,7 +1,7 @@
 """OCR end to end: copyless-ocr against RapidOCR on the same PP-OCR models, whole processes
 over the same folders, stage by stage, upright and turned pages apart.
 
-    copyless-bench ocr [--pages N] [--turned N] [--rounds N] [--models v6|v4]
+    python benchmarks/ocr.py [--pages N] [--turned N] [--rounds N] [--models v6|v4]
                        [--runner onnxruntime|openvino|vaiml] [--precision fp32|bf16]
                        [--no-angle] [--keep DIR]
 
@@ -174,7 +174,7 @@ def _print_set(name: str, pages: int, ours: Run, peer: Run) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="copyless-bench ocr", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=8, help="upright drawn pages")
     parser.add_argument("--turned", type=int, default=3, help="pages turned 90/180/270")
     parser.add_argument("--rounds", type=int, default=2, help="whole-process rounds per side")

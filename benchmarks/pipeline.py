@@ -1,7 +1,7 @@
 """copyless.Pipeline against the same work in a plain loop, and against its limit (each stage
 alone on the same inputs).
 
-    copyless-bench pipeline [--items 200] [--rounds 5] [--io-ms 4] [--runner onnxruntime]
+    python benchmarks/pipeline.py [--items 200] [--rounds 5] [--io-ms 4] [--runner onnxruntime]
 
 The work per item: ``prepare`` = an I/O wait of ``--io-ms`` (a sleep: a camera, a disk, a
 socket) and the photo preprocessed into the item's RGBx input (EfficientNet-Lite0,

@@ -5,8 +5,8 @@ The photo is skimage's chelsea resized to 640x480 and saved as a quality-90 JPEG
 noise; medians over ``--runs`` rounds are printed, then the ratios that matter:
 fused preprocess / decode (the target is about 1x), and plain / fused.
 
-    copyless-bench preprocess            # 200 rounds
-    copyless-bench preprocess --runs 50 --image photo.jpg
+    python benchmarks/preprocess.py            # 200 rounds
+    python benchmarks/preprocess.py --runs 50 --image photo.jpg
 
 "plain" is what an app writes without copyless: Pillow decode, Pillow antialiased bilinear
 resize, crop, then numpy to pack RGBx / to build planar float32 and copy into the tensor.

@@ -31,7 +31,7 @@ image present once, cat photos labelled as a cat class, espresso as 967 (at a re
 precision copyless's mislabelled photos are counted, and it must agree with the plain fp32
 on at least 80% of them: less is a broken pipeline, not a precision).
 
-Run: ``copyless-bench ray_batch [--images 1000] [--rounds 3] [--actors 1,2]
+Run: ``python benchmarks/ray_batch.py [--images 1000] [--rounds 3] [--actors 1,2]
 [--batch-size 32] [--size small|phone] [--tuned] [--precision fp32|int8|fastest
 [--max-drop PCT]] [--quick]``; the last lines, per actor count: one per side and the ratio.
 """

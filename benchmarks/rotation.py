@@ -8,8 +8,8 @@ and after, the buffers' final answers checked against plain onnxruntime, and the
 finished job nobody waits for keeps in the job table (at most ``MAX_UNCOLLECTED`` of them),
 measured with tracemalloc over a separate batch of jobs.
 
-    copyless-bench rotation                          # 1,000,000 jobs, 4 buffers, 2 slots
-    copyless-bench rotation --jobs 100000 --buffers 2 --slots 2
+    python benchmarks/rotation.py                          # 1,000,000 jobs, 4 buffers, 2 slots
+    python benchmarks/rotation.py --jobs 100000 --buffers 2 --slots 2
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Runner overhead and execution modes, measured side by side in one run.
 
-    copyless-bench runner [--quick]
+    python benchmarks/runner.py [--quick]
 
 Prints medians (and ratios) of:
   1. runner.execute vs raw onnxruntime run_with_iobinding (and vs OpenVINO InferRequest.infer

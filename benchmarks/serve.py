@@ -22,7 +22,7 @@ JPEGs (its own ``thread_time``, read from ``/stats.json``) as a share of the pro
 direct cost of watching, whatever the load. Every arrangement must print the same labels
 for every frame.
 
-Run: ``copyless-bench serve [--frames 450] [--size 480x640] [--rounds 5] [--serve-fps 5]
+Run: ``python benchmarks/serve.py [--frames 450] [--size 480x640] [--rounds 5] [--serve-fps 5]
 [--quick]``. The last line is ``serve: watched R.RRRx, stuck R.RRRx of plain frames/s; CPU
 per frame watched R.RRRx, stuck R.RRRx of plain``.
 """

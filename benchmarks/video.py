@@ -44,7 +44,7 @@ frame present, in order, on each side, and at least :data:`REDUCED_FLOOR` of the
 (less means a broken pipeline, not a precision); the agreement with the plain fp32 top-1
 (all frames, and those fp32 is sure of) is printed beside the speed, in every mode.
 
-Run: ``copyless-bench video [--frames 300] [--size 480x640] [--rounds 5] [--streams N]
+Run: ``python benchmarks/video.py [--frames 300] [--size 480x640] [--rounds 5] [--streams N]
 [--batch B] [--batch-wait MS] [--runner openvino] [--slots N] [--tuned] [--before SRC]
 [--precision fp32|int8|fastest [--max-drop PCT]] [--quick]``
 The last lines are one per side and the ratio: ``video copyless (P): N frames/s; top-1 as
@@ -463,7 +463,7 @@ def _write_record(path: Path, clip: str, ours: float, theirs: float, ratios: lis
     record = {
         "title": "Video: copyless-video against the PyAV + PIL + onnxruntime loop",
         "benchmark": "video",
-        "command": " ".join(["copyless-bench video", *sys.argv[1:]]),
+        "command": " ".join(["python benchmarks/video.py", *sys.argv[1:]]),
         "date": facts["date"][:10],
         "machine": facts,
         "load": load,

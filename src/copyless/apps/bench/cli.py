@@ -156,7 +156,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="copyless-bench [peers]",
         description=__doc__.splitlines()[0],
-        epilog="Other benchmarks: copyless-bench NAME [ARGS...]; copyless-bench --list.",
+        epilog="The other suites: copyless-bench prefix|spin [ARGS...] (copyless-bench --list). "
+        "The benchmark programs of copyless's source checkout run there: "
+        "python benchmarks/NAME.py [ARGS...].",
     )
     p.add_argument("--model", choices=[*MODELS, "all"], default="efficientnet-lite0")
     p.add_argument("--photo", help="zoo photo (default chelsea.jpg; page for ppocr-det)")
@@ -220,8 +222,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``copyless-bench [NAME] [ARGS...]``: run benchmark ``NAME`` (see :mod:`.suites`;
-    ``--list`` names them); without a name, or with options first, the ``peers`` suite."""
+    """``copyless-bench [SUITE] [ARGS...]``: run suite ``SUITE`` of :mod:`.suites` (``--list``
+    names them); without a name, or with options first, the ``peers`` suite. Any other name
+    is refused in one line (exit 2): the source checkout's programs are not in the wheel."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("--list", "list"):
         return _list(json_lines="--json" in args[1:])
@@ -231,15 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     builtin: dict[str, suites.Suite] = {"peers": run_peers, **suites.builtin()}
     if name in builtin:
         return builtin[name](rest)
-    found = suites.scripts()
-    if name in found:
-        return suites.run_script(found[name], rest)
-    refused = suites.refusal(name)
-    if refused is not None:  # an installed copyless: the checkout's programs are not here
-        print(refused, file=sys.stderr)
-        return EXIT_USAGE
-    names = ", ".join([*builtin, *found])
-    print(f"copyless-bench: error: no benchmark {name!r}; choose from {names}", file=sys.stderr)
+    print(suites.unknown(name), file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -247,16 +242,11 @@ def _list(json_lines: bool) -> int:
     """``--list``: the suites, as lines or (``--json``) a ``suite`` object each."""
     peers_line = (__doc__ or "").strip().splitlines()[0]
     out = Output(json_lines)
-    out.say(*suites.describe(peers_line))
-    for name in ("peers", "prefix", "spin"):
+    for name in suites.NAMES:
         line = peers_line if name == "peers" else suites.first_line(f".{name}")
-        out.record("suite", name=name, where="package", summary=line)
-    found = suites.scripts()
-    for name in found or suites.CHECKOUT_PROGRAMS:
-        summary = suites.script_summary(found[name]) if found else None
-        out.record("suite", name=name, where="checkout" if found else "checkout (absent)",
-                   summary=summary)  # fmt: skip
-    out.summary(suites=3 + len(found or suites.CHECKOUT_PROGRAMS), checkout=bool(found))
+        out.say(f"{name:<8}{line}")
+        out.record("suite", name=name, summary=line)
+    out.summary(suites=len(suites.NAMES))
     return 0
 
 

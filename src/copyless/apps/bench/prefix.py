@@ -3,7 +3,7 @@
     copyless-bench prefix [--model all|efficientnet-lite0|resnet50|ppocr-det] [--runs 20]
         [--threads 1] [--engines ort,ov]
 
-For each model, the RGBx graph copyless-bench runs (normalisation folded, HW input packed
+For each model, the RGBx graph the peers suite runs (normalisation folded, HW input packed
 uint8 RGBx) and the model's own float graph (the engine alone) run ``--runs`` times on each
 engine with its per-node profiler on: onnxruntime's profiler (``enable_profiling``, kernel
 time per node) and OpenVINO's performance counters (``PERF_COUNT``, real time per executed

@@ -1,6 +1,6 @@
 """What the benchmark programs share: interleaved timing of callables (copyless's one way,
 :func:`copyless.types.round_medians`, summed up by the median round), and the pure-overhead
-model (the suites under ``benchmarks/`` import it from here; see :mod:`.cli`)."""
+model (the source checkout's programs under ``benchmarks/`` import it from here)."""
 
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ from ._run import VideoRun
 #: Frames per run of the built-in models, and the longest wait for a batch to fill. Batch 1:
 #: on a CPU engine EfficientNet-Lite0 on 640x480 I420 planes, 2 async slots, showed no steady
 #: gain per frame at batch 2, 4 or 8 (0.81-1.17x batch 1 over two interleaved runs of
-#: ``copyless-bench video_batch``, README), so frames of many streams go through the slots
+#: ``python benchmarks/video_batch.py``, README), so frames of many streams go through the slots
 #: one by one, bound in place, with no copy. ``--batch`` is for engines that gain from
 #: batches (GPUs: not measured); the wait only matters then.
 DEFAULT_BATCH = 1
