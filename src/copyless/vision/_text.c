@@ -428,91 +428,24 @@ done:
 
 /* ---- components: the boxes a detector's map holds, with their scores ------------------ */
 
-typedef struct {
-    int x0, y0, x1, y1;
-    Py_ssize_t count;
-    double sum;
-} Comp;
-
-#define PROB(y, x) prob_at(base + (y) * sy + (x) * sx)
-
-/* Labels prob > thr; fills *out with n components. Returns n, or -1 on allocation failure. */
-static Py_ssize_t label(const char *base, Py_ssize_t sy, Py_ssize_t sx, int h, int w, float thr,
-                        Comp **out) {
-    int32_t *lab = calloc((size_t)h * (size_t)w, sizeof(int32_t));
-    size_t cap = 1024;
-    int32_t n = 0;
-    int32_t *parent = malloc(sizeof(int32_t) * cap);
-    if (!lab || !parent) goto fail;
-    parent[0] = 0;
+/* Each component's pixel count and sum of prob, in raster order (label_map's labels). */
+static void tally(const char *base, Py_ssize_t sy, Py_ssize_t sx, int h, int w,
+                  const Labels *L, Py_ssize_t *counts, double *sums) {
     for (int y = 0; y < h; y++) {
-        int32_t *lr = lab + (size_t)y * (size_t)w, *up = y ? lr - w : NULL;
-        for (int x = 0; x < w; x++) {
-            if (!(PROB(y, x) > thr)) continue;
-            int32_t nb[4] = {x ? lr[x - 1] : 0, up && x ? up[x - 1] : 0, up ? up[x] : 0,
-                             up && x + 1 < w ? up[x + 1] : 0};
-            int32_t l = 0;
-            for (int k = 0; k < 4; k++) {
-                if (!nb[k]) continue;
-                if (!l) l = nb[k];
-                else uf_union(parent, l, nb[k]);
-            }
-            if (!l) {
-                if ((size_t)(n + 2) > cap) {
-                    int32_t *grown = realloc(parent, sizeof(int32_t) * cap * 2);
-                    if (!grown) goto fail;
-                    parent = grown;
-                    cap *= 2;
-                }
-                l = ++n;
-                parent[l] = l;
-            }
-            lr[x] = l;
-        }
-    }
-    /* compact ids: root label -> 1..m, reusing parent[] once every label points at a root */
-    int32_t *compact = calloc((size_t)n + 1, sizeof(int32_t));
-    if (!compact) goto fail;
-    int32_t m = 0;
-    for (int32_t l = 1; l <= n; l++) {
-        int32_t r = uf_find(parent, l);
-        if (!compact[r]) compact[r] = ++m;
-        compact[l] = compact[r];
-    }
-    Comp *comps = malloc(sizeof(Comp) * ((size_t)m + 1));
-    if (!comps) {
-        free(compact);
-        goto fail;
-    }
-    for (int32_t c = 0; c < m; c++) comps[c] = (Comp){w, h, -1, -1, 0, 0.0};
-    for (int y = 0; y < h; y++) {
-        const int32_t *lr = lab + (size_t)y * (size_t)w;
+        const int32_t *lr = L->lab + (size_t)y * (size_t)w;
         for (int x = 0; x < w; x++) {
             if (!lr[x]) continue;
-            Comp *c = comps + compact[lr[x]] - 1;
-            if (x < c->x0) c->x0 = x;
-            if (y < c->y0) c->y0 = y;
-            if (x > c->x1) c->x1 = x;
-            if (y > c->y1) c->y1 = y;
-            c->count++;
-            c->sum += PROB(y, x);
+            counts[lr[x] - 1]++;
+            sums[lr[x] - 1] += prob_at(base + y * sy + x * sx);
         }
     }
-    free(compact);
-    free(lab);
-    free(parent);
-    *out = comps;
-    return m;
-fail:
-    free(lab);
-    free(parent);
-    return -1;
 }
 
 /* components(prob, threshold). Checked here: a 2-D float32 buffer ("f", or "=f"/"<f" for
- * an unaligned view: PROB reads through memcpy), dims <= INT32_MAX, any strides. Python
+ * an unaligned view: prob_at reads through memcpy), dims <= INT32_MAX, any strides. Python
  * (postprocess.text_boxes via _plane) passes a [H, W] float32 plane, converting other
- * float types first. Any threshold works (NaN selects nothing). */
+ * float types first. Any threshold works (NaN selects nothing). The components are
+ * regions' (label_map without dilation), with each one's pixel count and summed score. */
 static PyObject *components(PyObject *self, PyObject *args) {
     PyObject *obj;
     double thr;
@@ -525,25 +458,34 @@ static PyObject *components(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "probability map must be a 2-D float32 array");
         return NULL;
     }
-    Comp *comps = NULL;
-    Py_ssize_t n;
+    int h = (int)b.shape[0], w = (int)b.shape[1], rc;
+    Labels L = {NULL, 0, NULL, NULL};
+    Py_ssize_t *counts = NULL;
+    double *sums = NULL;
     Py_BEGIN_ALLOW_THREADS
-    n = label(b.buf, b.strides[0], b.strides[1], (int)b.shape[0], (int)b.shape[1], (float)thr,
-              &comps);
+    rc = label_map(b.buf, b.strides[0], b.strides[1], h, w, (float)thr, 0, &L);
+    if (rc == 0) {
+        counts = calloc((size_t)L.m + 1, sizeof(Py_ssize_t));
+        sums = calloc((size_t)L.m + 1, sizeof(double));
+        if (counts && sums) tally(b.buf, b.strides[0], b.strides[1], h, w, &L, counts, sums);
+        else rc = -1;
+    }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b);
-    if (n < 0) return PyErr_NoMemory();
-    PyObject *list = PyList_New(n);
-    for (Py_ssize_t i = 0; list && i < n; i++) {
-        Comp *c = comps + i;
-        PyObject *t = Py_BuildValue("(iiiind)", c->x0, c->y0, c->x1 + 1, c->y1 + 1, c->count, c->sum);
+    PyObject *list = rc < 0 ? PyErr_NoMemory() : PyList_New(L.m);
+    for (int32_t i = 0; list && i < L.m; i++) {
+        const Bounds *c = L.bounds + i;
+        PyObject *t = Py_BuildValue("(iiiind)", c->x0, c->y0, c->x1 + 1, c->y1 + 1, counts[i],
+                                    sums[i]);
         if (!t) {
             Py_CLEAR(list);
             break;
         }
         PyList_SET_ITEM(list, i, t);
     }
-    free(comps);
+    free(counts);
+    free(sums);
+    labels_free(&L);
     return list;
 }
 
