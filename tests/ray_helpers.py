@@ -32,6 +32,13 @@ _STARTUP_S = 120.0
 _GRACE_S = 2.0
 
 
+def batch_command() -> list[str]:
+    """How a user starts copyless-batch from this venv: its console script, or the module
+    where the script is absent."""
+    exe = Path(sys.executable).with_name("copyless-batch")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "copyless.apps.batch"]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

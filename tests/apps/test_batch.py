@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from model_helpers import conv_net
-from ray_helpers import RAY_ENV, free_port
+from ray_helpers import RAY_ENV, batch_command, free_port
 
 pytest.importorskip("ray")
 
@@ -31,11 +30,6 @@ CLOSING = re.compile(
 )
 
 
-def _command() -> list[str]:
-    exe = Path(sys.executable).with_name("copyless-batch")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "copyless.apps.batch"]
-
-
 def _check_rows(out: Path, expected: dict[str, frozenset[int]]) -> None:
     rows = pq.read_table(out).to_pylist()
     assert collections.Counter(r["path"] for r in rows) == collections.Counter(list(expected))
@@ -47,7 +41,7 @@ def test_address_joins_a_head_started_with_ray_start(ray_head, photo_folder, tmp
     folder, expected = photo_folder
     out = tmp_path / "out.parquet"
     env = {**os.environ, **RAY_ENV}
-    command = [*_command(), str(folder), "-o", str(out), "--address", ray_head.address]
+    command = [*batch_command(), str(folder), "-o", str(out), "--address", ray_head.address]
     result = subprocess.run(
         [*command, "--actors", "1", "--batch-size", "4", "-k", "2"],
         capture_output=True, text=True, env=env, timeout=300, check=False,
@@ -72,7 +66,7 @@ def test_local_ray_is_quiet_and_leaves_nothing_behind(photo_folder, tmp_path) ->
     bad.write_bytes(b"\xff\xd8\xff" + bytes(64))
     try:
         result = subprocess.run(
-            [*_command(), str(folder / "*.jpg"), str(bad), "-o", "out.parquet", "-k", "3"],
+            [*batch_command(), str(folder / "*.jpg"), str(bad), "-o", "out.parquet", "-k", "3"],
             capture_output=True, text=True, env=env, cwd=work, timeout=300, check=False,
         )  # fmt: skip
         leftovers = sorted(p.name for p in temp.iterdir())
@@ -127,7 +121,7 @@ def test_unreachable_address_fails_fast(photo_folder, tmp_path, capfd) -> None:
 
 def test_device_cuda_needs_a_gpu_in_the_cluster(ray_head, photo_folder, tmp_path) -> None:
     folder, _ = photo_folder
-    command = [*_command(), str(folder), "-o", str(tmp_path / "o.parquet"), "--device", "cuda"]
+    command = [*batch_command(), str(folder), "-o", str(tmp_path / "o.parquet"), "--device", "cuda"]
     result = subprocess.run(
         [*command, "--address", ray_head.address],
         capture_output=True, text=True, env={**os.environ, **RAY_ENV}, timeout=300, check=False,
@@ -180,7 +174,7 @@ def test_two_actors_on_a_two_cpu_head_are_fitted_and_finish(ray_head, photo_fold
     actors held both CPUs, the decode tasks none); now the plan shrinks the actors."""
     folder, expected = photo_folder
     out = tmp_path / "out.parquet"
-    command = [*_command(), str(folder), "-o", str(out), "--address", ray_head.address]
+    command = [*batch_command(), str(folder), "-o", str(out), "--address", ray_head.address]
     result = subprocess.run(
         [*command, "--actors", "2", "--batch-size", "4", "--stall-timeout", "60"],
         capture_output=True, text=True, env={**os.environ, **RAY_ENV}, timeout=300, check=False,
@@ -206,7 +200,7 @@ def test_a_manifest_into_a_directory_of_parts_twice_gives_each_row_once(
     pcsv.write_csv(pa.table({"n": range(len(expected)), "file": sorted(expected)}), manifest)
     out = tmp_path / "parts"
     command = [
-        *_command(), "--manifest", str(manifest), "--path-column", "file",
+        *batch_command(), "--manifest", str(manifest), "--path-column", "file",
         "-o", f"{out}/", "--address", ray_head.address, "--batch-size", "4",
     ]  # fmt: skip
     env = {**os.environ, **RAY_ENV}
@@ -252,7 +246,7 @@ def test_a_full_disk_keeps_the_finished_parts(ray_head, photo_folder, tmp_path) 
     mount.mkdir()
     kept.mkdir()
     command = " ".join(
-        [*_command(), str(folder), "-o", f"{mount}/parts/", "--address", ray_head.address,
+        [*batch_command(), str(folder), "-o", f"{mount}/parts/", "--address", ray_head.address,
          "--batch-size", "2", "-k", "100"]
     )  # fmt: skip
     script = (
@@ -306,7 +300,7 @@ def test_fewer_batches_than_actors_start_fewer_actors_quietly(ray_head, photo_fo
     one = next(p for p in expected if p.endswith("chelsea.jpg"))
     out = tmp_path / "one.parquet"
     result = subprocess.run(
-        [*_command(), one, "-o", str(out), "--address", ray_head.address, "--actors", "2"],
+        [*batch_command(), one, "-o", str(out), "--address", ray_head.address, "--actors", "2"],
         capture_output=True, text=True, env={**os.environ, **RAY_ENV}, timeout=300, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

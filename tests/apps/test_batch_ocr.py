@@ -8,7 +8,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from ray_helpers import RAY_ENV
+from ray_helpers import RAY_ENV, batch_command
 
 pytest.importorskip("ray")
 
@@ -27,11 +26,6 @@ CLOSING = re.compile(
     r"^(\d+) images(?: \((\d+) unreadable\))?, (\d+) lines in \d+\.\d\d s "
     r"\((\d+) actor\(s\) on (local Ray|cluster \S+)\) -> (\S+)$"
 )
-
-
-def _command() -> list[str]:
-    exe = Path(sys.executable).with_name("copyless-batch")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "copyless.apps.batch"]
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +76,7 @@ def _check_lines(rows: list[dict], read: dict[str, list[tuple]], pages: Path) ->
 def test_ocr_writes_the_lines_ocr_pipeline_reads(ray_head, pages, read, tmp_path) -> None:
     out = tmp_path / "lines.parquet"
     result = subprocess.run(
-        [*_command(), str(pages), "-o", str(out), "--task", "ocr", "--batch-size", "2",
+        [*batch_command(), str(pages), "-o", str(out), "--task", "ocr", "--batch-size", "2",
          "--address", ray_head.address, "--json"],
         capture_output=True, text=True, env={**os.environ, **RAY_ENV}, timeout=600, check=False,
     )  # fmt: skip
@@ -102,7 +96,7 @@ def test_ocr_writes_the_lines_ocr_pipeline_reads(ray_head, pages, read, tmp_path
 def test_ocr_into_a_directory_writes_a_whole_part_per_batch(ray_head, pages, read, tmp_path):
     out = tmp_path / "parts"
     result = subprocess.run(
-        [*_command(), str(pages), "-o", f"{out}/", "--task", "ocr", "--batch-size", "1",
+        [*batch_command(), str(pages), "-o", f"{out}/", "--task", "ocr", "--batch-size", "1",
          "--address", ray_head.address],
         capture_output=True, text=True, env={**os.environ, **RAY_ENV}, timeout=600, check=False,
     )  # fmt: skip

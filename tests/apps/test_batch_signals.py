@@ -11,28 +11,23 @@ import re
 import signal
 import struct
 import subprocess
-import sys
 import termios
 import threading
 import time
 import tty
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from ray_helpers import RAY_ENV
+from ray_helpers import RAY_ENV, batch_command
 
 pytest.importorskip("ray")
 
 CLOSING = re.compile(r"^(\d+) images(?: \(\d+ unreadable\))? in \d+\.\d\d s, ")
 #: Images in the run: enough that a signal after the first part lands mid-run.
 IMAGES = 400
-
-
-def _command() -> list[str]:
-    exe = Path(sys.executable).with_name("copyless-batch")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "copyless.apps.batch"]
 
 
 def _many_photos(folder: Path, expected: dict[str, frozenset[int]]) -> dict[str, frozenset[int]]:
@@ -89,29 +84,19 @@ class _Stderr:
         return self.data.decode(errors="replace")
 
 
-@pytest.mark.parametrize(
-    ("sig", "output"),
-    [(signal.SIGINT, "parts/"), (signal.SIGTERM, "parts/"), (signal.SIGINT, "out.parquet")],
-    ids=["sigint-parts", "sigterm-parts", "sigint-file"],
-)
-def test_a_signal_mid_run_writes_what_finished_and_exits_with_its_code(
-    ray_head, photo_folder, tmp_path, sig, output
-) -> None:
-    _, expected = photo_folder
-    links = _many_photos(tmp_path / "many", expected)
-    out = tmp_path / output.rstrip("/")
-    command = [*_command(), str(tmp_path / "many"), "-o", f"{tmp_path}/{output}",
-               "--address", ray_head.address, "--batch-size", "4"]  # fmt: skip
-    env = {**os.environ, **RAY_ENV}
+def _signal_mid_run(command: list[str], ready: Callable[[_Stderr], bool], sig: int,
+                    within_s: float) -> tuple[int, str, str]:
+    """Run ``command`` (its stderr a terminal), send ``sig`` once ``ready`` says the run is
+    mid-way (at most ``within_s`` seconds on), wait for it to end: (exit status, stdout,
+    stderr). The child is killed if it outlives the wait."""
     stderr = _Stderr()
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=stderr.follower, env=env
-    ) as process:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr.follower,
+                          env={**os.environ, **RAY_ENV}) as process:  # fmt: skip
         stderr.start()
         try:
-            deadline = time.monotonic() + 240
+            deadline = time.monotonic() + within_s
             while process.poll() is None and time.monotonic() < deadline:
-                if stderr.images_done() > 0:  # mid-run: the first batch is written
+                if ready(stderr):
                     break
                 time.sleep(0.02)
             assert process.poll() is None, "the run ended before the signal"
@@ -124,8 +109,27 @@ def test_a_signal_mid_run_writes_what_finished_and_exits_with_its_code(
             assert process.stdout is not None
             stdout = process.stdout.read().decode()
             err = stderr.text()
+    return process.returncode, stdout, err
+
+
+@pytest.mark.parametrize(
+    ("sig", "output"),
+    [(signal.SIGINT, "parts/"), (signal.SIGTERM, "parts/"), (signal.SIGINT, "out.parquet")],
+    ids=["sigint-parts", "sigterm-parts", "sigint-file"],
+)
+def test_a_signal_mid_run_writes_what_finished_and_exits_with_its_code(
+    ray_head, photo_folder, tmp_path, sig, output
+) -> None:
+    _, expected = photo_folder
+    links = _many_photos(tmp_path / "many", expected)
+    out = tmp_path / output.rstrip("/")
+    command = [*batch_command(), str(tmp_path / "many"), "-o", f"{tmp_path}/{output}",
+               "--address", ray_head.address, "--batch-size", "4"]  # fmt: skip
+    returncode, stdout, err = _signal_mid_run(
+        command, lambda stderr: stderr.images_done() > 0, sig, 240  # the first batch written
+    )
     name = signal.Signals(sig).name
-    assert process.returncode == 128 + sig, err
+    assert returncode == 128 + sig, err
     assert _stderr_lines(err) == [f"copyless-batch: stopped by {name}"], err
     assert "Traceback" not in err
     match = CLOSING.match(stdout.strip())
@@ -174,29 +178,13 @@ def test_sigint_mid_ocr_run_writes_the_pages_finished(ray_head, tmp_path) -> Non
     finished are in a complete Parquet file, exit 130 with one stderr line."""
     links = _drawn_pages(tmp_path / "pages")
     out = tmp_path / "lines.parquet"
-    command = [*_command(), str(tmp_path / "pages"), "-o", str(out), "--task", "ocr",
+    command = [*batch_command(), str(tmp_path / "pages"), "-o", str(out), "--task", "ocr",
                "--address", ray_head.address, "--batch-size", "1"]  # fmt: skip
-    stderr = _Stderr()
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr.follower,
-                          env={**os.environ, **RAY_ENV}) as process:  # fmt: skip
-        stderr.start()
-        try:
-            deadline = time.monotonic() + 300
-            while process.poll() is None and time.monotonic() < deadline:
-                if re.search(rb"[1-9]\d* lines \[", stderr.data):  # mid-run: lines written
-                    break
-                time.sleep(0.02)
-            assert process.poll() is None, "the run ended before the signal"
-            process.send_signal(signal.SIGINT)
-            process.wait(timeout=180)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-            assert process.stdout is not None
-            stdout = process.stdout.read().decode()
-            err = stderr.text()
-    assert process.returncode == 130, err
+    returncode, stdout, err = _signal_mid_run(  # mid-run: lines written
+        command, lambda stderr: re.search(rb"[1-9]\d* lines \[", stderr.data) is not None,
+        signal.SIGINT, 300,
+    )
+    assert returncode == 130, err
     assert _stderr_lines(err) == ["copyless-batch: stopped by SIGINT"], err
     assert "Traceback" not in err
     match = re.match(r"^(\d+) images, (\d+) lines in \d+\.\d\d s ", stdout.strip())
