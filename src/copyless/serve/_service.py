@@ -14,7 +14,15 @@ from typing import Any
 
 from .. import __version__
 from ._access import Client, Restrictions, check_shm
-from ._budget import TRIM_BYTES, ByteBudget, DescriptorBudget, Throttled, fd_limit, give_back_memory
+from ._budget import (
+    TRIM_AFTER_S,
+    TRIM_BYTES,
+    ByteBudget,
+    DescriptorBudget,
+    Throttled,
+    fd_limit,
+    give_back_memory,
+)
 from ._errors import Refusal, RequestError
 from ._metrics import ServeMetrics
 from ._model import ModelRetired, Served
@@ -158,9 +166,9 @@ class InferenceService:
 
     def give_bytes(self, nbytes: int) -> None:
         """Give back what :meth:`hold_bytes` held; after a large request (once its buffers
-        are dropped: a moment later on the event loop, and again a second later, as gRPC's
-        threads may drop them later on a loaded machine) the heap's free pages go back to
-        the system."""
+        are dropped: a moment later on the event loop, and again at :data:`TRIM_AFTER_S`,
+        as gRPC's threads and the closing connection drop theirs later on a loaded
+        machine) the heap's free pages go back to the system."""
         self.inflight.give(nbytes)
         if nbytes >= TRIM_BYTES:
             try:
@@ -168,8 +176,8 @@ class InferenceService:
             except RuntimeError:  # no loop here
                 give_back_memory()
                 return
-            loop.call_later(0.1, give_back_memory)
-            loop.call_later(1.0, give_back_memory)
+            for delay in TRIM_AFTER_S:
+                loop.call_later(delay, give_back_memory)
 
     def hold_bytes(self, nbytes: int) -> None:
         """Count ``nbytes`` of a request against the in-flight budget (give them back with
